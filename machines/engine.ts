@@ -1,0 +1,247 @@
+// The engine machine: one actor per engine walks it through
+// pending → inspected → prepared → checked → started → probed → captured.
+// Each state is named for the last step that completed and invokes the next
+// one by name; the IO behind those names is supplied by the controller with
+// machine.provide({ actors }). Pure: no fs, no http, no docker, no lowdb here.
+//
+// The context never holds an engine spec (it carries the API key): actors get
+// the engine name and the desired input hash, and the controller resolves the
+// current spec. So a persisted snapshot is safe to write to disk.
+import { setup, assign, fromPromise } from "xstate";
+import type { ErrorRecord } from "../src/errors.js";
+import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
+
+export type Phase = "pending" | "inspected" | "prepared" | "checked" | "started" | "probed" | "captured";
+export type RetryFrom = Exclude<Phase, "captured">;
+
+export interface RetryPolicy {
+  baseMs: number;
+  capMs: number;
+  maxAttempts: number;
+}
+
+export interface EngineContext {
+  engine: string;
+  desiredHash: string;
+  inspection: Inspection | null;
+  run: PreparedRun | null;
+  checked: CheckResult | null;
+  handle: EngineHandle | null;
+  /** Input hash the live engine was prepared from. */
+  runningHash: string | null;
+  probe: ProbeResult | null;
+  layout: CacheLayout | null;
+  error: ErrorRecord | null;
+  /** Where a retry resumes. */
+  retryFrom: RetryFrom | null;
+  /** Consecutive failures since the engine last reached `captured`. */
+  attempts: number;
+  /** Backoff deadline (epoch ms); kept in context so it survives a restart. */
+  retryAt: number | null;
+  terminal: boolean;
+  retry: RetryPolicy;
+}
+
+export interface EngineInput {
+  engine: string;
+  desiredHash: string;
+  retry: RetryPolicy;
+}
+
+export type EngineEvent =
+  | { type: "DESIRED_CHANGED"; desiredHash: string }
+  | { type: "REMOVE" }
+  | { type: "ENGINE_LOST"; reason: string }
+  | { type: "RETRY_NOW" }
+  | { type: "RESUME" };
+
+/** Inputs the named actors receive (plain data; the controller looks up the spec). */
+export interface StepInput {
+  engine: string;
+  desiredHash: string;
+  inspection: Inspection | null;
+  run: PreparedRun | null;
+  handle: EngineHandle | null;
+}
+
+const unprovided = (name: string) =>
+  fromPromise<never, StepInput>(async () => {
+    throw new Error(`actor "${name}" was not provided`);
+  });
+
+/** Capped exponential backoff with jitter (50–100% of the step), pure given `random`. */
+export function backoffMs(attempts: number, policy: RetryPolicy, random: number): number {
+  const step = Math.min(policy.capMs, policy.baseMs * 2 ** Math.max(0, attempts - 1));
+  return Math.round(step * (0.5 + random / 2));
+}
+
+function toRecord(err: unknown): ErrorRecord {
+  if (err && typeof err === "object" && "toJSON" in err && typeof (err as { toJSON: unknown }).toJSON === "function") {
+    const r = (err as { toJSON(): Record<string, unknown> }).toJSON();
+    if (typeof r.message === "string") return Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ErrorRecord;
+  }
+  const e = err as { name?: string; message?: string } | undefined;
+  return { name: e?.name ?? "Error", message: e?.message ?? String(err), retryable: true };
+}
+
+const stepInput = ({ context }: { context: EngineContext }): StepInput => ({
+  engine: context.engine,
+  desiredHash: context.desiredHash,
+  inspection: context.inspection,
+  run: context.run,
+  handle: context.handle,
+});
+
+const freshAttempt = {
+  inspection: null,
+  run: null,
+  checked: null,
+  probe: null,
+  layout: null,
+} as const;
+
+export const engineMachine = setup({
+  types: {
+    context: {} as EngineContext,
+    events: {} as EngineEvent,
+    input: {} as EngineInput,
+  },
+  actors: {
+    inspect: unprovided("inspect") as ReturnType<typeof fromPromise<Inspection, StepInput>>,
+    prepare: unprovided("prepare") as ReturnType<typeof fromPromise<PreparedRun, StepInput>>,
+    check: unprovided("check") as ReturnType<typeof fromPromise<CheckResult, StepInput>>,
+    start: unprovided("start") as ReturnType<typeof fromPromise<EngineHandle, StepInput>>,
+    probe: unprovided("probe") as ReturnType<typeof fromPromise<ProbeResult, StepInput>>,
+    capture: unprovided("capture") as ReturnType<typeof fromPromise<CacheLayout, StepInput>>,
+    stop: unprovided("stop") as ReturnType<typeof fromPromise<void, StepInput>>,
+  },
+  actions: {
+    /** A failed step: record the error and where to resume, and set the backoff deadline. */
+    recordFailure: assign(({ context, event }, params: { from: RetryFrom; dropsEngine?: boolean }) => {
+      const error = toRecord((event as { error?: unknown }).error);
+      const attempts = context.attempts + 1;
+      const terminal = !error.retryable || attempts >= context.retry.maxAttempts;
+      return {
+        error,
+        attempts,
+        terminal,
+        retryFrom: params.from,
+        retryAt: terminal ? null : Date.now() + backoffMs(attempts, context.retry, Math.random()),
+        ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
+      };
+    }),
+  },
+  guards: {
+    hashChanged: ({ context, event }) => event.type === "DESIRED_CHANGED" && event.desiredHash !== context.desiredHash,
+    hasEngine: ({ context }) => context.handle !== null,
+    retryFrom: ({ context }, params: { from: RetryFrom }) => !context.terminal && context.retryFrom === params.from,
+  },
+  delays: {
+    backoff: ({ context }) => Math.max(0, (context.retryAt ?? Date.now()) - Date.now()),
+  },
+}).createMachine({
+  id: "engine",
+  context: ({ input }) => ({
+    engine: input.engine,
+    desiredHash: input.desiredHash,
+    ...freshAttempt,
+    handle: null,
+    runningHash: null,
+    error: null,
+    retryFrom: null,
+    attempts: 0,
+    retryAt: null,
+    terminal: false,
+    retry: input.retry,
+  }),
+  initial: "pending",
+  on: {
+    DESIRED_CHANGED: [
+      // A new input hash invalidates everything from inspection on: stop what runs, then start over in a fresh run.
+      {
+        guard: { type: "hashChanged" },
+        target: ".replacing",
+        actions: assign(({ event }) => ({ desiredHash: (event as { desiredHash: string }).desiredHash, attempts: 0, error: null, terminal: false, retryAt: null })),
+      },
+    ],
+    REMOVE: { target: ".removing" },
+  },
+  states: {
+    pending: {
+      entry: assign({ ...freshAttempt }),
+      invoke: { src: "inspect", input: stepInput, onDone: { target: "inspected", actions: assign({ inspection: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } } },
+    },
+    inspected: {
+      invoke: { src: "prepare", input: stepInput, onDone: { target: "prepared", actions: assign({ run: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "inspected" } } } },
+    },
+    prepared: {
+      invoke: { src: "check", input: stepInput, onDone: { target: "checked", actions: assign({ checked: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } } },
+    },
+    checked: {
+      invoke: {
+        src: "start",
+        input: stepInput,
+        onDone: { target: "started", actions: assign({ handle: ({ event }) => event.output, runningHash: ({ context }) => context.desiredHash }) },
+        // A run whose engine failed to start is spent: the retry prepares a fresh run directory.
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending", dropsEngine: true } } },
+      },
+    },
+    started: {
+      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) } },
+      invoke: { src: "probe", input: stepInput, onDone: { target: "probed", actions: assign({ probe: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "started" } } } },
+    },
+    probed: {
+      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) } },
+      invoke: { src: "capture", input: stepInput, onDone: { target: "captured", actions: assign({ layout: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "probed" } } } },
+    },
+    captured: {
+      entry: assign({ attempts: 0, error: null, retryFrom: null, retryAt: null, terminal: false }),
+      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) } },
+    },
+    failed: {
+      on: {
+        // A dead engine cannot be probed or captured: resume from a fresh run.
+        ENGINE_LOST: { actions: assign({ handle: null, runningHash: null, retryFrom: "pending" }) },
+        RETRY_NOW: { guard: ({ context }) => !context.terminal, actions: assign({ retryAt: () => Date.now() }), reenter: true, target: "failed" },
+        // After a restore: re-arm the backoff timer from the deadline kept in context.
+        RESUME: { reenter: true, target: "failed" },
+      },
+      after: {
+        backoff: [
+          { guard: { type: "retryFrom", params: { from: "pending" } }, target: "pending" },
+          { guard: { type: "retryFrom", params: { from: "inspected" } }, target: "inspected" },
+          { guard: { type: "retryFrom", params: { from: "prepared" } }, target: "prepared" },
+          { guard: { type: "retryFrom", params: { from: "checked" } }, target: "checked" },
+          { guard: { type: "retryFrom", params: { from: "started" } }, target: "started" },
+          { guard: { type: "retryFrom", params: { from: "probed" } }, target: "probed" },
+        ],
+      },
+    },
+    replacing: {
+      always: { guard: ({ context }) => context.handle === null, target: "pending" },
+      invoke: {
+        src: "stop",
+        input: stepInput,
+        onDone: { target: "pending", actions: assign({ handle: null, runningHash: null }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } },
+      },
+    },
+    removing: {
+      always: { guard: ({ context }) => context.handle === null, target: "removed" },
+      invoke: {
+        src: "stop",
+        input: stepInput,
+        onDone: { target: "removed", actions: assign({ handle: null, runningHash: null }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } },
+      },
+    },
+    removed: { type: "final" },
+  },
+});
+
+export type EngineMachine = typeof engineMachine;
+
+/** States in which the engine needs nothing more until an event arrives. */
+export function isSettled(value: string, context: EngineContext): boolean {
+  return value === "captured" || value === "removed" || (value === "failed" && context.terminal);
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env node
+// `npm run demo`: converge the default desired/ (two simulated engines on the
+// native backend: no Docker, no GPU) and print the status table.
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const cli = path.join(root, "dist/src/cli/main.js");
+const run = (args) => spawnSync(process.execPath, [cli, ...args], { cwd: root, stdio: "inherit" });
+
+const reconcile = run(["reconcile", "--once"]);
+console.log("");
+run(["status"]);
+console.log("\nEngines keep running. Stop them with: npx narwhal down");
+process.exit(reconcile.status ?? 1);

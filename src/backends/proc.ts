@@ -1,0 +1,58 @@
+// Linux process identity: a PID alone is reused, so a process is "ours" only
+// when its boot id and start tick (field 22 of /proc/<pid>/stat) match what
+// was recorded when it started.
+import fs from "node:fs/promises";
+
+export async function readBootId(procRoot = "/proc"): Promise<string> {
+  return (await fs.readFile(`${procRoot}/sys/kernel/random/boot_id`, "utf8")).trim();
+}
+
+export interface ProcStat {
+  pid: number;
+  state: string;
+  pgid: number;
+  startTicks: number;
+}
+
+/** Parse /proc/<pid>/stat; the comm field may hold spaces and parentheses. */
+export function parseProcStat(text: string): ProcStat {
+  const close = text.lastIndexOf(")");
+  const pid = Number(text.slice(0, text.indexOf(" ")));
+  const rest = text.slice(close + 2).split(" ");
+  // rest[0] is field 3 (state); field N is rest[N - 3].
+  return { pid, state: rest[0] ?? "?", pgid: Number(rest[2]), startTicks: Number(rest[19]) };
+}
+
+export async function readProcStat(pid: number): Promise<ProcStat | null> {
+  try {
+    return parseProcStat(await fs.readFile(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return null;
+  }
+}
+
+/** The environment a process started with (NUL-separated), or null when unreadable. */
+export async function readProcEnviron(pid: number): Promise<Record<string, string> | null> {
+  try {
+    const raw = await fs.readFile(`/proc/${pid}/environ`, "utf8");
+    const env: Record<string, string> = {};
+    for (const entry of raw.split("\0")) {
+      const eq = entry.indexOf("=");
+      if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+    }
+    return env;
+  } catch {
+    return null;
+  }
+}
+
+export async function listPids(): Promise<number[]> {
+  const names = await fs.readdir("/proc");
+  return names.filter((n) => /^\d+$/.test(n)).map(Number);
+}
+
+/** True when pid is alive (not a zombie) and has the recorded start tick. */
+export async function isSameProcess(pid: number, startTicks: number): Promise<boolean> {
+  const stat = await readProcStat(pid);
+  return stat !== null && stat.state !== "Z" && stat.startTicks === startTicks;
+}

@@ -1,0 +1,40 @@
+// One interface, two implementations: where an engine runs (a process group on
+// the host, or a container through the Docker Engine API). Phases are written
+// against this interface only.
+import type { EngineSpec } from "../desired/types.js";
+import type { EngineHandle, PreparedRun } from "../phases/types.js";
+import type { LaunchPlan } from "../phases/plan.js";
+
+export interface RuntimeCheckOutput {
+  /** Unique id of this inspection (a process or temporary container). */
+  inspection_id: string;
+  exit_code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface OwnedEngine {
+  engine: string;
+  launch_token: string;
+  handle: EngineHandle;
+}
+
+export interface EngineBackend {
+  readonly kind: EngineSpec["backend"];
+  /** Image id, or the native runtime's identity; part of the group signature. */
+  runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string>;
+  /** Run the check script inside the engine's runtime. */
+  runCheck(run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput>;
+  /** Find this run's engine (by launch token) or start it; never starts a second one. */
+  ensureStarted(run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle>;
+  /** The engine still runs as the recorded identity. */
+  isAlive(handle: EngineHandle): Promise<boolean>;
+  /** Unix time the engine process started, to compare with /metrics' process_start_time_seconds. */
+  processStartTime(handle: EngineHandle): Promise<number | null>;
+  /** Stop gracefully, then forcibly after graceMs. Stopping a stopped engine succeeds. */
+  stop(handle: EngineHandle, graceMs: number): Promise<void>;
+  /** The engine's startup log (stdout+stderr). */
+  startupLog(run: PreparedRun, handle: EngineHandle): Promise<string>;
+  /** Every engine this state directory owns that is running now. */
+  listOwned(): Promise<OwnedEngine[]>;
+}

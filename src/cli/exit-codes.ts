@@ -1,0 +1,16 @@
+// The one place errors become exit codes (DESIGN.md "Interfaces that must stay stable").
+import { NarwhalError } from "../errors.js";
+
+export const EXIT = { ok: 0, invalid: 1, notConverged: 2 } as const;
+
+/** Print an error for an operator and choose the exit code: invalid input and internal errors are 1. */
+export function reportError(err: unknown, format: string, write: (s: string) => void): number {
+  if (format === "json") {
+    write(JSON.stringify({ error: err instanceof NarwhalError ? err.toJSON() : { name: "InternalError", message: String((err as Error)?.message ?? err) } }, null, 2));
+  } else if (err instanceof NarwhalError) {
+    write(`narwhal: ${err.describe()}`);
+  } else {
+    write(`narwhal: internal error: ${(err as Error)?.stack ?? String(err)}`);
+  }
+  return EXIT.invalid;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env node
+// `narwhal`: the command line. This file is the single error boundary: every
+// command returns an exit code or throws, and only here do errors become codes.
+import { Command, Option } from "commander";
+import { validateDesired } from "../desired/load.js";
+import { readState } from "../state/store.js";
+import { groupReport, renderGroups } from "../controller/groups.js";
+import { EXIT, reportError } from "./exit-codes.js";
+import { configFrom, loggerFor, type GlobalOptions } from "./runtime.js";
+import { reconcileOnce, reconcileWatch } from "./reconcile.js";
+import { renderStatusText, statusView } from "./status-view.js";
+import { down } from "./down.js";
+import { appIdentity } from "../app.js";
+
+const out = (s: string) => process.stdout.write(s.endsWith("\n") ? s : s + "\n");
+const err = (s: string) => process.stderr.write(s.endsWith("\n") ? s : s + "\n");
+
+const desiredOpt = () => new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
+const stateOpt = () => new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state");
+const formatOpt = () => new Option("--format <format>", "output format").choices(["text", "json"]).default("text");
+
+async function run(argv: string[]): Promise<number> {
+  let code: number = EXIT.ok;
+  let format = "text";
+  const program = new Command("narwhal")
+    .description("A declarative reconciler for vLLM inference fleets")
+    .version(appIdentity().version, "--version")
+    .exitOverride()
+    .showHelpAfterError();
+
+  const act = (fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>) =>
+    async (...args: unknown[]) => {
+      const cmd = args[args.length - 1] as Command;
+      const opts = cmd.opts() as GlobalOptions & Record<string, unknown>;
+      format = opts.format ?? "text";
+      code = await fn(opts, ...args.slice(0, -2));
+    };
+
+  program
+    .command("validate")
+    .description("Validate desired/ and print every error with its file and JSON path (exit 0 valid, 1 invalid)")
+    .addOption(desiredOpt())
+    .addOption(formatOpt())
+    .action(
+      act(async (opts) => {
+        const config = configFrom(opts);
+        const result = await validateDesired(config.desiredDir);
+        if (opts.format === "json") {
+          out(JSON.stringify({ valid: !!result.state, issues: result.issues, engines: result.state?.specs ?? [] }, null, 2));
+        } else if (result.state) {
+          out(`desired state in ${config.desiredDir} is valid: ${result.state.specs.length} engines`);
+          for (const s of result.state.specs) out(`  ${s.name} (${s.role}, ${s.backend}) ${s.url} input ${s.input_hash.slice(0, 12)}`);
+        } else {
+          err(`desired state in ${config.desiredDir} is invalid (${result.issues.length} errors):`);
+          for (const i of result.issues) err(`  ${i.file} ${i.path}: ${i.message} [${i.rule}]`);
+        }
+        return result.state ? EXIT.ok : EXIT.invalid;
+      }),
+    );
+
+  program
+    .command("reconcile")
+    .description("Converge engines on desired/; watch for changes and drift until SIGINT/SIGTERM, or --once")
+    .option("--once", "converge, then exit 0 when every engine is captured, 2 when not")
+    .addOption(desiredOpt())
+    .addOption(stateOpt())
+    .addOption(formatOpt())
+    .action(
+      act(async (opts) => {
+        const config = configFrom(opts);
+        const log = loggerFor(config, true);
+        try {
+          return opts.once ? await reconcileOnce(config, log, String(opts.format), out) : await reconcileWatch(config, log);
+        } finally {
+          await log.close();
+        }
+      }),
+    );
+
+  program
+    .command("status")
+    .description("Show every engine's phase, input hashes, group, run directory, process, conditions, last error and history")
+    .argument("[engine]", "one engine, with details")
+    .addOption(stateOpt())
+    .addOption(formatOpt())
+    .action(
+      act(async (opts, engine) => {
+        const config = configFrom(opts);
+        const view = statusView(await readState(config.stateDir), engine as string | undefined);
+        if (engine && view.engines.length === 0) {
+          err(`narwhal: no engine named ${String(engine)} in ${config.stateDir}`);
+          return EXIT.invalid;
+        }
+        out(opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine));
+        return EXIT.ok;
+      }),
+    );
+
+  program
+    .command("groups")
+    .description("Print cache-equivalence groups (seed 000): signature, representative and roles")
+    .addOption(stateOpt())
+    .addOption(formatOpt())
+    .action(
+      act(async (opts) => {
+        const groups = groupReport(Object.values((await readState(configFrom(opts).stateDir)).engines));
+        out(opts.format === "json" ? JSON.stringify(groups, null, 2) : renderGroups(groups) || "no groups yet: no engine has been inspected");
+        return EXIT.ok;
+      }),
+    );
+
+  program
+    .command("down")
+    .description("Stop every engine the state knows: gracefully, then SIGKILL")
+    .addOption(stateOpt())
+    .addOption(formatOpt())
+    .action(
+      act(async (opts) => {
+        const config = configFrom(opts);
+        const log = loggerFor(config, true);
+        try {
+          const stopped = await down(config, log);
+          out(opts.format === "json" ? JSON.stringify({ stopped }) : stopped.length ? `stopped: ${stopped.join(", ")}` : "no engine was running");
+          return EXIT.ok;
+        } finally {
+          await log.close();
+        }
+      }),
+    );
+
+  try {
+    await program.parseAsync(argv);
+  } catch (e) {
+    const ce = e as { code?: string; exitCode?: number };
+    if (typeof ce.code === "string" && ce.code.startsWith("commander.")) {
+      return ce.code === "commander.helpDisplayed" || ce.code === "commander.version" ? EXIT.ok : (ce.exitCode ?? EXIT.invalid);
+    }
+    return reportError(e, format, err);
+  }
+  return code;
+}
+
+
+run(process.argv).then(
+  (code) => process.exit(code),
+  (e) => process.exit(reportError(e, "text", err)),
+);

@@ -1,0 +1,31 @@
+// Wiring shared by the commands: config, logger, backends, controller.
+import { loadConfig, type Config } from "../config.js";
+import { createLogger, type Logger } from "../log.js";
+import { NativeBackend } from "../backends/native.js";
+import { UnavailableContainerBackend } from "../backends/container.js";
+import type { EngineBackend } from "../backends/types.js";
+import type { EngineSpec } from "../desired/types.js";
+import { Controller } from "../controller/controller.js";
+import { appIdentity, checkScriptPath } from "../app.js";
+
+export interface GlobalOptions {
+  desired?: string;
+  state?: string;
+  format?: string;
+}
+
+export function configFrom(opts: GlobalOptions): Config {
+  return loadConfig({ desired: opts.desired, state: opts.state });
+}
+
+export function loggerFor(config: Config, withFile: boolean): Logger {
+  return createLogger({ level: config.logLevel, stateDir: withFile ? config.stateDir : undefined });
+}
+
+export function backendsFor(config: Config): Record<EngineSpec["backend"], EngineBackend> {
+  return { native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv }), container: new UnavailableContainerBackend() };
+}
+
+export function controllerFor(config: Config, log: Logger): Controller {
+  return new Controller({ config, log, app: appIdentity(), scriptPath: checkScriptPath(), backends: backendsFor(config) });
+}

@@ -1,0 +1,198 @@
+// The controller: one engine actor per desired engine, each persisted after
+// every transition. It resumes actors from the state file, observes the world
+// first (a dead engine or an orphan wins over the snapshot), applies desired
+// changes as events, and reports when everything has settled.
+import { createActor, type Actor, type Snapshot } from "xstate";
+import { engineMachine, isSettled, type EngineContext } from "../../machines/engine.js";
+import type { DesiredState, EngineSpec } from "../desired/types.js";
+import type { EngineBackend } from "../backends/types.js";
+import { StateStore } from "../state/store.js";
+import { acquireStateLock, type StateLock } from "../state/lock.js";
+import { phaseActors } from "./phase-actors.js";
+import { recordFrom } from "./record.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { AppIdentity } from "../phases/plan.js";
+
+type EngineActor = Actor<typeof engineMachine>;
+
+export interface ControllerOptions {
+  config: Config;
+  log: Logger;
+  app: AppIdentity;
+  scriptPath: string;
+  backends: Record<EngineSpec["backend"], EngineBackend>;
+}
+
+export class Controller {
+  private store!: StateStore;
+  private lock!: StateLock;
+  private readonly actors = new Map<string, EngineActor>();
+  private specs = new Map<string, EngineSpec>();
+  private secrets: string[] = [];
+  private readonly settleWaiters = new Set<() => void>();
+  private readonly machine;
+
+  constructor(private readonly opts: ControllerOptions) {
+    this.machine = engineMachine.provide({
+      actors: phaseActors({
+        stateDir: opts.config.stateDir,
+        app: opts.app,
+        scriptPath: opts.scriptPath,
+        stopGraceMs: opts.config.stopGraceMs,
+        log: opts.log,
+        spec: (engine) => this.specs.get(engine),
+        backend: (kind) => opts.backends[kind],
+        persisted: () => this.store.flush(),
+        secrets: () => this.secrets,
+      }),
+    });
+  }
+
+  async open(): Promise<void> {
+    this.lock = await acquireStateLock(this.opts.config.stateDir);
+    this.store = await StateStore.open(this.opts.config.stateDir);
+    if (this.store.movedAside) this.opts.log.warn(`state file did not parse; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
+  }
+
+  /** Stop the actors (engines keep running), flush state, release the lock. */
+  async close(): Promise<void> {
+    for (const actor of this.actors.values()) actor.stop();
+    this.actors.clear();
+    await this.store?.flush();
+    await this.lock?.release();
+  }
+
+  /** Bring actors in line with a (valid) desired state. */
+  async apply(desired: DesiredState): Promise<void> {
+    this.specs = new Map(desired.specs.map((s) => [s.name, s]));
+    this.secrets = desired.secrets;
+    this.opts.log.addSecrets(desired.secrets);
+    if (this.actors.size === 0) await this.sweepOrphans();
+    for (const spec of desired.specs) {
+      const actor = this.actors.get(spec.name);
+      if (!actor) await this.resume(spec.name, spec.input_hash);
+      else actor.send({ type: "DESIRED_CHANGED", desiredHash: spec.input_hash });
+    }
+    const known = new Set([...this.actors.keys(), ...Object.keys(this.store.data.engines)]);
+    for (const name of known) {
+      if (this.specs.has(name)) continue;
+      if (!this.actors.has(name)) await this.resume(name, this.store.engine(name)?.desired_hash ?? "");
+      this.actors.get(name)?.send({ type: "REMOVE" });
+    }
+    this.notify();
+  }
+
+  /** Create an engine's actor, from its persisted snapshot when there is one. */
+  private async resume(name: string, desiredHash: string): Promise<void> {
+    const record = this.store.engine(name);
+    const input = { engine: name, desiredHash, retry: this.opts.config.retry };
+    const snapshot = record?.snapshot as Snapshot<unknown> | undefined;
+    let actor: EngineActor;
+    try {
+      actor = snapshot ? createActor(this.machine, { snapshot, input }) : createActor(this.machine, { input });
+    } catch (err) {
+      this.opts.log.warn(`could not restore ${name}'s snapshot (${(err as Error).message}); starting it over`, { engine: name });
+      actor = createActor(this.machine, { input });
+    }
+    this.actors.set(name, actor);
+    let lastPhase = "";
+    const backendKind = this.specs.get(name)?.backend ?? record?.backend ?? "native";
+    actor.subscribe({
+      next: (snap) => {
+        const phase = String(snap.value);
+        void this.store
+          .update(name, (prev) => (phase === "removed" ? null : recordFrom(prev, phase, snap.context, backendKind, actor.getPersistedSnapshot())))
+          .catch((err) => this.opts.log.error(`cannot write the state file: ${(err as Error).message}`, { engine: name }));
+        if (phase !== lastPhase) {
+          this.logTransition(name, lastPhase, phase, snap.context);
+          lastPhase = phase;
+        }
+        if (phase === "removed") this.actors.delete(name);
+        this.notify();
+      },
+      error: (err) => this.opts.log.error(`engine actor crashed: ${String(err)}`, { engine: name }),
+    });
+    // Observe before trusting the snapshot: a recorded engine that is gone is lost.
+    // Checked before start() so that the restored step never acts on a dead engine.
+    const restored = actor.getSnapshot();
+    const handle = restored.context.handle;
+    const lost = handle !== null && !(await this.opts.backends[handle.kind].isAlive(handle));
+    actor.start();
+    if (lost) actor.send({ type: "ENGINE_LOST", reason: "not running after controller restart" });
+    if (restored.value === "failed") actor.send({ type: "RESUME" });
+    if (snapshot && desiredHash && restored.context.desiredHash !== desiredHash) actor.send({ type: "DESIRED_CHANGED", desiredHash });
+  }
+
+  private logTransition(name: string, from: string, to: string, ctx: EngineContext): void {
+    if (to === "failed" && ctx.error) {
+      const retry = ctx.terminal ? "terminal" : `retry ${ctx.attempts}/${ctx.retry.maxAttempts} at ${new Date(ctx.retryAt ?? 0).toISOString()}`;
+      this.opts.log.warn(`${ctx.error.step ?? "step"} failed (${retry}): ${ctx.error.message}${ctx.error.fix ? ` Fix: ${ctx.error.fix}` : ""}`, { engine: name });
+    } else this.opts.log.info(`${from || "(restored)"} → ${to}`, { engine: name });
+  }
+
+  /** Drift: any engine recorded as running that is gone is restarted from a fresh run; orphans are stopped. */
+  async resync(): Promise<void> {
+    for (const [name, actor] of this.actors) {
+      const { handle } = actor.getSnapshot().context;
+      if (handle && !(await this.opts.backends[handle.kind].isAlive(handle))) {
+        this.opts.log.warn(`engine process is gone; restarting it from a fresh run`, { engine: name });
+        actor.send({ type: "ENGINE_LOST", reason: "process exited" });
+      }
+    }
+    await this.sweepOrphans();
+  }
+
+  /** Stop engines this state directory started that no actor owns (e.g. after a crash mid-replace). */
+  private async sweepOrphans(): Promise<void> {
+    const tokens = new Set<string>();
+    for (const actor of this.actors.values()) {
+      const c = actor.getSnapshot().context;
+      if (c.run) tokens.add(c.run.launch_token);
+      if (c.handle) tokens.add(c.handle.launch_token);
+    }
+    for (const record of Object.values(this.store.data.engines)) {
+      const snap = record.snapshot as { context?: EngineContext } | undefined;
+      if (snap?.context?.run) tokens.add(snap.context.run.launch_token);
+      if (record.handle) tokens.add(record.handle.launch_token);
+    }
+    for (const backend of new Set(Object.values(this.opts.backends))) {
+      for (const owned of await backend.listOwned()) {
+        if (tokens.has(owned.launch_token)) continue;
+        this.opts.log.warn(`stopping orphaned engine process (launch token ${owned.launch_token.slice(0, 8)})`, { engine: owned.engine });
+        await backend.stop(owned.handle, this.opts.config.stopGraceMs);
+      }
+    }
+  }
+
+  private notify(): void {
+    for (const w of this.settleWaiters) w();
+  }
+
+  settled(): boolean {
+    for (const actor of this.actors.values()) {
+      const s = actor.getSnapshot();
+      if (!isSettled(String(s.value), s.context)) return false;
+    }
+    return true;
+  }
+
+  /** Resolves when every actor is captured, removed or terminally failed. */
+  waitSettled(signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.settled() || signal?.aborted) {
+          this.settleWaiters.delete(check);
+          void this.store.flush().then(() => resolve());
+        }
+      };
+      this.settleWaiters.add(check);
+      signal?.addEventListener("abort", check, { once: true });
+      check();
+    });
+  }
+
+  phases(): Record<string, string> {
+    return Object.fromEntries([...this.actors].map(([n, a]) => [n, String(a.getSnapshot().value)]));
+  }
+}

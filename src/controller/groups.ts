@@ -1,0 +1,37 @@
+// Cache-equivalence groups (seed 000) from the state records: engines with one
+// signature share a representative, whose captured layout the others must
+// match; a differing layout or page geometry is flagged (it needs its own
+// fabric budget).
+import type { EngineRecord } from "../state/store.js";
+import { layoutKey } from "../phases/capture.js";
+
+export interface GroupReport {
+  signature: string;
+  representative: string;
+  roles: string[];
+  /** Engines whose captured layout differs from the representative's. */
+  differing: string[];
+}
+
+export function groupReport(records: EngineRecord[]): GroupReport[] {
+  const bySig = new Map<string, EngineRecord[]>();
+  for (const r of [...records].sort((a, b) => a.engine.localeCompare(b.engine))) {
+    if (!r.group_signature) continue;
+    bySig.set(r.group_signature, [...(bySig.get(r.group_signature) ?? []), r]);
+  }
+  return [...bySig.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([signature, members]) => {
+      const rep = members[0]!;
+      const repKey = rep.layout ? layoutKey(rep.layout) : null;
+      const differing = members.filter((m) => repKey !== null && m.layout !== null && layoutKey(m.layout) !== repKey).map((m) => m.engine);
+      return { signature, representative: rep.engine, roles: members.map((m) => m.engine), differing };
+    });
+}
+
+/** The seed's own output format: `<signature>: representative=<role>; roles=<a>,<b>`. */
+export function renderGroups(groups: GroupReport[]): string {
+  return groups
+    .map((g) => `${g.signature}: representative=${g.representative}; roles=${g.roles.join(",")}` + (g.differing.length ? `; layout differs: ${g.differing.join(",")}` : ""))
+    .join("\n");
+}

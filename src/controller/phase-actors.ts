@@ -1,0 +1,96 @@
+// The IO behind the engine machine's named actors: each one resolves the
+// engine's current spec and calls the phase function. They wait for the state
+// file to hold the transition that invoked them before acting, so a crash
+// never leaves a side effect the state cannot lead back to.
+import { fromPromise } from "xstate";
+import type { StepInput } from "../../machines/engine.js";
+import type { EngineSpec } from "../desired/types.js";
+import type { EngineBackend } from "../backends/types.js";
+import type { AppIdentity } from "../phases/plan.js";
+import type { EngineHandle } from "../phases/types.js";
+import { PhaseError, type Step } from "../errors.js";
+import { inspect } from "../phases/inspect.js";
+import { prepare } from "../phases/prepare.js";
+import { check } from "../phases/check.js";
+import { start } from "../phases/start.js";
+import { probe } from "../phases/probe.js";
+import { capture } from "../phases/capture.js";
+import type { Logger } from "../log.js";
+
+export interface PhaseDeps {
+  stateDir: string;
+  app: AppIdentity;
+  scriptPath: string;
+  stopGraceMs: number;
+  log: Logger;
+  /** The current desired spec of an engine, if it is still desired. */
+  spec(engine: string): EngineSpec | undefined;
+  backend(kind: EngineSpec["backend"]): EngineBackend;
+  /** Resolves once every transition so far is on disk. */
+  persisted(): Promise<void>;
+  secrets(): string[];
+}
+
+function need<T>(value: T | null, engine: string, step: Step, what: string): T {
+  if (value === null) throw new PhaseError(engine, step, `no ${what} recorded for this step`, { retryable: false });
+  return value;
+}
+
+export function phaseActors(deps: PhaseDeps) {
+  const specFor = (input: StepInput, step: Step): EngineSpec => {
+    const spec = deps.spec(input.engine);
+    if (!spec || spec.input_hash !== input.desiredHash) {
+      // The desired state moved on; the DESIRED_CHANGED/REMOVE event is already on its way.
+      throw new PhaseError(input.engine, step, "the desired state changed while this step was pending", { retryable: true });
+    }
+    return spec;
+  };
+  const step = <T>(name: Step, body: (input: StepInput, signal: AbortSignal) => Promise<T>) =>
+    fromPromise<T, StepInput>(async ({ input, signal }) => {
+      await deps.persisted();
+      signal.throwIfAborted();
+      deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
+      const out = await body(input, signal);
+      deps.log.info(`${name} done`, { engine: input.engine, step: name });
+      return out;
+    });
+  const backendOf = (handle: EngineHandle) => deps.backend(handle.kind);
+
+  return {
+    inspect: step("inspect", async (input, signal) => {
+      const spec = specFor(input, "inspect");
+      const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);
+      return inspect(spec, { signal, imageId });
+    }),
+    prepare: step("prepare", async (input) => {
+      const spec = specFor(input, "prepare");
+      return prepare(spec, need(input.inspection, input.engine, "prepare", "inspection"), { stateDir: deps.stateDir, app: deps.app, existing: input.run });
+    }),
+    check: step("check", async (input, signal) => {
+      const spec = specFor(input, "check");
+      return check(need(input.run, input.engine, "check", "prepared run"), { backend: deps.backend(spec.backend), scriptPath: deps.scriptPath, signal });
+    }),
+    start: step("start", async (input, signal) => {
+      const spec = specFor(input, "start");
+      return start(need(input.run, input.engine, "start", "prepared run"), {
+        backend: deps.backend(spec.backend),
+        signal,
+        readySeconds: spec.ready_seconds,
+        stopGraceMs: deps.stopGraceMs,
+        secrets: deps.secrets(),
+      });
+    }),
+    probe: step("probe", async (input, signal) => {
+      const handle = need(input.handle, input.engine, "probe", "engine");
+      return probe(need(input.run, input.engine, "probe", "prepared run"), { backend: backendOf(handle), handle, signal });
+    }),
+    capture: step("capture", async (input, signal) => {
+      const handle = need(input.handle, input.engine, "capture", "engine");
+      const inspection = need(input.inspection, input.engine, "capture", "inspection");
+      return capture(need(input.run, input.engine, "capture", "prepared run"), { backend: backendOf(handle), handle, groupSignature: inspection.group_signature, signal });
+    }),
+    stop: step("stop", async (input) => {
+      if (input.handle) await backendOf(input.handle).stop(input.handle, deps.stopGraceMs);
+    }),
+  };
+}

@@ -1,0 +1,89 @@
+// Hashes over engine specs.
+// - inputHash: "did anything that shapes this engine's launch change?" The
+//   controller compares it with the running engine's label (like compose's
+//   config-hash) and replaces the engine when it differs.
+// - groupSignature: seed 000's cache-equivalence group, computed exactly as
+//   the seed's Python does so signatures agree with the seed's tools.
+
+import { createHash } from "node:crypto";
+import type { EngineSpec, GpuVisibilityEnv, RuntimeRecord, Transport } from "./types.js";
+import { compareCodePoints, pythonJsonDumps } from "./python-json.js";
+
+export { pythonJsonDumps, pythonFloatRepr, compareCodePoints, type PythonJsonOptions } from "./python-json.js";
+
+/** Bumped whenever the set of hashed fields changes, so old and new hashes never collide. */
+export const INPUT_HASH_VERSION = 1;
+
+export const sha256Hex = (data: string | Uint8Array): string => createHash("sha256").update(data).digest("hex");
+
+/** Canonical JSON: keys sorted (by code point), no whitespace, undefined fields omitted, toJSON() honoured. */
+export function canonicalJson(value: unknown): string {
+  const enc = (v: unknown): string | undefined => {
+    if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function") {
+      v = (v as { toJSON(): unknown }).toJSON();
+    }
+    if (v === undefined || typeof v === "function" || typeof v === "symbol") return undefined;
+    if (typeof v === "bigint") return v.toString();
+    if (typeof v === "number" && !Number.isFinite(v)) throw new TypeError("canonicalJson: non-finite number");
+    if (v === null || typeof v !== "object") return JSON.stringify(v);
+    if (Array.isArray(v)) return "[" + v.map((x) => enc(x) ?? "null").join(",") + "]";
+    const parts: string[] = [];
+    for (const k of Object.keys(v).sort(compareCodePoints)) {
+      const e = enc((v as Record<string, unknown>)[k]);
+      if (e !== undefined) parts.push(`${JSON.stringify(k)}:${e}`);
+    }
+    return "{" + parts.join(",") + "}";
+  };
+  return enc(value) ?? "null";
+}
+
+/**
+ * The part of a spec that can change the launch, as hashed. Left out:
+ * `input_hash` itself; `ready_seconds` (only how long readiness is awaited);
+ * `attestation_url`/`attestation_port` (the attestation sidecar is served
+ * beside the engine and never reaches vLLM's command line or environment).
+ * The API key changes `--api-key`, so it counts — as the sha256 of its value,
+ * never in clear, because the hash is a visible container label.
+ */
+export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): Record<string, unknown> {
+  const { api_key, ready_seconds: _r, attestation_url: _a, attestation_port: _p, ...rest } = spec as EngineSpec;
+  const material: Record<string, unknown> = { ...rest, hash_version: INPUT_HASH_VERSION };
+  delete material["input_hash"];
+  material["api_key_sha256"] = api_key === undefined ? null : sha256Hex(api_key.reveal());
+  return material;
+}
+
+/** sha256 hex of the canonical JSON of inputHashMaterial(spec). */
+export function inputHash(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): string {
+  return sha256Hex(canonicalJson(inputHashMaterial(spec)));
+}
+
+/** The inputs of seed 000's cache-equivalence group signature. */
+export interface GroupSignatureInputs {
+  /** Image ID (container) or native runtime identity. */
+  image_id: string;
+  model_config_sha256: string;
+  accelerator: string;
+  tensor_parallel_size: number;
+  gpu_visibility_env: GpuVisibilityEnv;
+  runtime: RuntimeRecord;
+  transport: Transport;
+}
+
+/**
+ * seed 000: `hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]`.
+ * Only the seven named fields are hashed, whatever else the argument carries.
+ */
+export function groupSignature(inputs: GroupSignatureInputs): string {
+  const picked = {
+    image_id: inputs.image_id,
+    model_config_sha256: inputs.model_config_sha256,
+    accelerator: inputs.accelerator,
+    tensor_parallel_size: inputs.tensor_parallel_size,
+    gpu_visibility_env: inputs.gpu_visibility_env,
+    runtime: inputs.runtime,
+    transport: inputs.transport,
+  };
+  // ensure_ascii output is pure ASCII, so .encode() in Python and UTF-8 here agree.
+  return sha256Hex(pythonJsonDumps(picked, { sortKeys: true })).slice(0, 16);
+}

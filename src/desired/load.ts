@@ -1,0 +1,145 @@
+// Loads desired/: deployment.env, fleet.json, engine-launch.json.
+//   read (caps, BOM, UTF-8) → parse (depth, forbidden keys) → variables
+//   (desired-relative paths resolved, URLs derived) → ${VAR} substitution →
+//   zod schemas → cross-record rules → engine specs.
+// Substitution runs *before* the schemas: a field such as
+// "transport": "${NARWHAL_TRANSPORT}" can only be judged once substituted, and
+// every issue still names the file and JSON path the operator wrote.
+// Nothing here reads process.env: deployment.env is the only variable source.
+
+import { isAbsolute, join, resolve } from "node:path";
+import type { z } from "zod";
+import { DesiredStateError, type ValidationIssue } from "../errors.js";
+import { indexOfEngineName, indexOfIid } from "./engine-pairs.js";
+import { parseEnvFile } from "./env-file.js";
+import { parseJsonSafely, readTextFile } from "./json-safe.js";
+import { ENV_FILE, FLEET_FILE, LAUNCH_FILE, runRules, SECRET_VARIABLES } from "./rules.js";
+import { EngineLaunchSchema, FleetSchema, jsonPath, type EngineLaunchFile, type FleetFile } from "./schemas.js";
+import { buildSpecs, resolveDesiredPath } from "./spec.js";
+import { substitute } from "./substitute.js";
+import type { DesiredState } from "./types.js";
+import { deriveEndpoints } from "./urls.js";
+
+/** Variables holding host paths; relative values resolve against the desired directory. */
+export const PATH_VARIABLES = ["NARWHAL_MODEL_DIR", "NARWHAL_MODEL_PATH"] as const;
+/** Like PATH_VARIABLES but a ":"-separated list (PYTHONPATH syntax). */
+export const PATH_LIST_VARIABLES = ["NARWHAL_NATIVE_PYTHONPATH"] as const;
+/** A command: bare names stay PATH lookups, relative paths with "/" resolve. */
+export const COMMAND_VARIABLES = ["NARWHAL_NATIVE_PYTHON"] as const;
+
+export interface ValidationResult {
+  state?: DesiredState;
+  issues: ValidationIssue[];
+}
+
+/** Load and validate; throws DesiredStateError carrying every issue. */
+export async function loadDesired(dir: string): Promise<DesiredState> {
+  const result = await validateDesired(dir);
+  if (!result.state) throw new DesiredStateError(result.issues);
+  return result.state;
+}
+
+/** Load and validate without throwing on invalid input (for `narwhal validate`). */
+export async function validateDesired(dir: string): Promise<ValidationResult> {
+  const absDir = resolve(dir);
+  const [envText, fleetText, launchText] = await Promise.all(
+    [ENV_FILE, FLEET_FILE, LAUNCH_FILE].map((f) => readTextFile(join(absDir, f), f)),
+  );
+  const issues: ValidationIssue[] = [...envText!.issues, ...fleetText!.issues, ...launchText!.issues];
+
+  const env = parseEnvFile(envText!.text ?? "", ENV_FILE);
+  issues.push(...env.issues);
+  const vars = resolvePathVariables(absDir, env.variables);
+
+  const fleetRaw = fleetText!.text === undefined ? undefined : parseJsonSafely(fleetText!.text, FLEET_FILE);
+  const launchRaw = launchText!.text === undefined ? undefined : parseJsonSafely(launchText!.text, LAUNCH_FILE);
+  issues.push(...(fleetRaw?.issues ?? []), ...(launchRaw?.issues ?? []));
+
+  const { derived, unavailable } = deriveEndpoints(vars, engineIndices(fleetRaw?.value, launchRaw?.value));
+  const allVars: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, vars, derived);
+  const failed = new Map<string, Set<string>>();
+
+  const check = <S extends z.ZodType>(raw: unknown, file: string, schema: S): z.output<S> | undefined => {
+    if (raw === undefined) return undefined;
+    const sub = substitute(raw, allVars, {
+      file, secretNames: SECRET_VARIABLES, explainUndefined: (name) => unavailable.get(name),
+    });
+    issues.push(...sub.issues);
+    failed.set(file, sub.failedPaths);
+    const parsed = schema.safeParse(sub.value);
+    // Rules still run on a document with unresolved variables; their issues
+    // under the failed paths are dropped as consequences, not causes.
+    if (parsed.success) return parsed.data;
+    issues.push(...zodIssues(file, parsed.error).filter((i) => !underFailed(i, failed)));
+    return undefined;
+  };
+  const fleet = check(fleetRaw?.value, FLEET_FILE, FleetSchema) as FleetFile | undefined;
+  const launch = check(launchRaw?.value, LAUNCH_FILE, EngineLaunchSchema) as EngineLaunchFile | undefined;
+
+  issues.push(...runRules({ vars: allVars, ...(fleet ? { fleet } : {}), ...(launch ? { launch } : {}) }).filter((i) => !underFailed(i, failed)));
+  if (issues.length > 0 || !fleet || !launch) return { issues };
+
+  const specs = buildSpecs(absDir, fleet, launch, allVars);
+  const secrets = [...SECRET_VARIABLES].flatMap((n) => (Object.hasOwn(allVars, n) && allVars[n] !== "" ? [allVars[n] as string] : []));
+  const publicVars = Object.fromEntries(Object.entries(allVars).filter(([k]) => !SECRET_VARIABLES.has(k)).sort(([a], [b]) => (a < b ? -1 : 1)));
+  return {
+    issues: [],
+    state: { dir: absDir, specs, hardware: { ...fleet.hardware }, variables: publicVars, secrets },
+  };
+}
+
+/** Resolve desired-relative path variables (seed paths are relative to the checkout). */
+export function resolvePathVariables(dir: string, vars: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, vars);
+  for (const name of PATH_VARIABLES) {
+    if (Object.hasOwn(out, name) && out[name] !== "") out[name] = resolveDesiredPath(dir, out[name] as string);
+  }
+  for (const name of PATH_LIST_VARIABLES) {
+    if (!Object.hasOwn(out, name) || out[name] === "") continue;
+    out[name] = (out[name] as string).split(":").map((p) => (p === "" || isAbsolute(p) ? p : resolve(dir, p))).join(":");
+  }
+  for (const name of COMMAND_VARIABLES) {
+    if (Object.hasOwn(out, name) && out[name] !== "") out[name] = resolveDesiredPath(dir, out[name] as string, true);
+  }
+  return out;
+}
+
+/** Engine indices k named by the raw documents (fleet iids and launch keys). */
+function engineIndices(fleet: unknown, launch: unknown): Set<number> {
+  const ks = new Set<number>();
+  const engines = (fleet as { engines?: unknown } | undefined)?.engines;
+  if (Array.isArray(engines)) {
+    for (const e of engines) {
+      const iid = (e as { iid?: unknown } | null)?.iid;
+      const k = typeof iid === "string" ? indexOfIid(iid) : undefined;
+      if (k !== undefined) ks.add(k);
+    }
+  }
+  const records = (launch as { engines?: unknown } | undefined)?.engines;
+  if (records !== null && typeof records === "object" && !Array.isArray(records)) {
+    for (const name of Object.keys(records)) {
+      const k = indexOfEngineName(name);
+      if (k !== undefined) ks.add(k);
+    }
+  }
+  return ks;
+}
+
+/** zod issues → ValidationIssue with `$.a.b[0]` paths; unknown keys get one issue each. */
+export function zodIssues(file: string, error: z.ZodError): ValidationIssue[] {
+  return error.issues.flatMap((i) => {
+    if (i.code === "unrecognized_keys") {
+      return i.keys.map((k) => ({ file, path: jsonPath([...i.path, k]), message: `unknown field "${k}"; remove it or check its spelling`, rule: "schema" }));
+    }
+    return [{ file, path: jsonPath(i.path), message: i.message, rule: "schema" }];
+  });
+}
+
+function underFailed(issue: ValidationIssue, failed: Map<string, Set<string>>): boolean {
+  const paths = failed.get(issue.file);
+  if (!paths) return false;
+  for (const p of paths) {
+    if (issue.path === p || issue.path.startsWith(p + ".") || issue.path.startsWith(p + "[")) return true;
+  }
+  return false;
+}

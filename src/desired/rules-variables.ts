@@ -1,0 +1,75 @@
+// Rules over deployment.env alone: required variables and value formats.
+// These run even when a JSON file is broken, so an operator sees every
+// problem of the environment file in the same report.
+
+import type { ValidationIssue } from "../errors.js";
+import { parsePort } from "./urls.js";
+
+export const ENV_FILE = "deployment.env";
+
+/** Variables every desired state needs (seed 000 Gate C, seed 003 §14). */
+export const REQUIRED_VARIABLES = [
+  "NARWHAL_MODEL_DIR",
+  "NARWHAL_MODEL_CONFIG_SHA256",
+  "NARWHAL_ENGINE_MODEL_NAME",
+  "NARWHAL_FABRIC_INTERFACE",
+] as const;
+
+/** Variables whose values are secrets: excluded from DesiredState.variables, never substituted. */
+export const SECRET_VARIABLES: ReadonlySet<string> = new Set(["NARWHAL_ENGINE_API_KEY"]);
+
+const PORT_VARIABLE = /^NARWHAL_(?:NODE_[1-9][0-9]*_)?(?:ENGINE|ATTEST|NIXL)_PORT$/;
+const TRANSFER_PORTS_VARIABLE = /^NARWHAL_(?:NODE_[1-9][0-9]*_)?TRANSFER_PORTS$/;
+
+export type VariableRule = { name: string; check(vars: Readonly<Record<string, string>>): ValidationIssue[] };
+
+const at = (name: string, message: string, rule: string): ValidationIssue => ({ file: ENV_FILE, path: `$.${name}`, message, rule });
+
+export const variableRules: VariableRule[] = [
+  {
+    name: "required-variables",
+    check: (vars) =>
+      REQUIRED_VARIABLES.filter((v) => !Object.hasOwn(vars, v) || vars[v] === "").map((v) =>
+        at(v, `${v} is required; set it in deployment.env`, "required-variables")),
+  },
+  {
+    name: "model-config-sha256",
+    check: (vars) => {
+      const v = vars["NARWHAL_MODEL_CONFIG_SHA256"];
+      if (v === undefined || v === "" || /^[0-9a-f]{64}$/.test(v)) return [];
+      return [at("NARWHAL_MODEL_CONFIG_SHA256",
+        `"${v}" is not a sha256: write the 64 lower-case hex digits sha256sum prints for $NARWHAL_MODEL_DIR/config.json`,
+        "model-config-sha256")];
+    },
+  },
+  {
+    name: "port-variables",
+    check: (vars) =>
+      Object.keys(vars).flatMap((name) => {
+        const value = vars[name] as string;
+        if (PORT_VARIABLE.test(name) && parsePort(value) === undefined) {
+          return [at(name, `${name}="${value}" must be an integer port 1..65535`, "port-variables")];
+        }
+        if (TRANSFER_PORTS_VARIABLE.test(name)) {
+          const bad = value.split(",").map((s) => s.trim()).filter((s) => s !== "" && parsePort(s) === undefined);
+          if (bad.length > 0) return [at(name, `${name} lists ${bad.join(", ")}: write comma-separated ports 1..65535`, "port-variables")];
+        }
+        return [];
+      }),
+  },
+  {
+    name: "ready-seconds",
+    check: (vars) => {
+      const v = vars["NARWHAL_READY_SECONDS"];
+      if (v === undefined || (/^[0-9]+$/.test(v) && Number(v) > 0 && Number(v) <= 86400)) return [];
+      return [at("NARWHAL_READY_SECONDS", `"${v}" must be a positive whole number of seconds (at most 86400)`, "ready-seconds")];
+    },
+  },
+  {
+    name: "non-empty-values",
+    check: (vars) =>
+      ["NARWHAL_MODEL_REVISION", "NARWHAL_MODEL_PATH", "NARWHAL_NATIVE_PYTHON", "NARWHAL_ENGINE_API_KEY"]
+        .filter((v) => vars[v] === "")
+        .map((v) => at(v, `${v} is set but empty; remove the line or give it a value`, "non-empty-values")),
+  },
+];

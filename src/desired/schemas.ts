@@ -1,0 +1,155 @@
+// zod schemas for the two JSON files of desired/. They run on the documents
+// *after* ${VAR} substitution (see load.ts for why), so every value here is the
+// value an engine will actually get. Cross-record checks (TP = len(gpu_ids),
+// disjoint GPUs, unique ports, ...) live in rules.ts, not here: a schema sees
+// one value at a time and would stop the operator at the first problem.
+
+import { z } from "zod";
+
+/** Fleet iid "n<k>", the k shared with engine-<k> and NARWHAL_NODE_<k>_* variables. */
+export const IID_PATTERN = /^n([1-9][0-9]*)$/;
+/** Launch record key "engine-<k>". */
+export const ENGINE_NAME_PATTERN = /^engine-([1-9][0-9]*)$/;
+
+const nonEmpty = z.string().min(1, "must not be empty");
+const role = z
+  .string()
+  .regex(/^[a-z][a-z0-9_-]*$/, "must be a lower-case word such as prefill or decode")
+  .describe("Serving role, e.g. prefill or decode; the fleet and launch records must agree");
+const absolutePath = z.string().regex(/^\//, "must be an absolute host path such as /dev/kfd");
+const positiveInt = z.number().int().positive();
+
+export const FleetEngineSchema = z
+  .object({
+    iid: z.string().regex(IID_PATTERN, 'must be "n<k>" with k ≥ 1, matching launch record engine-<k>')
+      .describe("Instance id n<k>; pairs with launch record engine-<k> and NARWHAL_NODE_<k>_* variables"),
+    url: nonEmpty.describe("Engine HTTP URL, usually \"${NARWHAL_NODE_<k>_URL}\" (seed 003 §14)"),
+    attestation_url: nonEmpty.describe("Attestation sidecar URL, usually \"${NARWHAL_NODE_<k>_ATTESTATION_URL}\""),
+    role,
+  })
+  .strict()
+  .describe("One engine of the fleet, exactly {iid, url, attestation_url, role}");
+
+export const FleetNodeSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "must be a host name (letters, digits, . _ -)")
+      .describe("Host name of the node; engines on one node share GPUs and ports"),
+    engines: z.array(z.string().regex(IID_PATTERN, 'must be an iid "n<k>"')).min(1)
+      .describe("iids of the engines this host runs"),
+    sysfs_root: nonEmpty.optional().describe("sysfs tree host inspection scans; default /sys; relative = desired dir"),
+    nvidia_smi: nonEmpty.optional().describe("nvidia-smi command; default nvidia-smi; a relative path with / resolves against the desired dir"),
+    rocminfo: nonEmpty.optional().describe("rocminfo command; default rocminfo; a relative path with / resolves against the desired dir"),
+    dev_root: nonEmpty.optional().describe("directory under which device paths are checked; default /; relative = desired dir"),
+    docker_host: nonEmpty.optional().describe("Docker endpoint (DOCKER_HOST syntax) for the container backend"),
+  })
+  .strict()
+  .describe("One host and the engines it runs");
+
+export const HardwareSchema = z
+  .object({
+    accelerator: nonEmpty.describe("Accelerator product every engine uses, as host inspection reports it"),
+    accelerators_per_engine: positiveInt.describe("Number of GPUs per engine (= len(gpu_ids), seed 000)"),
+    tensor_parallel: positiveInt.describe("TP size per engine (= tensor_parallel_size, seed 000)"),
+  })
+  .strict()
+  .describe("Fleet-level hardware expectations (seed 000 Gate C)");
+
+export const FleetSchema = z
+  .object({
+    engines: z.array(FleetEngineSchema).min(1, "list at least one engine").describe("Engine records"),
+    nodes: z.array(FleetNodeSchema).min(1, "list at least one node").describe("Hosts and the engines each runs"),
+    hardware: HardwareSchema,
+  })
+  .strict()
+  .describe("desired/fleet.json");
+
+// gpu_ids: seed 003 says "indices or UUIDs". JSON integers are accepted for
+// convenience and normalised to their decimal string, because the launcher
+// joins them into CUDA_/ROCR_VISIBLE_DEVICES as text anyway.
+const gpuId = z
+  .union([
+    z.string().regex(/^[A-Za-z0-9][A-Za-z0-9:._-]*$/, "must be a GPU index or UUID"),
+    z.number().int().nonnegative(),
+  ])
+  .transform((v) => String(v))
+  .describe("GPU index or UUID; integers are normalised to strings");
+
+export const RuntimeSchema = z
+  .object({
+    expected_packages: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "must be a distribution name"), nonEmpty)
+      .refine((p) => Object.keys(p).length > 0, "pin at least vllm and nixl (or nixl-rocm)")
+      .describe("Exact installed versions to check, e.g. {\"vllm\": \"0.11.0\", \"nixl\": \"0.6.1\"}"),
+    model_dtype: z.enum(["bfloat16", "float16"]).describe("Model dtype (--dtype)"),
+    kv_cache_dtype: nonEmpty.describe("\"auto\" or the requested cache dtype (--kv-cache-dtype)"),
+    block_size: positiveInt.describe("Requested KV block size (--block-size)"),
+    environment: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), z.string())
+      .default({}).describe("Image-local ROCm/CUDA, UCX, NIXL and library-path settings (never launcher-managed ones)"),
+    extra_args: z.array(z.string()).default([])
+      .describe("Model-specific vLLM arguments (never launcher-managed flags)"),
+  })
+  .strict()
+  .describe("seed 003 §16 runtime object");
+
+export const TransferSchema = z
+  .object({
+    transport: z.enum(["ucx_tcp", "ucx_rdma"]).describe("UCX over TCP or RDMA"),
+    net_devices: z.array(nonEmpty).min(1, "name the fabric interface(s), e.g. \"${NARWHAL_FABRIC_INTERFACE}\"")
+      .describe("Ethernet interfaces (TCP) or HCA:port names (RDMA); joined into UCX_NET_DEVICES"),
+    devices: z.array(absolutePath).describe("Transport character devices (RDMA); empty for TCP"),
+  })
+  .strict()
+  .describe("seed 003 §15.1 transfer fields");
+
+export const LaunchRecordSchema = z
+  .object({
+    role,
+    backend: z.enum(["native", "container"]).default("container")
+      .describe("Where the engine runs; seed 001 defaults to container"),
+    image: nonEmpty.optional().describe("Container image reference or id (required for the container backend)"),
+    accelerator: nonEmpty.describe("Accelerator product; must equal fleet hardware.accelerator"),
+    gpu_ids: z.array(gpuId).min(1, "select at least one GPU").describe("Selected GPU indices or UUIDs"),
+    tensor_parallel_size: positiveInt.describe("TP size; must equal len(gpu_ids)"),
+    gpu_visibility_env: z.enum(["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"])
+      .describe("Variable the launcher exports gpu_ids through"),
+    accelerator_devices: z.array(absolutePath).describe("Host device paths mapped into the container"),
+    network_mode: z.literal("host").describe("Only host networking: ports are allocated per host"),
+    transfer: TransferSchema,
+    sources: z.record(nonEmpty, z.string()).default({})
+      .describe("Records the allocation, devices and transfer were derived from (informational)"),
+    runtime: RuntimeSchema,
+    // Derived by preparation (seed 003 §15.1). Accepted so generated records
+    // load unchanged, but rules.ts rejects any value that disagrees with the
+    // derivation: two sources of truth for one launch would drift.
+    environment: z.record(z.string(), z.string()).optional()
+      .describe("Derived; if present must be exactly {<gpu_visibility_env>: gpu_ids joined, UCX_NET_DEVICES: net_devices joined}"),
+    vllm_args: z.array(z.string()).optional()
+      .describe("Derived; if present must be exactly [\"--tensor-parallel-size\", \"<tp>\"]"),
+  })
+  .strict()
+  .describe("One launch record (seed 003 §15–16)");
+
+export const EngineLaunchSchema = z
+  .object({
+    engines: z.record(z.string().regex(ENGINE_NAME_PATTERN, 'engine names are "engine-<k>"'), LaunchRecordSchema)
+      .refine((e) => Object.keys(e).length > 0, "list at least one engine")
+      .describe("Launch records keyed engine-<k>"),
+  })
+  .strict()
+  .describe("desired/engine-launch.json");
+
+export type FleetFile = z.output<typeof FleetSchema>;
+export type FleetEngine = z.output<typeof FleetEngineSchema>;
+export type FleetNode = z.output<typeof FleetNodeSchema>;
+export type EngineLaunchFile = z.output<typeof EngineLaunchSchema>;
+export type ParsedLaunchRecord = z.output<typeof LaunchRecordSchema>;
+
+/** `$.engines["engine-1"].gpu_ids[0]`-style path from path segments. */
+export function jsonPath(segments: ReadonlyArray<PropertyKey>): string {
+  let out = "$";
+  for (const s of segments) {
+    if (typeof s === "number") out += `[${s}]`;
+    else if (typeof s === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(s)) out += `.${s}`;
+    else out += `[${JSON.stringify(String(s))}]`;
+  }
+  return out;
+}

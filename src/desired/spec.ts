@@ -1,0 +1,120 @@
+// Builds the resolved EngineSpec of every engine from validated inputs. Runs
+// only after the rules passed, so it may rely on pairing, parseable URLs and
+// valid ports; it still throws (an internal error) if that is ever untrue.
+
+import { isAbsolute, resolve } from "node:path";
+import { nixlPortOf, pairEngines, transferPortsOf, type EnginePair } from "./engine-pairs.js";
+import { inputHash } from "./hash.js";
+import { derivedLaunchFields } from "./rules-record.js";
+import type { EngineLaunchFile, FleetFile, FleetNode } from "./schemas.js";
+import { Secret, type EngineSpec, type LaunchRecord, type NodeSpec } from "./types.js";
+import { parseEndpoint, type Endpoint } from "./urls.js";
+
+export const DEFAULT_READY_SECONDS = 180;
+export const DEFAULT_NATIVE_PYTHON = "python3";
+export const NODE_DEFAULTS = { sysfs_root: "/sys", nvidia_smi: "nvidia-smi", rocminfo: "rocminfo", dev_root: "/" } as const;
+
+/**
+ * A path from a desired file, resolved against the desired directory.
+ * Commands (`command: true`) that are bare names stay names, looked up on PATH
+ * when run, just as a shell would treat them.
+ */
+export function resolveDesiredPath(dir: string, value: string, command = false): string {
+  if (isAbsolute(value)) return value;
+  if (command && !value.includes("/")) return value;
+  return resolve(dir, value);
+}
+
+/** NodeSpec with defaults and desired-relative paths resolved. */
+export function nodeSpec(dir: string, node: FleetNode): NodeSpec {
+  return {
+    name: node.name,
+    sysfs_root: resolveDesiredPath(dir, node.sysfs_root ?? NODE_DEFAULTS.sysfs_root),
+    nvidia_smi: resolveDesiredPath(dir, node.nvidia_smi ?? NODE_DEFAULTS.nvidia_smi, true),
+    rocminfo: resolveDesiredPath(dir, node.rocminfo ?? NODE_DEFAULTS.rocminfo, true),
+    dev_root: resolveDesiredPath(dir, node.dev_root ?? NODE_DEFAULTS.dev_root),
+    ...(node.docker_host === undefined ? {} : { docker_host: node.docker_host }),
+  };
+}
+
+function endpoint(url: string, what: string): Endpoint {
+  const e = parseEndpoint(url);
+  if (typeof e === "string") throw new Error(`internal: ${what} passed validation but does not parse: ${e}`);
+  return e;
+}
+
+function launchRecord(p: EnginePair): LaunchRecord {
+  const r = p.record;
+  const derived = derivedLaunchFields(r);
+  return {
+    role: r.role,
+    backend: r.backend,
+    ...(r.image === undefined ? {} : { image: r.image }),
+    accelerator: r.accelerator,
+    gpu_ids: [...r.gpu_ids],
+    tensor_parallel_size: r.tensor_parallel_size,
+    gpu_visibility_env: r.gpu_visibility_env,
+    accelerator_devices: [...r.accelerator_devices],
+    network_mode: r.network_mode,
+    transfer: { transport: r.transfer.transport, net_devices: [...r.transfer.net_devices], devices: [...r.transfer.devices] },
+    runtime: {
+      expected_packages: { ...r.runtime.expected_packages },
+      model_dtype: r.runtime.model_dtype,
+      kv_cache_dtype: r.runtime.kv_cache_dtype,
+      block_size: r.runtime.block_size,
+      environment: { ...r.runtime.environment },
+      extra_args: [...r.runtime.extra_args],
+    },
+    sources: { ...r.sources },
+    environment: derived.environment,
+    vllm_args: derived.vllm_args,
+  };
+}
+
+/** One EngineSpec per engine (index order), input_hash included. */
+export function buildSpecs(dir: string, fleet: FleetFile, launch: EngineLaunchFile, vars: Readonly<Record<string, string>>): EngineSpec[] {
+  const get = (name: string): string | undefined => (Object.hasOwn(vars, name) ? vars[name] : undefined);
+  const apiKey = get("NARWHAL_ENGINE_API_KEY");
+  const revision = get("NARWHAL_MODEL_REVISION");
+  const modelPath = get("NARWHAL_MODEL_PATH");
+  const ready = get("NARWHAL_READY_SECONDS");
+
+  return pairEngines(fleet, launch).map((p) => {
+    if (!p.node) throw new Error(`internal: ${p.iid} passed validation without a node`);
+    const http = endpoint(p.fleet.url, `${p.iid} url`);
+    const att = endpoint(p.fleet.attestation_url, `${p.iid} attestation_url`);
+    const nixl = nixlPortOf(vars, p.k).port;
+    if (nixl === undefined) throw new Error(`internal: ${p.name} NIXL port passed validation but is invalid`);
+    const spec: Omit<EngineSpec, "input_hash"> = {
+      name: p.name,
+      index: p.k,
+      iid: p.iid,
+      role: p.fleet.role,
+      node: nodeSpec(dir, p.node),
+      backend: p.record.backend,
+      url: p.fleet.url,
+      attestation_url: p.fleet.attestation_url,
+      host: http.host,
+      http_port: http.port,
+      attestation_port: att.port,
+      nixl_port: nixl,
+      // The side channel is advertised at the engine's own address: vLLM's
+      // default "localhost" is wrong as soon as peers live on other hosts.
+      nixl_host: http.host,
+      transfer_ports: transferPortsOf(vars, p.k).ports,
+      fabric_interface: get("NARWHAL_FABRIC_INTERFACE") ?? "",
+      launch: launchRecord(p),
+      model: {
+        dir: get("NARWHAL_MODEL_DIR") ?? "",
+        config_sha256: get("NARWHAL_MODEL_CONFIG_SHA256") ?? "",
+        served_name: get("NARWHAL_ENGINE_MODEL_NAME") ?? "",
+        ...(revision === undefined ? {} : { revision }),
+        ...(modelPath === undefined ? {} : { path: modelPath }),
+      },
+      python: get("NARWHAL_NATIVE_PYTHON") ?? DEFAULT_NATIVE_PYTHON,
+      ...(apiKey === undefined ? {} : { api_key: new Secret(apiKey) }),
+      ready_seconds: ready === undefined ? DEFAULT_READY_SECONDS : Number(ready),
+    };
+    return { ...spec, input_hash: inputHash(spec) };
+  });
+}

@@ -1,0 +1,99 @@
+// seed 003 §14: engine and attestation URLs derived from node variables.
+//   NARWHAL_NODE_<k>_URL             = http://<NARWHAL_NODE_<k>_IP>:<engine port>
+//   NARWHAL_NODE_<k>_ATTESTATION_URL = http://<ip>:<attest port>/v1/attestation
+// with per-node port overrides falling back to the fleet-wide ones, and IPv6
+// literals bracketed. An explicitly set URL variable wins; then host and port
+// come from parsing it. The derived variables are added before substitution so
+// fleet.json can say "url": "${NARWHAL_NODE_1_URL}".
+
+export const DEFAULT_NIXL_PORT = 5600;
+
+export const nodeVar = (k: number, suffix: string): string => `NARWHAL_NODE_${k}_${suffix}`;
+
+export interface DerivedEndpoints {
+  /** Derived URL variables (only those not explicitly set). */
+  derived: Record<string, string>;
+  /** Why a URL variable could not be derived, for "undefined variable" messages. */
+  unavailable: Map<string, string>;
+}
+
+/** The value of a per-node override, else the fleet-wide variable. */
+export function perNode(vars: Readonly<Record<string, string>>, k: number, suffix: string, global: string): string | undefined {
+  const own = nodeVar(k, suffix);
+  if (Object.hasOwn(vars, own)) return vars[own];
+  return Object.hasOwn(vars, global) ? vars[global] : undefined;
+}
+
+/** Name of the variable perNode() took its value from (for messages). */
+export function perNodeSource(vars: Readonly<Record<string, string>>, k: number, suffix: string, global: string): string {
+  return Object.hasOwn(vars, nodeVar(k, suffix)) ? nodeVar(k, suffix) : global;
+}
+
+/** Parse a port variable: an integer 1..65535 written in decimal, else undefined. */
+export function parsePort(value: string | undefined): number | undefined {
+  if (value === undefined || !/^[0-9]{1,5}$/.test(value)) return undefined;
+  const n = Number(value);
+  return n >= 1 && n <= 65535 ? n : undefined;
+}
+
+/** Host part of a URL for an address: IPv6 literals bracketed, zone ids escaped. */
+export function urlHost(ip: string): string {
+  if (ip.startsWith("[")) return ip;
+  return ip.includes(":") ? `[${ip.replace(/%(?!25)/, "%25")}]` : ip;
+}
+
+/** Derive NARWHAL_NODE_<k>_URL and _ATTESTATION_URL for every engine index k. */
+export function deriveEndpoints(vars: Readonly<Record<string, string>>, indices: Iterable<number>): DerivedEndpoints {
+  const derived: Record<string, string> = {};
+  const unavailable = new Map<string, string>();
+  for (const k of indices) {
+    const ipVar = nodeVar(k, "IP");
+    const ip = Object.hasOwn(vars, ipVar) ? vars[ipVar] : undefined;
+    const targets: Array<[string, string, string, string]> = [
+      [nodeVar(k, "URL"), "ENGINE_PORT", "NARWHAL_ENGINE_PORT", ""],
+      [nodeVar(k, "ATTESTATION_URL"), "ATTEST_PORT", "NARWHAL_ATTEST_PORT", "/v1/attestation"],
+    ];
+    for (const [name, portSuffix, portGlobal, path] of targets) {
+      if (Object.hasOwn(vars, name)) continue; // explicit URL overrides derivation
+      const portName = perNodeSource(vars, k, portSuffix, portGlobal);
+      const portText = perNode(vars, k, portSuffix, portGlobal);
+      const port = parsePort(portText);
+      if (ip === undefined || ip === "") {
+        unavailable.set(name, `it is derived from ${ipVar}, which is not set; set ${ipVar} or ${name}`);
+      } else if (portText === undefined) {
+        unavailable.set(name, `it is derived from ${portName}, which is not set`);
+      } else if (port === undefined) {
+        unavailable.set(name, `it is derived from ${portName}="${portText}", which is not a port 1..65535`);
+      } else {
+        derived[name] = `http://${urlHost(ip)}:${port}${path}`;
+      }
+    }
+  }
+  return { derived, unavailable };
+}
+
+export interface Endpoint {
+  scheme: "http" | "https";
+  /** Host without IPv6 brackets (what vLLM's --host and NIXL take). */
+  host: string;
+  port: number;
+  path: string;
+}
+
+/** Parse an engine or attestation URL; a string error says what is wrong. */
+export function parseEndpoint(url: string): Endpoint | string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return `"${url}" is not a URL; write http://<host>:<port>`;
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") return `"${url}" must use http:// or https://`;
+  if (u.username || u.password) return `"${url}" must not carry credentials; the API key is passed separately`;
+  if (u.search || u.hash) return `"${url}" must not have a query or fragment`;
+  if (!u.hostname) return `"${url}" has no host`;
+  const scheme = u.protocol === "https:" ? "https" : "http";
+  const port = u.port === "" ? (scheme === "https" ? 443 : 80) : Number(u.port);
+  const host = u.hostname.startsWith("[") ? u.hostname.slice(1, -1).replace("%25", "%") : u.hostname;
+  return { scheme, host, port, path: u.pathname };
+}

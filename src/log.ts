@@ -1,0 +1,102 @@
+// The logger behind a small interface. Console output is for people; the JSON
+// lines file in the state directory is for machines. Every known secret value
+// is replaced before a line reaches either transport.
+import winston from "winston";
+import path from "node:path";
+
+export interface Logger {
+  debug(msg: string, meta?: Record<string, unknown>): void;
+  info(msg: string, meta?: Record<string, unknown>): void;
+  warn(msg: string, meta?: Record<string, unknown>): void;
+  error(msg: string, meta?: Record<string, unknown>): void;
+  child(meta: Record<string, unknown>): Logger;
+  /** Register values (API keys) that must never be written in clear. */
+  addSecrets(values: Iterable<string>): void;
+  close(): Promise<void>;
+}
+
+export const REDACTED = "<redacted>";
+
+export function redactText(text: string, secrets: Iterable<string>): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join(REDACTED);
+  return out;
+}
+
+function redactDeep(value: unknown, secrets: Set<string>, depth = 0): unknown {
+  if (depth > 8) return value;
+  if (typeof value === "string") return redactText(value, secrets);
+  if (Array.isArray(value)) return value.map((v) => redactDeep(v, secrets, depth + 1));
+  if (value && typeof value === "object" && !(value instanceof Error)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = /api[_-]?key|authorization|secret|token$/i.test(k) && typeof v === "string" ? REDACTED : redactDeep(v, secrets, depth + 1);
+    }
+    return out;
+  }
+  return value;
+}
+
+export interface LoggerOptions {
+  level: string;
+  /** Directory for narwhal.log (JSON lines); omitted = console only. */
+  stateDir?: string;
+  console?: boolean;
+}
+
+export function createLogger(opts: LoggerOptions): Logger {
+  const secrets = new Set<string>();
+  const redact = winston.format((info) => {
+    const cleaned = redactDeep({ ...info }, secrets) as Record<string | symbol, unknown>;
+    for (const key of Object.keys(cleaned)) (info as Record<string, unknown>)[key] = cleaned[key];
+    return info;
+  });
+  const transports: winston.transport[] = [];
+  if (opts.console !== false) {
+    transports.push(
+      new winston.transports.Console({
+        stderrLevels: ["error", "warn", "info", "debug"],
+        format: winston.format.combine(
+          winston.format.timestamp({ format: "HH:mm:ss" }),
+          winston.format.printf(({ timestamp, level, message, engine, step }) => {
+            const where = [engine, step].filter(Boolean).join(" ");
+            return `${timestamp} ${level.padEnd(5)} ${where ? `[${where}] ` : ""}${message}`;
+          }),
+        ),
+      }),
+    );
+  }
+  if (opts.stateDir) {
+    transports.push(
+      new winston.transports.File({
+        filename: path.join(opts.stateDir, "narwhal.log"),
+        format: winston.format.combine(winston.format.timestamp(), winston.format.json()),
+        options: { mode: 0o600 },
+      }),
+    );
+  }
+  const root = winston.createLogger({ level: opts.level, format: redact(), transports });
+  const wrap = (w: winston.Logger): Logger => ({
+    debug: (m, meta) => void w.debug(m, meta),
+    info: (m, meta) => void w.info(m, meta),
+    warn: (m, meta) => void w.warn(m, meta),
+    error: (m, meta) => void w.error(m, meta),
+    child: (meta) => wrap(w.child(meta)),
+    addSecrets: (values) => {
+      for (const v of values) if (v) secrets.add(v);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (transports.length === 0) return resolve();
+        root.on("finish", () => resolve());
+        root.end();
+        setTimeout(resolve, 500).unref();
+      }),
+  });
+  return wrap(root);
+}
+
+/** A logger that drops everything (library use and quiet tests). */
+export function silentLogger(): Logger {
+  return createLogger({ level: "error", console: false });
+}

@@ -1,0 +1,131 @@
+// check: run the runtime check script in the engine's own runtime and bind its
+// findings to the plan (checked.json). Each attempt is appended to the
+// backend's check log; a repeated successful check keeps the original
+// checked.json; a failure writes no checked.json.
+import fs from "node:fs/promises";
+import path from "node:path";
+import type { CheckResult, PreparedRun } from "./types.js";
+import type { EngineBackend, RuntimeCheckOutput } from "../backends/types.js";
+import { readPlan } from "./prepare.js";
+import { PhaseError } from "../errors.js";
+import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
+import type { LaunchPlan } from "./plan.js";
+
+export const CHECKED_FILE = "checked.json";
+export const RESULT_PREFIX = "NARWHAL_CHECK_RESULT ";
+
+export function checkLogName(backend: LaunchPlan["backend"]): string {
+  return backend === "container" ? "image-check.log" : "runtime-check.log";
+}
+
+interface ScriptFailure {
+  check: string;
+  message: string;
+  fix: string;
+}
+
+interface ScriptResult {
+  ok: boolean;
+  vllm_api_version: string | null;
+  packages: Record<string, string>;
+  connector: Record<string, unknown>;
+  tokenizer: Record<string, unknown>;
+  requires_trust_remote_code: boolean;
+  ssm: { required: boolean; layout: string | null };
+  failures: ScriptFailure[];
+}
+
+export function parseScriptResult(stdout: string): ScriptResult | null {
+  const line = stdout.trimEnd().split("\n").reverse().find((l) => l.startsWith(RESULT_PREFIX));
+  if (!line) return null;
+  try {
+    return JSON.parse(line.slice(RESULT_PREFIX.length)) as ScriptResult;
+  } catch {
+    return null;
+  }
+}
+
+/** The plan's check inputs, in the runtime's own paths. */
+export function checkInput(plan: LaunchPlan, planSha: string): Record<string, unknown> {
+  return {
+    plan_sha256: planSha,
+    expected_packages: plan.check.expected_packages,
+    model_dir: plan.check.model_dir,
+    tokenizer: plan.check.tokenizer,
+    hf_config_path: plan.check.hf_config_path,
+    trust_remote_code: plan.model.trust_remote_code,
+    kv_connector: plan.kv_transfer_config.kv_connector,
+    kv_transfer_config: plan.kv_transfer_config,
+    environment: plan.environment,
+  };
+}
+
+function logEntry(out: RuntimeCheckOutput, planSha: string): string {
+  return [
+    `=== inspection ${out.inspection_id} plan_sha256=${planSha} at=${new Date().toISOString()} exit=${out.exit_code}`,
+    out.stdout.trimEnd(),
+    out.stderr.trimEnd() ? `--- stderr\n${out.stderr.trimEnd()}` : "",
+    "",
+  ].filter((l, i, a) => l !== "" || i === a.length - 1).join("\n");
+}
+
+export interface CheckOptions {
+  backend: EngineBackend;
+  scriptPath: string;
+  signal: AbortSignal;
+  /** Re-run the inspection even when checked.json already binds this plan (manual `engine check`). */
+  force?: boolean;
+}
+
+export async function check(run: PreparedRun, opts: CheckOptions): Promise<CheckResult> {
+  const { plan, sha256: planSha } = await readPlan(run.dir);
+  const checkedPath = path.join(run.dir, CHECKED_FILE);
+  const existing = await readJsonIfExists<CheckResult>(checkedPath);
+  if (existing && existing.plan_sha256 !== planSha) {
+    throw new PhaseError(run.engine, "check", `checked.json in ${run.dir} binds plan ${existing.plan_sha256.slice(0, 12)}, but launch.json now hashes to ${planSha.slice(0, 12)}`, {
+      retryable: false,
+      input: path.join(run.dir, "launch.json"),
+      fix: "A changed launch-plan hash requires a fresh prepared run.",
+    });
+  }
+  if (existing && !opts.force) return existing;
+
+  // The input file is evidence too: one per plan, identical on every attempt.
+  const inputPath = path.join(run.dir, "check-input.json");
+  await writeFileExclusive(inputPath, JSON.stringify(checkInput(plan, planSha), null, 2) + "\n", 0o600);
+  const out = await opts.backend.runCheck(run, plan, opts.scriptPath, inputPath, opts.signal);
+  await fs.appendFile(path.join(run.dir, checkLogName(plan.backend)), logEntry(out, planSha), { mode: 0o600 });
+
+  const result = parseScriptResult(out.stdout);
+  if (!result) {
+    const tail = (out.stderr || out.stdout).trim().split("\n").slice(-5).join(" | ");
+    throw new PhaseError(run.engine, "check", `the runtime check produced no result (exit ${out.exit_code}): ${tail}`, {
+      retryable: out.exit_code === null,
+      input: plan.command[0],
+      fix: `Read ${checkLogName(plan.backend)} in ${run.dir}; make sure the runtime's Python can run the check script.`,
+    });
+  }
+  if (!result.ok || out.exit_code !== 0) {
+    const failures = result.failures.length ? result.failures : [{ check: "runtime", message: `exit ${out.exit_code}`, fix: "Read the check log." }];
+    throw new PhaseError(run.engine, "check", failures.map((f) => `${f.check}: ${f.message}`).join("; "), {
+      retryable: false,
+      input: failures.map((f) => f.check).join(","),
+      fix: [...new Set(failures.map((f) => f.fix))].join(" "),
+    });
+  }
+  const checked: CheckResult = {
+    plan_sha256: planSha,
+    vllm_api_version: result.vllm_api_version ?? "",
+    image_id: plan.runtime_identity,
+    inspection_id: out.inspection_id,
+    checked_at: new Date().toISOString(),
+    packages: result.packages,
+    connector: result.connector,
+    tokenizer: result.tokenizer,
+    trust_remote_code: plan.model.trust_remote_code,
+    ssm_conv_state_layout: result.ssm.layout,
+  };
+  // Repeated success keeps the first checked.json (the log still records this attempt).
+  const wrote = await writeFileExclusive(checkedPath, JSON.stringify(checked, null, 2) + "\n");
+  return wrote ? checked : ((await readJsonIfExists<CheckResult>(checkedPath)) as CheckResult);
+}

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Runtime check for one prepared engine plan (seed 000 "Validate the image and plan").
+
+Runs inside the engine's own runtime (host Python with the engine's PYTHONPATH for
+native engines, ``python3`` in a temporary container for images), stdlib only:
+
+    python3 check_runtime.py INPUT.json
+
+INPUT: plan_sha256, expected_packages {dist: version}, model_dir, tokenizer,
+hf_config_path, trust_remote_code, kv_connector, kv_transfer_config, environment.
+
+Checks, in order, each recorded: exact distribution versions; vllm.version.__version__
+(captured as vllm_api_version); connector resolution through KVConnectorFactory and
+the NIXL import; custom code (auto_map) against the plan's --trust-remote-code;
+DS convolutional-state layout for SSM models; tokenizer construction. The last stdout
+line is ``NARWHAL_CHECK_RESULT {json}``. Exit 0 ok, 1 a check failed, 2 bad input.
+"""
+import importlib
+import importlib.metadata
+import json
+import os
+import sys
+import types
+
+RESULT_PREFIX = "NARWHAL_CHECK_RESULT "
+SSM_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "falcon_h1", "nemotron_h", "jamba", "bamba",
+                   "zamba2", "granitemoehybrid", "plamo2", "qwen3_next", "lfm2"}
+SSM_CONV_KEYS = ("conv_kernel", "mamba_d_conv", "linear_conv_kernel_dim", "conv_L_cache")
+NIXL_MODULES = {"NixlConnector": "nixl._api"}
+FIELDS = {"plan_sha256": str, "expected_packages": dict, "model_dir": str, "tokenizer": (str, type(None)),
+          "hf_config_path": (str, type(None)), "trust_remote_code": bool, "kv_connector": str,
+          "kv_transfer_config": dict, "environment": dict}
+REDISCOVER = "rerun discovery from the approved revision and prepare a new run"
+
+
+class Check:
+    def __init__(self, plan):
+        self.plan = plan
+        self.failures = []
+        self.result = {"ok": False, "plan_sha256": plan["plan_sha256"], "python": sys.executable,
+                       "vllm_api_version": None, "packages": {}, "connector": {}, "tokenizer": {},
+                       "requires_trust_remote_code": False, "custom_code_sources": [],
+                       "ssm": {"required": False, "layout": None}, "failures": self.failures}
+
+    def fail(self, check, message, fix):
+        self.failures.append({"check": check, "message": message, "fix": fix})
+        say(f"FAIL {check}: {message}")
+        say(f"     fix: {fix}")
+
+
+def say(line):
+    print(line, flush=True)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def is_conv_ssm(config):
+    if str(config.get("model_type", "")).lower() in SSM_MODEL_TYPES:
+        return True
+    return any(config.get(key) is not None for key in SSM_CONV_KEYS)
+
+
+def check_packages(c):
+    for dist, expected in sorted(c.plan["expected_packages"].items()):
+        try:
+            found = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            c.result["packages"][dist] = None
+            c.fail("package", f"Package {dist} is not installed in this runtime; the plan pins {dist}=={expected}.",
+                   f"Use a runtime that carries {dist}=={expected}, or pin the version the runtime carries in "
+                   f"runtime.expected_packages and {REDISCOVER}.")
+            continue
+        c.result["packages"][dist] = found
+        if found != str(expected):
+            c.fail("package", f"Package {dist} is {found} in this runtime; the plan pins {dist}=={expected}.",
+                   f"Install {dist}=={expected} in the runtime, or pin {dist}=={found} in "
+                   f"runtime.expected_packages and {REDISCOVER}.")
+        else:
+            say(f"ok   package {dist}=={found}")
+
+
+def check_version(c):
+    try:
+        from vllm.version import __version__ as api_version
+    except Exception as exc:  # noqa: BLE001 - a broken install is a finding, not a crash
+        c.fail("version", f"Importing vllm.version failed: {type(exc).__name__}: {exc}",
+               "Repair the runtime's vLLM installation so `import vllm.version` succeeds, then check again.")
+        return
+    c.result["vllm_api_version"] = str(api_version)
+    dist = c.result["packages"].get("vllm")
+    pinned = c.plan["expected_packages"].get("vllm")
+    if dist is None:
+        try:
+            dist = importlib.metadata.version("vllm")
+        except importlib.metadata.PackageNotFoundError:
+            dist = None
+    # The package check already reports metadata != pin; this one catches an import that
+    # disagrees with the installed metadata (two installs, a stale path entry, a patched tree).
+    reference = dist if dist is not None else pinned
+    if reference is not None and str(reference) != str(api_version):
+        c.fail("version", f"vllm.version.__version__ is {api_version} but the installed vllm distribution "
+               f"declares {reference}; the runtime imports a different vLLM than it declares.",
+               f"Rebuild the runtime with a single vLLM install (pinned {pinned or reference}) so the import "
+               "and the package metadata agree, then prepare a new run.")
+    else:
+        say(f"ok   vllm.version.__version__ = {api_version}")
+
+
+def check_connector(c):
+    name = c.plan["kv_connector"]
+    config = c.plan["kv_transfer_config"]
+    info = c.result["connector"]
+    info.update({"name": name, "kv_role": config.get("kv_role"),
+                 "backends": (config.get("kv_connector_extra_config") or {}).get("backends")})
+    if config.get("kv_connector") != name:
+        c.fail("connector", f"kv_transfer_config names connector {config.get('kv_connector')!r} but the plan "
+               f"expects {name!r}.", f"Regenerate the launch record so both name {name}, then prepare a new run.")
+        return
+    try:
+        from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+        ktc = types.SimpleNamespace(**{"kv_connector_module_path": None, **config})
+        cls = KVConnectorFactory.get_connector_class(ktc)
+        info["class"] = f"{cls.__module__}.{cls.__qualname__}"
+        say(f"ok   KVConnectorFactory resolves {name} to {info['class']}")
+    except Exception as exc:  # noqa: BLE001
+        c.fail("connector", f"KVConnectorFactory cannot resolve {name}: {type(exc).__name__}: {exc}",
+               f"Use an image whose vLLM registers {name}, or correct kv_connector in the launch record.")
+        return
+    module = NIXL_MODULES.get(name)
+    if module:
+        try:
+            importlib.import_module(module)
+            info["nixl_module"] = module
+            say(f"ok   {module} imports")
+        except Exception as exc:  # noqa: BLE001
+            c.fail("connector", f"{name} resolves but {module} does not import: {type(exc).__name__}: {exc}",
+                   "Install the NIXL build that matches the runtime (nixl or nixl-rocm with its native "
+                   "libraries), then check again.")
+
+
+def model_config(c):
+    """The model's config.json (or --hf-config-path); None after recording a failure."""
+    source = c.plan.get("hf_config_path") or c.plan["model_dir"]
+    path = source if os.path.isfile(source) and source.endswith(".json") else os.path.join(source, "config.json")
+    try:
+        config = read_json(path)
+        if not isinstance(config, dict):
+            raise ValueError("not a JSON object")
+        c.result["model_config"] = path
+        return config, path
+    except (OSError, ValueError) as exc:
+        c.fail("model", f"Model configuration {path} is unreadable: {exc}",
+               "Mount the model snapshot (or pass --hf-config-path for a GGUF file) so config.json is readable.")
+        return None, path
+
+
+def check_custom_code(c, config_path):
+    tokenizer = c.plan.get("tokenizer") or c.plan["model_dir"]
+    dirs = [d for d in (os.path.dirname(config_path), c.plan["model_dir"], tokenizer) if os.path.isdir(d)]
+    paths = [config_path] + [os.path.join(d, n) for d in dirs for n in ("config.json", "tokenizer_config.json")]
+    sources = []
+    for path in dict.fromkeys(os.path.normpath(p) for p in paths):
+        try:
+            data = read_json(path) if os.path.isfile(path) else None
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("auto_map"):
+            sources.append(path)
+    required = bool(sources)
+    c.result["requires_trust_remote_code"] = required
+    c.result["custom_code_sources"] = sources
+    flag = c.plan["trust_remote_code"]
+    if required and not flag:
+        c.fail("trust_remote_code", f"{', '.join(sources)} declare(s) an auto_map (custom code) but the plan does "
+               "not pass --trust-remote-code.",
+               f"Review the checkpoint's code; {REDISCOVER} so the launch record adds --trust-remote-code.")
+    elif flag and not required:
+        c.fail("trust_remote_code", "The plan passes --trust-remote-code but neither the model nor the tokenizer "
+               "metadata declares an auto_map.",
+               f"Remove --trust-remote-code from runtime.extra_args and {REDISCOVER}.")
+    else:
+        say(f"ok   custom code: auto_map {'present' if required else 'absent'}, --trust-remote-code "
+            f"{'set' if flag else 'not set'}")
+
+
+def check_ssm(c, config):
+    required = is_conv_ssm(config)
+    layout = c.plan["environment"].get("VLLM_SSM_CONV_STATE_LAYOUT")
+    c.result["ssm"] = {"required": required, "layout": layout}
+    if not required:
+        say("ok   no convolutional SSM state")
+        return
+    if layout != "DS":
+        c.fail("ssm_layout", f"Model {c.plan['model_dir']} carries convolutional SSM state but the plan sets "
+               f"VLLM_SSM_CONV_STATE_LAYOUT={layout if layout is not None else '(unset)'}.",
+               f"Set VLLM_SSM_CONV_STATE_LAYOUT=DS in the engine environment; {REDISCOVER}.")
+    try:
+        from vllm import envs
+        supported = "VLLM_SSM_CONV_STATE_LAYOUT" in getattr(envs, "environment_variables", {})
+    except Exception as exc:  # noqa: BLE001
+        supported, detail = False, f"{type(exc).__name__}: {exc}"
+    else:
+        detail = "vllm.envs does not define it"
+    c.result["ssm"]["runtime_supported"] = supported
+    if not supported:
+        c.fail("ssm_layout", f"This runtime's vLLM does not support VLLM_SSM_CONV_STATE_LAYOUT ({detail}), so the "
+               "DS convolutional-state layout cannot be selected.",
+               "Use an image whose vLLM supports VLLM_SSM_CONV_STATE_LAYOUT=DS, pin it, and prepare a new run.")
+    elif layout == "DS":
+        say("ok   SSM model with VLLM_SSM_CONV_STATE_LAYOUT=DS, supported by the runtime")
+
+
+def check_tokenizer(c):
+    path = c.plan.get("tokenizer") or c.plan["model_dir"]
+    flag = c.plan["trust_remote_code"]
+    info = c.result["tokenizer"]
+    info.update({"path": path, "trust_remote_code": flag})
+    try:
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=flag)
+        ids = tokenizer.encode("The sea is")
+    except Exception as exc:  # noqa: BLE001
+        message = " ".join(str(exc).split())
+        c.fail("tokenizer", f"Tokenizer {path} cannot be constructed with trust_remote_code={flag}: "
+               f"{type(exc).__name__}: {message}",
+               "Point --tokenizer at a directory with the checkpoint's tokenizer files, match "
+               "--trust-remote-code to its auto_map, and use a transformers version that reads them.")
+        return False
+    info.update({"class": type(tokenizer).__name__, "vocab_size": getattr(tokenizer, "vocab_size", None),
+                 "sample_ids": list(ids)[:16]})
+    say(f"ok   tokenizer {path} -> {info['class']}")
+    return True
+
+
+def load_input(argv):
+    if len(argv) != 2:
+        raise ValueError("usage: check_runtime.py INPUT.json")
+    plan = read_json(argv[1])
+    if not isinstance(plan, dict):
+        raise ValueError("input must be a JSON object")
+    for field, kind in FIELDS.items():
+        if field not in plan and field in ("tokenizer", "hf_config_path"):
+            plan[field] = None
+        if not isinstance(plan.get(field), kind) or (kind is dict and field == "expected_packages" and not all(
+                isinstance(v, str) for v in plan[field].values())):
+            raise ValueError(f"field {field} is missing or has the wrong type")
+    return plan
+
+
+def emit(result):
+    print(RESULT_PREFIX + json.dumps(result, sort_keys=True, separators=(",", ":")), flush=True)
+
+
+def main(argv):
+    try:
+        plan = load_input(argv)
+    except (OSError, ValueError) as exc:
+        say(f"bad input: {exc}")
+        emit({"ok": False, "vllm_api_version": None, "packages": {}, "connector": {}, "tokenizer": {},
+              "requires_trust_remote_code": False, "ssm": {"required": False, "layout": None},
+              "failures": [{"check": "input", "message": f"Check input is invalid: {exc}",
+                            "fix": "Regenerate the check input from the prepared plan."}]})
+        return 2
+    c = Check(plan)
+    say(f"checking plan {plan['plan_sha256']} with {sys.executable} {sys.version.split()[0]}")
+    check_packages(c)
+    check_version(c)
+    check_connector(c)
+    config, config_path = model_config(c)
+    if config is not None:
+        check_custom_code(c, config_path)
+        check_ssm(c, config)
+    check_tokenizer(c)
+    c.result["ok"] = not c.failures
+    say("runtime check passed" if c.result["ok"] else f"runtime check failed: {len(c.failures)} failure(s)")
+    emit(c.result)
+    return 0 if c.result["ok"] else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Exception as exc:  # noqa: BLE001 - never end with a bare traceback
+        say(f"internal error: {type(exc).__name__}: {exc}")
+        emit({"ok": False, "vllm_api_version": None, "packages": {}, "connector": {}, "tokenizer": {},
+              "requires_trust_remote_code": False, "ssm": {"required": False, "layout": None},
+              "failures": [{"check": "internal", "message": f"{type(exc).__name__}: {exc}",
+                            "fix": "Report this check-script error with the check log."}]})
+        sys.exit(1)

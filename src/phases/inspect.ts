@@ -1,0 +1,108 @@
+// The inspect step (seed 000, "Inspect every engine host" and "Before launching
+// an engine, verify local artifacts and planned listeners"): observe the
+// engine's host, check it against the engine spec, and return the observation
+// as data — or one error listing every problem found. Safe to run any number
+// of times: it only reads files, runs read-only tools and binds-then-closes ports.
+
+import { groupSignature } from "../desired/hash.js";
+import type { EngineSpec } from "../desired/types.js";
+import { CancelledError } from "../errors.js";
+import { checkDevices, declaredDevices } from "./host/devices.js";
+import { modelConfigSha256 } from "./host/model-hash.js";
+import { checkPlannedPorts, plannedPorts } from "./host/ports.js";
+import { DEFAULT_TOOL_TIMEOUT_MS } from "./host/run-tool.js";
+import { observeGpus } from "./inspect-gpus.js";
+import { InspectionError, problemFromError, type InspectionProblem } from "./inspect-problems.js";
+import type { Inspection } from "./types.js";
+
+export interface InspectOptions {
+  signal: AbortSignal;
+  /** Image id of the engine's runtime (container image id or "native:<sha256>"), for the group signature. */
+  imageId: string;
+  /** Ports held by this engine's own previous process; not reported as busy. */
+  ignorePorts?: number[];
+  /** Deadline for nvidia-smi / rocminfo; default DEFAULT_TOOL_TIMEOUT_MS. */
+  toolTimeoutMs?: number;
+}
+
+export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<Inspection> {
+  const what = `inspection of ${spec.name}`;
+  if (opts.signal.aborted) throw new CancelledError(what);
+  const tool = { signal: opts.signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS };
+  // Each probe reports into its own list so the final order is stable
+  // (gpu, devices, ports, model) whichever probe finishes first.
+  const gpuProblems: InspectionProblem[] = [];
+  const modelProblems: InspectionProblem[] = [];
+
+  // The four probes are independent; run them together and check afterwards.
+  const [gpu, devices, ports, modelSha] = await Promise.all([
+    observeGpus(spec, tool, gpuProblems),
+    checkDevices(spec.node.dev_root, declaredDevices(spec.launch.accelerator_devices, spec.launch.transfer.devices)),
+    checkPlannedPorts(spec.host, plannedPorts(spec), new Set(opts.ignorePorts ?? [])),
+    modelConfigSha256(spec.model.dir, opts.signal).catch((err: unknown) => {
+      modelProblems.push(problemFromError(err, "model.dir"));
+      return undefined;
+    }),
+  ]);
+  if (opts.signal.aborted) throw new CancelledError(what);
+
+  const problems = [...gpuProblems];
+  for (const d of devices.filter((d) => !d.present)) {
+    problems.push({
+      message: `device ${d.path} is missing (looked for ${d.checked}; node.dev_root is "${spec.node.dev_root}")`,
+      input: d.input,
+      fix: "Restore the declared device exposure before launch.",
+      retryable: false,
+    });
+  }
+
+  for (const p of ports) {
+    if (p.error) {
+      problems.push(problemFromError(p.error, p.input));
+    } else if (!p.free) {
+      problems.push({
+        message: `port ${p.port} (${p.purpose}) already has a listener; an existing listener blocks launch until ownership is resolved`,
+        input: p.input,
+        fix: `Find the owner with \`ss -ltnp 'sport = :${p.port}'\` and stop it, or plan another ${p.purpose} port.`,
+        retryable: true,
+      });
+    }
+  }
+
+  problems.push(...modelProblems);
+  if (modelSha !== undefined && modelSha !== spec.model.config_sha256) {
+    problems.push({
+      message: `sha256 of ${spec.model.dir}/config.json is ${modelSha}, but model.config_sha256 expects ${spec.model.config_sha256}`,
+      input: "model.config_sha256 (NARWHAL_MODEL_CONFIG_SHA256) / model.dir (NARWHAL_MODEL_DIR)",
+      fix: "Rerun discovery after changing the provisioned checkpoint, or restore the checkpoint discovery recorded.",
+      retryable: false,
+    });
+  }
+
+  if (problems.length > 0 || modelSha === undefined) throw new InspectionError(spec.name, problems);
+
+  return {
+    engine: spec.name,
+    node: spec.node.name,
+    inspected_at: new Date().toISOString(),
+    vendors: gpu.vendors,
+    accelerator: gpu.accelerator,
+    physical_gpu_count: gpu.gpus.length,
+    gpus: gpu.gpus,
+    selected: gpu.selected,
+    devices: devices.map((d) => ({ path: d.path, present: d.present })),
+    ports: ports.map((p) => ({ port: p.port, purpose: p.purpose, free: p.free })),
+    model_config_sha256: modelSha,
+    image_id: opts.imageId,
+    group_signature: groupSignature({
+      image_id: opts.imageId,
+      model_config_sha256: modelSha,
+      accelerator: spec.launch.accelerator,
+      tensor_parallel_size: spec.launch.tensor_parallel_size,
+      gpu_visibility_env: spec.launch.gpu_visibility_env,
+      runtime: spec.launch.runtime,
+      transport: spec.launch.transfer.transport,
+    }),
+    tool_output: gpu.tool_output,
+  };
+}

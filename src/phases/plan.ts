@@ -1,0 +1,184 @@
+// The launch plan, computed purely from the engine spec, what inspection saw
+// and what the checkpoint metadata requires. prepare.ts writes it; nothing
+// here touches the filesystem, so every launch rule is unit-testable.
+import type { EngineSpec } from "../desired/types.js";
+import type { Inspection } from "./types.js";
+import type { ModelMeta } from "./model-meta.js";
+
+export const PLAN_SCHEMA = "narwhal.launch/v1";
+export const SECRET_ENV = ["VLLM_API_KEY"] as const;
+export const CONTAINER_MODEL_DIR = "/model";
+
+export interface AppIdentity {
+  name: string;
+  version: string;
+  /** Git revision of the narwhal checkout, or "unknown". */
+  revision: string;
+  /** sha256 of the runtime check script shipped with this narwhal. */
+  check_script_sha256: string;
+}
+
+export interface LaunchPlan {
+  schema: typeof PLAN_SCHEMA;
+  engine: string;
+  role: string;
+  backend: EngineSpec["backend"];
+  input_hash: string;
+  launch_token: string;
+  created_at: string;
+  application: AppIdentity;
+  endpoint: string;
+  image: { ref: string; id: string } | null;
+  runtime_identity: string;
+  group_signature: string;
+  /** Full serving argv (no secrets: the API key travels in container.env). */
+  command: string[];
+  environment: Record<string, string>;
+  secret_environment: string[];
+  mounts: Array<{ source: string; target: string; read_only: boolean }>;
+  devices: string[];
+  network_mode: "host";
+  gpu: { visibility_env: string; ids: string[]; tensor_parallel_size: number; accelerator: string };
+  ports: { http: number; attestation: number; nixl_side_channel: number; transfer: number[] };
+  model: { dir: string; path: string; config_sha256: string; served_name: string; revision: string | null; trust_remote_code: boolean; conv_ssm: boolean };
+  kv_transfer_config: Record<string, unknown>;
+  /** What check_runtime.py needs, in the runtime's own paths. */
+  check: { expected_packages: Record<string, string>; model_dir: string; tokenizer: string; hf_config_path: string | null };
+  launch_record: EngineSpec["launch"];
+  inspection: Pick<Inspection, "accelerator" | "physical_gpu_count" | "selected" | "model_config_sha256" | "image_id" | "inspected_at">;
+}
+
+export const KV_TRANSFER_CONFIG = {
+  kv_connector: "NixlConnector",
+  kv_role: "kv_both",
+  kv_load_failure_policy: "fail",
+  kv_connector_extra_config: { backends: ["UCX"] },
+} as const;
+
+/** UCX transports: TCP keeps to sockets; RDMA uses RC/UD verbs. Copy engines follow the accelerator. */
+export function ucxTls(transport: EngineSpec["launch"]["transfer"]["transport"], visibility: string): string {
+  const copy = visibility === "ROCR_VISIBLE_DEVICES" ? "rocm_copy" : "cuda_copy";
+  return transport === "ucx_rdma" ? `rc,ud,sm,self,${copy}` : `tcp,sm,self,${copy}`;
+}
+
+/** Last value of a flag in an argv (`--flag V` or `--flag=V`), as argparse resolves repeats. */
+export function lastFlagValue(args: string[], flag: string): string | undefined {
+  let value: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === flag && i + 1 < args.length) value = args[++i];
+    else if (a.startsWith(`${flag}=`)) value = a.slice(flag.length + 1);
+  }
+  return value;
+}
+
+function inRuntime(spec: EngineSpec, hostPath: string): string {
+  if (spec.backend === "native") return hostPath;
+  const rel = hostPath.startsWith(spec.model.dir) ? hostPath.slice(spec.model.dir.length) : null;
+  return rel === null ? hostPath : `${CONTAINER_MODEL_DIR}${rel}`;
+}
+
+export interface PlanInputs {
+  spec: EngineSpec;
+  inspection: Inspection;
+  meta: ModelMeta;
+  app: AppIdentity;
+  launchToken: string;
+  createdAt: string;
+}
+
+/** Build launch.json's content and the engine's full environment (secrets included, for container.env only). */
+export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt }: PlanInputs): { plan: LaunchPlan; env: Record<string, string> } {
+  const launch = spec.launch;
+  const modelPath = inRuntime(spec, spec.model.path ?? spec.model.dir);
+  const modelDir = inRuntime(spec, spec.model.dir);
+  const extra = launch.runtime.extra_args;
+  const tokenizer = lastFlagValue(extra, "--tokenizer") ?? modelDir;
+  const hfConfig = lastFlagValue(extra, "--hf-config-path") ?? null;
+  const command = [
+    spec.backend === "native" ? spec.python : "python3",
+    "-m", "vllm.entrypoints.openai.api_server",
+    "--model", modelPath,
+    "--served-model-name", spec.model.served_name,
+    "--host", spec.host,
+    "--port", String(spec.http_port),
+    "--tensor-parallel-size", String(launch.tensor_parallel_size),
+    "--dtype", launch.runtime.model_dtype,
+    "--kv-cache-dtype", launch.runtime.kv_cache_dtype,
+    "--block-size", String(launch.runtime.block_size),
+    // Prefix caching off so the cache layout captured for profiling is the raw one.
+    "--no-enable-prefix-caching",
+    "--kv-transfer-config", JSON.stringify(KV_TRANSFER_CONFIG),
+    ...(meta.auto_map ? ["--trust-remote-code"] : []),
+    ...extra,
+  ];
+  const environment: Record<string, string> = {
+    ...launch.runtime.environment,
+    [launch.gpu_visibility_env]: launch.gpu_ids.join(","),
+    UCX_TLS: ucxTls(launch.transfer.transport, launch.gpu_visibility_env),
+    UCX_NET_DEVICES: launch.transfer.net_devices.join(","),
+    VLLM_NIXL_SIDE_CHANNEL_HOST: spec.nixl_host,
+    VLLM_NIXL_SIDE_CHANNEL_PORT: String(spec.nixl_port),
+    ...(meta.conv_ssm ? { VLLM_SSM_CONV_STATE_LAYOUT: "DS" } : {}),
+    NARWHAL_ENGINE: spec.name,
+    NARWHAL_LAUNCH_TOKEN: launchToken,
+  };
+  const env = { ...environment, ...(spec.api_key ? { VLLM_API_KEY: spec.api_key.reveal() } : {}) };
+  const plan: LaunchPlan = {
+    schema: PLAN_SCHEMA,
+    engine: spec.name,
+    role: spec.role,
+    backend: spec.backend,
+    input_hash: spec.input_hash,
+    launch_token: launchToken,
+    created_at: createdAt,
+    application: app,
+    endpoint: spec.url,
+    image: spec.backend === "container" ? { ref: launch.image ?? "", id: inspection.image_id } : null,
+    runtime_identity: inspection.image_id,
+    group_signature: inspection.group_signature,
+    command,
+    environment,
+    secret_environment: spec.api_key ? [...SECRET_ENV] : [],
+    mounts: spec.backend === "container" ? [{ source: spec.model.dir, target: CONTAINER_MODEL_DIR, read_only: true }] : [],
+    devices: [...launch.accelerator_devices, ...launch.transfer.devices],
+    network_mode: launch.network_mode,
+    gpu: { visibility_env: launch.gpu_visibility_env, ids: launch.gpu_ids, tensor_parallel_size: launch.tensor_parallel_size, accelerator: launch.accelerator },
+    ports: { http: spec.http_port, attestation: spec.attestation_port, nixl_side_channel: spec.nixl_port, transfer: spec.transfer_ports },
+    model: {
+      dir: spec.model.dir,
+      path: modelPath,
+      config_sha256: inspection.model_config_sha256,
+      served_name: spec.model.served_name,
+      revision: spec.model.revision ?? null,
+      trust_remote_code: meta.auto_map,
+      conv_ssm: meta.conv_ssm,
+    },
+    kv_transfer_config: { ...KV_TRANSFER_CONFIG },
+    check: { expected_packages: launch.runtime.expected_packages, model_dir: modelDir, tokenizer, hf_config_path: hfConfig },
+    launch_record: launch,
+    inspection: {
+      accelerator: inspection.accelerator,
+      physical_gpu_count: inspection.physical_gpu_count,
+      selected: inspection.selected,
+      model_config_sha256: inspection.model_config_sha256,
+      image_id: inspection.image_id,
+      inspected_at: inspection.inspected_at,
+    },
+  };
+  return { plan, env };
+}
+
+/** container.env: KEY=VALUE lines (values single-line; the launcher never writes newlines). */
+export function renderEnvFile(env: Record<string, string>): string {
+  return Object.keys(env).sort().map((k) => `${k}=${env[k]}`).join("\n") + "\n";
+}
+
+export function parseEnvFile(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of text.split("\n")) {
+    const eq = line.indexOf("=");
+    if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1);
+  }
+  return env;
+}

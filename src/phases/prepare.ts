@@ -1,0 +1,70 @@
+// prepare: write an immutable launch plan (launch.json) and the engine's
+// private environment (container.env, 0600) into a fresh run directory.
+// Ensure semantics: a run this engine already prepared for the same inputs is
+// reused, so a re-run after a crash does not fork a second plan.
+import fs from "node:fs/promises";
+import path from "node:path";
+import { createHash, randomBytes } from "node:crypto";
+import type { EngineSpec } from "../desired/types.js";
+import type { Inspection, PreparedRun } from "./types.js";
+import { buildLaunchPlan, renderEnvFile, lastFlagValue, type AppIdentity, type LaunchPlan } from "./plan.js";
+import { readModelMeta } from "./model-meta.js";
+import { createRunDir, removePartialRuns } from "../state/run-dir.js";
+import { PhaseError } from "../errors.js";
+
+export const LAUNCH_FILE = "launch.json";
+export const ENV_FILE = "container.env";
+
+export function sha256(data: string | Buffer): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+export async function readPlan(runDir: string): Promise<{ plan: LaunchPlan; sha256: string }> {
+  const bytes = await fs.readFile(path.join(runDir, LAUNCH_FILE));
+  return { plan: JSON.parse(bytes.toString("utf8")) as LaunchPlan, sha256: sha256(bytes) };
+}
+
+/** The run still holds the plan it was prepared with, for the same inputs. */
+async function reusable(run: PreparedRun, spec: EngineSpec): Promise<boolean> {
+  if (run.engine !== spec.name || run.input_hash !== spec.input_hash) return false;
+  try {
+    return (await readPlan(run.dir)).sha256 === run.plan_sha256;
+  } catch {
+    return false;
+  }
+}
+
+export interface PrepareOptions {
+  stateDir: string;
+  app: AppIdentity;
+  /** The run this engine prepared last, if any (from the machine's context). */
+  existing?: PreparedRun | null;
+  now?: Date;
+}
+
+export async function prepare(spec: EngineSpec, inspection: Inspection, opts: PrepareOptions): Promise<PreparedRun> {
+  if (opts.existing && (await reusable(opts.existing, spec))) return opts.existing;
+  if (inspection.engine !== spec.name) {
+    throw new PhaseError(spec.name, "prepare", `inspection belongs to ${inspection.engine}`, { retryable: false });
+  }
+  await removePartialRuns(opts.stateDir, spec.name);
+  const extra = spec.launch.runtime.extra_args;
+  const hostTokenizer = spec.backend === "native" ? lastFlagValue(extra, "--tokenizer") : undefined;
+  const hostHfConfig = spec.backend === "native" ? lastFlagValue(extra, "--hf-config-path") : undefined;
+  const meta = await readModelMeta(spec.model.dir, hostTokenizer, hostHfConfig);
+  const now = opts.now ?? new Date();
+  const launchToken = randomBytes(16).toString("hex");
+  const { plan, env } = buildLaunchPlan({ spec, inspection, meta, app: opts.app, launchToken, createdAt: now.toISOString() });
+  const planBytes = JSON.stringify(plan, null, 2) + "\n";
+  const dir = await createRunDir(
+    opts.stateDir,
+    spec.name,
+    spec.input_hash,
+    [
+      { name: LAUNCH_FILE, data: planBytes, mode: 0o444 },
+      { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
+    ],
+    now,
+  );
+  return { engine: spec.name, dir, input_hash: spec.input_hash, plan_sha256: sha256(planBytes), launch_token: launchToken };
+}

@@ -1,0 +1,76 @@
+// start: ensure this run's engine is running (the backend adopts it by launch
+// token before it ever creates one), then wait for /health within the ready
+// budget. A crash during startup is traced to its cause from the startup log.
+import type { EngineHandle, PreparedRun } from "./types.js";
+import type { EngineBackend } from "../backends/types.js";
+import { readPlan } from "./prepare.js";
+import { PhaseError } from "../errors.js";
+import { httpRequest, joinUrl, sleep } from "./http.js";
+import { redactText } from "../log.js";
+
+export interface StartOptions {
+  backend: EngineBackend;
+  signal: AbortSignal;
+  readySeconds: number;
+  stopGraceMs: number;
+  /** Values to strip from log excerpts quoted in errors. */
+  secrets?: string[];
+}
+
+/** Name the input an exit points at, using vLLM's own wording in the log. */
+export function diagnoseStartupLog(log: string): { cause: string; input?: string; fix: string } {
+  if (/trust_remote_code=True|--trust-remote-code/.test(log)) {
+    return { cause: "vLLM exited requesting trust_remote_code=True", input: "model auto_map", fix: "Retain the failed attempt's evidence, rerun discovery from the corrected approved revision and prepare a new run." };
+  }
+  if (/VLLM_SSM_CONV_STATE_LAYOUT/.test(log)) {
+    return { cause: "vLLM exited requesting VLLM_SSM_CONV_STATE_LAYOUT=DS", input: "model config (convolutional SSM)", fix: "Retain the failed attempt's evidence, rerun discovery from the corrected approved revision and prepare a new run." };
+  }
+  if (/Address already in use|EADDRINUSE/i.test(log)) {
+    return { cause: "a planned port is already in use", input: "ports", fix: "Inspect planned ports with ss -ltnp; any existing listener blocks launch until ownership is resolved." };
+  }
+  if (/unrecognized arguments|error: argument/i.test(log)) {
+    return { cause: "vLLM rejected its command line", input: "runtime.extra_args", fix: "Remove or correct the flag vLLM names in runtime.extra_args." };
+  }
+  if (/out of memory|CUDA error|HIP error/i.test(log)) {
+    return { cause: "the engine failed on its accelerator", input: "gpu_ids / gpu-memory-utilization", fix: "Trace the failure to a device, model, memory, library, or transport input before creating another plan." };
+  }
+  return { cause: "the engine exited during startup", fix: "Use the recorded process or container identity and engine log; trace the failure to a device, model, memory, library, or transport input before creating another plan." };
+}
+
+function tail(text: string, lines: number): string {
+  return text.trimEnd().split("\n").slice(-lines).join("\n");
+}
+
+export async function start(run: PreparedRun, opts: StartOptions): Promise<EngineHandle> {
+  const { plan } = await readPlan(run.dir);
+  const handle = await opts.backend.ensureStarted(run, plan, opts.signal);
+  const deadline = Date.now() + opts.readySeconds * 1000;
+  const health = joinUrl(plan.endpoint, "/health");
+  for (;;) {
+    if (!(await opts.backend.isAlive(handle))) {
+      const log = await opts.backend.startupLog(run, handle);
+      const d = diagnoseStartupLog(log);
+      throw new PhaseError(run.engine, "start", `${d.cause}; last log lines:\n${redactText(tail(log, 8), opts.secrets ?? [])}`, {
+        retryable: true,
+        input: d.input,
+        fix: d.fix,
+      });
+    }
+    try {
+      const res = await httpRequest(health, { signal: opts.signal, timeoutMs: 5000 });
+      if (res.status === 200) return handle;
+    } catch (err) {
+      opts.signal.throwIfAborted();
+      void err; // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await opts.backend.stop(handle, opts.stopGraceMs);
+      throw new PhaseError(run.engine, "start", `the engine did not answer ${health} within ${opts.readySeconds}s and was stopped`, {
+        retryable: true,
+        input: "NARWHAL_READY_SECONDS",
+        fix: "Read engine.log in the run directory; raise NARWHAL_READY_SECONDS if the model needs longer to load.",
+      });
+    }
+    await sleep(250, opts.signal);
+  }
+}

@@ -1,0 +1,94 @@
+// Data that flows between the steps of the engine procedure. Every phase
+// returns plain JSON-serialisable data so the engine machine can persist it.
+
+/** One GPU as the host's tool reports it. */
+export interface ObservedGpu {
+  /** Position in the tool's output (0-based), the index gpu_ids may name. */
+  index: number;
+  /** PCI bus id (nvidia-smi) when known. */
+  bus_id?: string;
+  /** Product name (nvidia-smi `name`, rocminfo `Marketing Name`). */
+  name: string;
+  /** GPU UUID (nvidia-smi `uuid`, rocminfo `Uuid`) when known. */
+  uuid?: string;
+}
+
+/** What `inspect` observed on the engine's host (seed 000, "Inspect every engine host"). */
+export interface Inspection {
+  engine: string;
+  node: string;
+  inspected_at: string;
+  /** Vendors found by the PCI scan (classes 0x03*, 0x12*). */
+  vendors: Array<"nvidia" | "amd">;
+  /** Accelerator product observed (all selected GPUs share it). */
+  accelerator: string;
+  /** Physical GPU count visible on the host. */
+  physical_gpu_count: number;
+  gpus: ObservedGpu[];
+  /** The launch record's gpu_ids, each resolved to an observed GPU. */
+  selected: Array<{ id: string; index: number; uuid?: string }>;
+  devices: Array<{ path: string; present: boolean }>;
+  ports: Array<{ port: number; purpose: string; free: boolean }>;
+  /** sha256 of <model dir>/config.json as read now. */
+  model_config_sha256: string;
+  /** Container image id, or the native runtime identity ("native:<sha256>"). */
+  image_id: string;
+  /** seed 000 cache-equivalence group signature (16 hex). */
+  group_signature: string;
+  /** Raw tool output retained as evidence (nvidia-smi CSV, rocminfo text). */
+  tool_output: string;
+}
+
+/** A prepared, immutable run directory (state/runs/<engine>/<stamp>-<hash8>/). */
+export interface PreparedRun {
+  engine: string;
+  dir: string;
+  input_hash: string;
+  /** sha256 of launch.json's bytes. */
+  plan_sha256: string;
+  /** Random token that labels whatever this run starts (container label / process env). */
+  launch_token: string;
+}
+
+/** checked.json (seed 000 "Validate the image and plan"). */
+export interface CheckResult {
+  plan_sha256: string;
+  vllm_api_version: string;
+  image_id: string;
+  inspection_id: string;
+  checked_at: string;
+  packages: Record<string, string>;
+  connector: Record<string, unknown>;
+  tokenizer: Record<string, unknown>;
+  trust_remote_code: boolean;
+  ssm_conv_state_layout: string | null;
+}
+
+/** A running engine's identity: what lets narwhal find it again after a crash. */
+export type EngineHandle =
+  | { kind: "native"; pid: number; pgid: number; boot_id: string; start_ticks: number; launch_token: string }
+  | { kind: "container"; container_id: string; launch_token: string };
+
+/** probed.json: the live process the probes proved. */
+export interface ProbeResult {
+  probed_at: string;
+  version: string;
+  models: string[];
+  process_start_time_seconds: number;
+  completion_text: string;
+  /** Files the captures were written to (fresh names if earlier attempts exist). */
+  files: Record<string, string>;
+}
+
+/** cache-layout.json essentials, compared within a signature group. */
+export interface CacheLayout {
+  captured_at: string;
+  engine: string;
+  group_signature: string;
+  block_size: number;
+  num_gpu_blocks: number;
+  gpu_kv_cache_tokens: number;
+  cache_dtype: string;
+  tensor_parallel_size: number;
+  max_concurrency?: { tokens_per_request: number; factor: number };
+}

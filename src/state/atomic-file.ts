@@ -1,0 +1,74 @@
+// Files that must survive a SIGKILL at any instant: write a temp file beside
+// the target, fsync it, rename over the target, fsync the directory. A reader
+// sees the old bytes or the new bytes, never a torn file.
+import fs from "node:fs/promises";
+import path from "node:path";
+import { randomBytes } from "node:crypto";
+
+export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o600): Promise<void> {
+  const dir = path.dirname(file);
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+  const handle = await fs.open(tmp, "wx", mode);
+  try {
+    await handle.writeFile(data);
+    await handle.chmod(mode); // umask may have narrowed or widened the create mode
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await fs.rename(tmp, file);
+  } catch (err) {
+    await fs.rm(tmp, { force: true });
+    throw err;
+  }
+  await fsyncDir(dir);
+}
+
+export async function fsyncDir(dir: string): Promise<void> {
+  const handle = await fs.open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Create a file that must not exist yet (evidence is immutable). Returns false
+ * when it already exists, so callers decide whether that is reuse or refusal.
+ */
+export async function writeFileExclusive(file: string, data: string | Buffer, mode = 0o644): Promise<boolean> {
+  let handle;
+  try {
+    handle = await fs.open(file, "wx", mode);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  }
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return true;
+}
+
+export async function readJsonIfExists<T>(file: string): Promise<T | null> {
+  try {
+    return JSON.parse(await fs.readFile(file, "utf8")) as T;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw err;
+  }
+}
+
+export async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch {
+    return false;
+  }
+}

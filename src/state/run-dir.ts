@@ -1,0 +1,82 @@
+// Run directories: state/runs/<engine>/<utc-stamp>-<hash8>/. A run directory
+// appears whole or not at all (built under a hidden name, then renamed), and
+// every file added later is created exclusively: evidence is never rewritten.
+import fs from "node:fs/promises";
+import path from "node:path";
+import { fsyncDir } from "./atomic-file.js";
+
+export function runsRoot(stateDir: string, engine: string): string {
+  return path.join(stateDir, "runs", engine);
+}
+
+export function utcStamp(date = new Date()): string {
+  return date.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+}
+
+export interface RunFile {
+  name: string;
+  data: string | Buffer;
+  mode: number;
+}
+
+/** Create a fresh run directory holding `files`, atomically. */
+export async function createRunDir(stateDir: string, engine: string, inputHash: string, files: RunFile[], now = new Date()): Promise<string> {
+  const root = runsRoot(stateDir, engine);
+  await fs.mkdir(root, { recursive: true, mode: 0o700 });
+  let name = `${utcStamp(now)}-${inputHash.slice(0, 8)}`;
+  // Two prepares within one second for the same hash (a retry) get distinct names.
+  for (let n = 2; await pathExists(path.join(root, name)); n++) name = `${utcStamp(now)}-${inputHash.slice(0, 8)}-${n}`;
+  const tmp = path.join(root, `.${name}.partial`);
+  await fs.rm(tmp, { recursive: true, force: true });
+  await fs.mkdir(tmp, { mode: 0o700 });
+  for (const f of files) {
+    const handle = await fs.open(path.join(tmp, f.name), "wx", f.mode);
+    try {
+      await handle.writeFile(f.data);
+      await handle.chmod(f.mode);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+  await fsyncDir(tmp);
+  const final = path.join(root, name);
+  await fs.rename(tmp, final);
+  await fsyncDir(root);
+  return final;
+}
+
+async function pathExists(p: string): Promise<boolean> {
+  try {
+    await fs.access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A file name in `dir` that does not exist yet: `health.txt`, then
+ * `health.2.txt`, ... Captures are immutable, so a repeated probe uses new names.
+ */
+export async function freshName(dir: string, name: string): Promise<string> {
+  if (!(await pathExists(path.join(dir, name)))) return name;
+  const ext = path.extname(name);
+  const base = name.slice(0, name.length - ext.length);
+  for (let n = 2; ; n++) {
+    const candidate = `${base}.${n}${ext}`;
+    if (!(await pathExists(path.join(dir, candidate)))) return candidate;
+  }
+}
+
+/** Remove half-built run directories left by a killed controller. */
+export async function removePartialRuns(stateDir: string, engine: string): Promise<void> {
+  const root = runsRoot(stateDir, engine);
+  let names: string[];
+  try {
+    names = await fs.readdir(root);
+  } catch {
+    return;
+  }
+  for (const n of names) if (n.startsWith(".") && n.endsWith(".partial")) await fs.rm(path.join(root, n), { recursive: true, force: true });
+}

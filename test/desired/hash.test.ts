@@ -1,0 +1,131 @@
+// pythonJsonDumps and groupSignature against the real Python running the
+// seed's exact cache-group code; inputHash stability.
+import { execFileSync } from "node:child_process";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { canonicalJson, groupSignature, inputHash, inputHashMaterial, pythonJsonDumps } from "../../src/desired/hash.js";
+import { loadDesired } from "../../src/desired/load.js";
+import { Secret } from "../../src/desired/types.js";
+import { rec, runtime, validTree, validTree as baseTree, writeTree } from "./fixtures.js";
+
+const PYTHON = "/usr/bin/python3";
+const python = (code: string, input: string, env: Record<string, string> = {}) =>
+  execFileSync(PYTHON, ["-c", code], { input, env: { PATH: "/usr/bin:/bin", ...env }, encoding: "utf8" });
+
+// Verbatim from seed 000 ("Derive cache-equivalence groups").
+const SEED_CACHE_GROUPS = `import hashlib
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+launches = json.loads(Path(os.environ["NARWHAL_LAUNCH_CONFIG"]).read_text())["engines"]
+groups = defaultdict(list)
+for role, launch in sorted(launches.items()):
+    observed = json.loads(Path(launch["sources"]["runtime"]).read_text())
+    inputs = {
+        "image_id": observed["image_id"],
+        "model_config_sha256": observed["model_sha256"],
+        "accelerator": launch["accelerator"],
+        "tensor_parallel_size": launch["tensor_parallel_size"],
+        "gpu_visibility_env": launch["gpu_visibility_env"],
+        "runtime": launch["runtime"],
+        "transport": launch["transfer"]["transport"],
+    }
+    signature = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    groups[signature].append(role)
+for signature, roles in sorted(groups.items()):
+    print(f"{signature}: representative={roles[0]}; roles={','.join(roles)}")
+`;
+
+const tricky = {
+  z: [1, -2, 0, 0.5, -2.5, 0.1, 123.456, 1.2345e-5, 1e-7, 1e-300, 9007199254740993, true, false, null],
+  "é": "naïve café — “quotes” \u007f DEL \u0000\u001f \b\f\n\r\t \\ \" / 日本 🐋",
+  "\uffff": "bmp max", "😀": "astral key sorts after U+FFFF by code point",
+  a: { nested: { b: [], c: {} }, "": "empty key" },
+};
+
+describe("pythonJsonDumps", () => {
+  it("matches json.dumps(sort_keys=True) byte for byte", () => {
+    const py = python("import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read()), sort_keys=True))", JSON.stringify(tricky));
+    expect(pythonJsonDumps(tricky, { sortKeys: true })).toBe(py);
+  });
+
+  it("matches json.dumps without sorting and with ensure_ascii=False", () => {
+    const v = { b: "ü\u007f", a: [1.5, "🐋"] };
+    expect(pythonJsonDumps(v)).toBe(python("import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))", JSON.stringify(v)));
+    expect(pythonJsonDumps(v, { ensureAscii: false }))
+      .toBe(python("import json,sys; sys.stdout.buffer.write(json.dumps(json.loads(sys.stdin.read()), ensure_ascii=False).encode())", JSON.stringify(v)));
+  });
+});
+
+describe("groupSignature", () => {
+  it("equals the seed's Python signature for loaded engines", async () => {
+    const tree = validTree();
+    runtime(tree, 2)["environment"] = { NOTE: "ünïcode 🐋", TAB: "a\tb" };
+    runtime(tree, 2)["extra_args"] = ["--max-num-seqs", "7", "--gpu-memory-utilization", "0.85"];
+    const state = await loadDesired(await writeTree(tree));
+    const dir = await mkdtemp(join(tmpdir(), "narwhal-groups-"));
+    const engines: Record<string, unknown> = {};
+    const ours: string[] = [];
+    for (const s of state.specs) {
+      const observed = join(dir, `${s.name}-runtime.json`);
+      await writeFile(observed, JSON.stringify({ image_id: "sha256:" + "c".repeat(64), model_sha256: s.model.config_sha256 }));
+      engines[s.name] = { ...s.launch, sources: { runtime: observed } };
+      const sig = groupSignature({
+        image_id: "sha256:" + "c".repeat(64), model_config_sha256: s.model.config_sha256,
+        accelerator: s.launch.accelerator, tensor_parallel_size: s.launch.tensor_parallel_size,
+        gpu_visibility_env: s.launch.gpu_visibility_env, runtime: s.launch.runtime, transport: s.launch.transfer.transport,
+      });
+      ours.push(`${sig}: representative=${s.name}; roles=${s.name}`);
+    }
+    await writeFile(join(dir, "engine-launch.json"), JSON.stringify({ engines }));
+    const py = python(SEED_CACHE_GROUPS, "", { NARWHAL_LAUNCH_CONFIG: join(dir, "engine-launch.json") });
+    expect(py.trim().split("\n").sort()).toEqual(ours.sort());
+    expect(ours[0]?.slice(0, 16)).not.toBe(ours[1]?.slice(0, 16)); // runtimes differ
+  });
+
+  it("ignores fields other than the seven inputs", () => {
+    const inputs = {
+      image_id: "i", model_config_sha256: "m", accelerator: "a", tensor_parallel_size: 1,
+      gpu_visibility_env: "CUDA_VISIBLE_DEVICES" as const, transport: "ucx_tcp" as const,
+      runtime: { expected_packages: { vllm: "1" }, model_dtype: "bfloat16" as const, kv_cache_dtype: "auto", block_size: 16, environment: {}, extra_args: [] },
+    };
+    expect(groupSignature({ ...inputs, gpu_ids: ["3"] } as typeof inputs)).toBe(groupSignature(inputs));
+    expect(groupSignature(inputs)).toMatch(/^[0-9a-f]{16}$/);
+  });
+});
+
+describe("inputHash", () => {
+  it("is stable across key order", () => {
+    expect(canonicalJson({ b: 1, a: { d: [1, { f: 2, e: 3 }], c: "x" } })).toBe('{"a":{"c":"x","d":[1,{"e":3,"f":2}]},"b":1}');
+  });
+
+  it("does not change with key order in the files, changes with extra_args", async () => {
+    // An absolute model dir: each tree lives in its own temp dir, and a
+    // relative one would (rightly) resolve to different paths.
+    const validTree = () => { const t = baseTree(); t.env["NARWHAL_MODEL_DIR"] = "/srv/models/m"; return t; };
+    const a = await loadDesired(await writeTree(validTree()));
+    const shuffled = validTree();
+    const r = rec(shuffled, 1);
+    const reversed = Object.fromEntries(Object.entries(r).reverse());
+    (shuffled.launch["engines"] as Record<string, unknown>)["engine-1"] = reversed;
+    const b = await loadDesired(await writeTree(shuffled));
+    expect(b.specs[0]?.input_hash).toBe(a.specs[0]?.input_hash);
+
+    const changed = validTree();
+    runtime(changed, 1)["extra_args"] = ["--max-model-len", "8192"];
+    const c = await loadDesired(await writeTree(changed));
+    expect(c.specs[0]?.input_hash).not.toBe(a.specs[0]?.input_hash);
+    expect(c.specs[1]?.input_hash).toBe(a.specs[1]?.input_hash);
+  });
+
+  it("ignores ready_seconds, counts the API key only as a digest", async () => {
+    const [spec] = (await loadDesired(await writeTree(validTree()))).specs;
+    if (!spec) throw new Error("no spec");
+    expect(inputHash({ ...spec, ready_seconds: 5 })).toBe(spec.input_hash);
+    expect(inputHash({ ...spec, api_key: new Secret("other") })).not.toBe(spec.input_hash);
+    expect(canonicalJson(inputHashMaterial(spec))).not.toContain("k-123");
+  });
+});

@@ -1,0 +1,85 @@
+// Runs the built CLI as a real process, and finds the engine processes a
+// state directory owns by the identity narwhal gives them (environ in /proc).
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { REPO } from "./sim-fleet.js";
+import type { StatusView } from "../../src/cli/status-view.js";
+
+export const CLI = path.join(REPO, "dist/src/cli/main.js");
+
+/** Fast retries so fault tests settle in seconds. */
+export const TEST_ENV = {
+  NARWHAL_RETRY_BASE_MS: "200",
+  NARWHAL_RETRY_CAP_MS: "1000",
+  NARWHAL_RETRY_MAX_ATTEMPTS: "2",
+  NARWHAL_STOP_GRACE_MS: "3000",
+  NARWHAL_WATCH_DEBOUNCE_MS: "200",
+  NARWHAL_RESYNC_MS: "1000",
+};
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function startCli(args: string[], env: Record<string, string> = {}): ChildProcess {
+  return spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+}
+
+export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const child = startCli(args, env);
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (d) => (stdout += d));
+  child.stderr!.on("data", (d) => (stderr += d));
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+}
+
+export async function status(stateDir: string): Promise<StatusView> {
+  const r = await runCli(["status", "--state", stateDir, "--format", "json"]);
+  if (r.code !== 0) throw new Error(`status failed: ${r.stderr}`);
+  return JSON.parse(r.stdout) as StatusView;
+}
+
+/** Engine processes (group leaders) whose environment names this state directory. */
+export async function engineProcesses(stateDir: string): Promise<Array<{ pid: number; engine: string }>> {
+  const out: Array<{ pid: number; engine: string }> = [];
+  for (const name of await fs.readdir("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const environ = await fs.readFile(`/proc/${name}/environ`, "utf8");
+      const stat = await fs.readFile(`/proc/${name}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] === "Z" || Number(fields[2]) !== Number(name)) continue;
+      const vars = Object.fromEntries(environ.split("\0").map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+      if (vars.NARWHAL_STATE_DIR === stateDir && vars.NARWHAL_ENGINE) out.push({ pid: Number(name), engine: vars.NARWHAL_ENGINE });
+    } catch {
+      /* gone or not ours */
+    }
+  }
+  return out;
+}
+
+/** Stop everything a test's state directory owns, even if the test failed midway. */
+export async function teardown(stateDir: string): Promise<void> {
+  await runCli(["down", "--state", stateDir]);
+  for (const p of await engineProcesses(stateDir)) {
+    try {
+      process.kill(-p.pid, "SIGKILL");
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

@@ -1,0 +1,148 @@
+// The reconciler end to end on the native backend: real simulator processes,
+// real ports, real files, the built CLI as a separate process.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { simFleet, type SimFleet } from "./sim-fleet.js";
+import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
+import { readState } from "../../src/state/store.js";
+
+const RUN_FILES = ["launch.json", "container.env", "checked.json", "runtime-check.log", "health.txt", "version.json", "models.json", "metrics.txt", "completion.json", "cache-layout.json", "probed.json", "native-process.json", "engine.log"];
+
+describe("reconcile --once on the native backend", () => {
+  let fleet: SimFleet;
+  let firstRuns: Record<string, string>;
+  let firstPids: Record<string, number>;
+
+  beforeAll(async () => {
+    fleet = await simFleet();
+  });
+  afterAll(async () => {
+    await teardown(fleet.stateDir);
+  });
+
+  const once = () => runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+  const byEngine = async () => Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
+
+  it("brings both engines to captured from cold and exits 0", async () => {
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const engines = await byEngine();
+    expect(Object.keys(engines).sort()).toEqual(["engine-1", "engine-2"]);
+    for (const e of Object.values(engines)) {
+      expect(e.phase).toBe("captured");
+      expect(e.running_hash).toBe(e.desired_hash);
+      expect(e.group_signature).toMatch(/^[0-9a-f]{16}$/);
+      expect(e.pid).toBeGreaterThan(0);
+      const files = await fs.readdir(e.run_dir!);
+      for (const f of RUN_FILES) expect(files, `${e.engine} ${f}`).toContain(f);
+      expect((await fs.stat(path.join(e.run_dir!, "container.env"))).mode & 0o777).toBe(0o600);
+      const layout = JSON.parse(await fs.readFile(path.join(e.run_dir!, "cache-layout.json"), "utf8"));
+      expect(layout.num_gpu_blocks).toBeGreaterThan(0);
+      expect(layout.gpu_kv_cache_tokens).toBe(layout.num_gpu_blocks * layout.block_size);
+    }
+    // Both engines share image, model, accelerator and TP: one group, representative engine-1.
+    expect(engines["engine-1"]!.group_signature).toBe(engines["engine-2"]!.group_signature);
+    const groups = await runCli(["groups", "--state", fleet.stateDir]);
+    expect(groups.stdout.trim()).toBe(`${engines["engine-1"]!.group_signature}: representative=engine-1; roles=engine-1,engine-2`);
+    // The API key never reaches the state file or the plan.
+    const stateText = await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8");
+    expect(stateText).not.toContain("e2e-key-0123456789");
+    expect(await fs.readFile(path.join(engines["engine-1"]!.run_dir!, "launch.json"), "utf8")).not.toContain("e2e-key-0123456789");
+    expect((await engineProcesses(fleet.stateDir)).length).toBe(2);
+    firstRuns = Object.fromEntries(Object.values(engines).map((e) => [e.engine, e.run_dir!]));
+    firstPids = Object.fromEntries(Object.values(engines).map((e) => [e.engine, e.pid!]));
+  });
+
+  it("changes nothing on a second run", async () => {
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const engines = await byEngine();
+    for (const name of ["engine-1", "engine-2"]) {
+      expect(engines[name]!.run_dir).toBe(firstRuns[name]);
+      expect(engines[name]!.pid).toBe(firstPids[name]);
+    }
+    expect((await engineProcesses(fleet.stateDir)).length).toBe(2);
+  });
+
+  it("re-prepares and replaces only the engine whose extra_args changed", async () => {
+    await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] });
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const engines = await byEngine();
+    expect(engines["engine-1"]!.run_dir).toBe(firstRuns["engine-1"]);
+    expect(engines["engine-1"]!.pid).toBe(firstPids["engine-1"]);
+    expect(engines["engine-2"]!.run_dir).not.toBe(firstRuns["engine-2"]);
+    expect(engines["engine-2"]!.pid).not.toBe(firstPids["engine-2"]);
+    expect(engines["engine-2"]!.history.map((h) => h.to)).toContain("replacing");
+    const plan = JSON.parse(await fs.readFile(path.join(engines["engine-2"]!.run_dir!, "launch.json"), "utf8"));
+    expect(plan.command).toEqual(expect.arrayContaining(["--max-num-seqs", "64"]));
+    const procs = await engineProcesses(fleet.stateDir);
+    expect(procs.map((p) => p.engine).sort()).toEqual(["engine-1", "engine-2"]);
+    firstRuns["engine-2"] = engines["engine-2"]!.run_dir!;
+    firstPids["engine-2"] = engines["engine-2"]!.pid!;
+  });
+
+  it("rejects an invalid edit with every error and leaves running engines untouched", async () => {
+    const launchFile = path.join(fleet.dir, "engine-launch.json");
+    const launch = JSON.parse(await fs.readFile(launchFile, "utf8"));
+    const before = await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8");
+    launch.engines["engine-1"].tensor_parallel_size = 2; // TP ≠ len(gpu_ids)
+    launch.engines["engine-2"].runtime.extra_args = ["--port", "9999"]; // launcher-managed flag
+    launch.engines["engine-2"].gpu_ids = ["0"]; // collides with engine-1 on this host
+    await fs.writeFile(launchFile, JSON.stringify(launch));
+    const r = await once();
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("engine-launch.json");
+    expect(r.stderr).toMatch(/tensor_parallel_size/);
+    expect(r.stderr).toMatch(/--port/);
+    expect(r.stderr).toMatch(/gpu_ids/);
+    expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8")).toBe(before);
+    const procs = await engineProcesses(fleet.stateDir);
+    expect(procs.map((p) => p.pid).sort()).toEqual(Object.values(firstPids).sort());
+    await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] });
+  });
+
+  it("resumes after SIGKILL of the controller mid-start with exactly one process per engine", async () => {
+    // Force a fresh start of both engines, then kill the controller once one is being started.
+    await fleet.write({ engines: [{ extraArgs: ["--max-num-seqs", "32"] }, { extraArgs: ["--max-num-seqs", "48"] }] });
+    const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    await waitFor("an engine in checked/started", async () => {
+      const st = await readState(fleet.stateDir).catch(() => null);
+      return st && Object.values(st.engines).some((e) => e.phase === "checked" || e.phase === "started");
+    });
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("close", r));
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const procs = await engineProcesses(fleet.stateDir);
+    expect(procs.map((p) => p.engine).sort()).toEqual(["engine-1", "engine-2"]);
+    const engines = await byEngine();
+    for (const p of procs) expect(engines[p.engine]!.pid).toBe(p.pid);
+  });
+});
+
+describe("simulator faults end in failed with the step and the cause", () => {
+  const cases = [
+    { fault: "wrong_version", step: "probe", cause: /\/version returned/ },
+    { fault: "crash_at_start", step: "start", cause: /exited during startup|failed on its accelerator/ },
+    { fault: "missing_metric=vllm:cache_config_info", step: "capture", cause: /vllm:cache_config_info/ },
+  ];
+  for (const c of cases) {
+    it(`${c.fault} → failed at ${c.step}`, async () => {
+      const fleet = await simFleet({ engines: [{ faults: c.fault }] });
+      try {
+        const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+        expect(r.code, r.stderr).toBe(2);
+        const [e] = (await status(fleet.stateDir)).engines;
+        expect(e!.phase).toBe("failed");
+        expect(e!.last_error!.step).toBe(c.step);
+        expect(e!.last_error!.message).toMatch(c.cause);
+        expect(e!.conditions.find((x) => x.type === "Failed")!.reason).toBe("Terminal");
+        expect(e!.history.map((h) => h.to)).toContain("failed");
+      } finally {
+        await teardown(fleet.stateDir);
+      }
+    });
+  }
+});

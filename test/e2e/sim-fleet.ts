@@ -1,0 +1,122 @@
+// Builds a desired/ tree for a simulated native fleet as data: every path is
+// absolute (the tree lives in a temp dir), every port is chosen free, and one
+// switch per knob a test turns (faults, extra_args, TP).
+import fs from "node:fs/promises";
+import fsSync from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import net from "node:net";
+import { createHash } from "node:crypto";
+import { fileURLToPath } from "node:url";
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const HOST_FIXTURE = path.join(REPO, "test/fixtures/hosts/h100x2");
+export const SIM_SITE = path.join(REPO, "test/sim/site");
+export const MODEL_DIR = path.join(REPO, "test/sim/models/tiny-llama");
+
+/** A TCP port nothing listens on right now (the kernel picks it). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface SimEngineOptions {
+  faults?: string;
+  extraArgs?: string[];
+  environment?: Record<string, string>;
+}
+
+export interface SimFleetOptions {
+  engines?: SimEngineOptions[];
+  apiKey?: string;
+  readySeconds?: number;
+}
+
+export interface SimFleet {
+  dir: string;
+  stateDir: string;
+  ports: number[][];
+  write(opts: SimFleetOptions): Promise<void>;
+}
+
+export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-e2e-"));
+  const dir = path.join(root, "desired");
+  const stateDir = path.join(root, "state");
+  await fs.mkdir(dir);
+  const ports: number[][] = [];
+  for (let i = 0; i < 2; i++) ports.push([await freePort(), await freePort(), await freePort()]);
+  const fleet: SimFleet = { dir, stateDir, ports, write: (o) => writeTree(dir, ports, o) };
+  await fleet.write(opts);
+  return fleet;
+}
+
+function modelSha(): string {
+  return createHash("sha256").update(fsSync.readFileSync(path.join(MODEL_DIR, "config.json"))).digest("hex");
+}
+
+export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}) {
+  return {
+    role,
+    backend: "native",
+    accelerator: "NVIDIA H100 80GB HBM3",
+    gpu_ids: [gpu],
+    tensor_parallel_size: 1,
+    gpu_visibility_env: "CUDA_VISIBLE_DEVICES",
+    accelerator_devices: [`/dev/nvidia${gpu}`, "/dev/nvidiactl"],
+    network_mode: "host",
+    transfer: { transport: "ucx_tcp", net_devices: ["${NARWHAL_FABRIC_INTERFACE}"], devices: [] },
+    sources: {},
+    runtime: {
+      expected_packages: { vllm: "0.11.0", nixl: "0.6.1" },
+      model_dtype: "bfloat16",
+      kv_cache_dtype: "auto",
+      block_size: 16,
+      environment: { PYTHONPATH: SIM_SITE, ...(e.faults ? { NARWHAL_SIM_FAULTS: e.faults } : {}), ...(e.environment ?? {}) },
+      extra_args: e.extraArgs ?? [],
+    },
+  };
+}
+
+async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Promise<void> {
+  const engines = o.engines ?? [{}, {}];
+  const env = [
+    "NARWHAL_FABRIC_INTERFACE=lo",
+    ...ports.flatMap(([http, attest, nixl], i) => [
+      `NARWHAL_NODE_${i + 1}_IP=127.0.0.1`,
+      `NARWHAL_NODE_${i + 1}_ENGINE_PORT=${http}`,
+      `NARWHAL_NODE_${i + 1}_ATTEST_PORT=${attest}`,
+      `NARWHAL_NODE_${i + 1}_NIXL_PORT=${nixl}`,
+    ]),
+    `NARWHAL_ENGINE_PORT=${ports[0]![0]}`,
+    `NARWHAL_ATTEST_PORT=${ports[0]![1]}`,
+    `NARWHAL_MODEL_DIR=${MODEL_DIR}`,
+    `NARWHAL_MODEL_CONFIG_SHA256=${modelSha()}`,
+    "NARWHAL_ENGINE_MODEL_NAME=tiny-llama",
+    "NARWHAL_MODEL_REVISION=sim-0001",
+    "NARWHAL_NATIVE_PYTHON=/usr/bin/python3",
+    `NARWHAL_ENGINE_API_KEY=${o.apiKey ?? "e2e-key-0123456789"}`,
+    `NARWHAL_READY_SECONDS=${o.readySeconds ?? 60}`,
+  ];
+  const fleet = {
+    engines: engines.map((_, i) => ({ iid: `n${i + 1}`, url: `\${NARWHAL_NODE_${i + 1}_URL}`, attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`, role: i === 0 ? "prefill" : "decode" })),
+    nodes: [{ name: "local", engines: engines.map((_, i) => `n${i + 1}`), sysfs_root: path.join(HOST_FIXTURE, "sys"), nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"), dev_root: HOST_FIXTURE }],
+    hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: 1, tensor_parallel: 1 },
+  };
+  const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(i === 0 ? "prefill" : "decode", String(i), e)])) };
+  // Each file is replaced atomically, as an editor's save would.
+  const put = async (name: string, text: string) => {
+    const tmp = path.join(dir, `.${name}.tmp`);
+    await fs.writeFile(tmp, text);
+    await fs.rename(tmp, path.join(dir, name));
+  };
+  await put("deployment.env", env.join("\n") + "\n");
+  await put("fleet.json", JSON.stringify(fleet, null, 2));
+  await put("engine-launch.json", JSON.stringify(launch, null, 2));
+}

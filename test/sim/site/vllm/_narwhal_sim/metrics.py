@@ -1,0 +1,151 @@
+"""Prometheus text for /metrics, shaped like vLLM 0.11 + prometheus_client output.
+
+Family names, label names and the float formatting follow the real exporters;
+values are the simulator's own counters. ``missing_metric=NAME`` drops a family.
+"""
+import os
+import platform
+import resource
+import threading
+import time
+
+BYTE_BUCKETS = [float(1 << b) for b in range(10, 35, 2)]
+SECOND_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
+
+
+def go_float(value):
+    """prometheus_client's floatToGoString: 1712345678.9 -> '1.7123456789e+09'."""
+    value = float(value)
+    if value == float("inf"):
+        return "+Inf"
+    if value == float("-inf"):
+        return "-Inf"
+    if value != value:
+        return "NaN"
+    text = repr(value)
+    dot = text.find(".")
+    if value > 0 and dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return text
+
+
+def _proc_stat():
+    with open("/proc/self/stat", "rb") as handle:
+        return handle.read().split(b")")[-1].split()
+
+
+def process_start_time():
+    """Same source as prometheus_client's ProcessCollector: /proc/stat btime + starttime ticks."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat", "rb") as handle:
+        btime = next(float(line.split()[1]) for line in handle if line.startswith(b"btime"))
+    return btime + float(_proc_stat()[19]) / ticks
+
+
+class Metrics:
+    def __init__(self, served_name, layout, facts, args, nixl):
+        self.lock = threading.Lock()
+        self.labels = {"model_name": served_name, "engine": "0"}
+        self.layout, self.facts, self.args, self.nixl = layout, facts, args, nixl
+        self.start = process_start_time()
+        self.created = time.time()
+        self.prompt_tokens = self.generation_tokens = 0
+        self.success = {"stop": 0, "length": 0, "abort": 0}
+        self.nixl_bytes = []
+        self.nixl_seconds = []
+        self.nixl_failed_transfers = self.nixl_failed_notifications = 0
+
+    def record_completion(self, prompt_tokens, generated, reason):
+        with self.lock:
+            self.prompt_tokens += prompt_tokens
+            self.generation_tokens += generated
+            self.success[reason] = self.success.get(reason, 0) + 1
+
+    def record_transfer(self, nbytes, seconds):
+        with self.lock:
+            self.nixl_bytes.append(nbytes)
+            self.nixl_seconds.append(seconds)
+
+    def cache_config_labels(self):
+        prefix = self.args.enable_prefix_caching
+        if prefix is None:
+            prefix = not self.facts["ssm"]
+        return {
+            "block_size": str(self.layout["block_size"]), "cache_dtype": self.facts["cache_dtype"],
+            "calculate_kv_scales": "False", "cpu_offload_gb": "0",
+            "enable_prefix_caching": str(bool(prefix)), "engine": "0",
+            "gpu_memory_utilization": str(self.args.gpu_memory_utilization), "is_attention_free": "False",
+            "kv_cache_memory_bytes": "None", "mamba_cache_dtype": "auto", "mamba_ssm_cache_dtype": "auto",
+            "num_cpu_blocks": "0", "num_gpu_blocks": str(self.layout["num_gpu_blocks"]),
+            "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256",
+            "sliding_window": "None", "swap_space": "4",
+        }
+
+    def render(self, missing=()):
+        dropped = {m[:-6] if m.endswith("_total") else m for m in missing}
+        out = []
+
+        def family(name, kind, doc, samples):
+            base = name[:-6] if kind == "counter" and name.endswith("_total") else name
+            if base in dropped or name in dropped:
+                return
+            out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+            for sample, labels, value in samples:
+                text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                out.append(f"{sample}{{{text}}} {go_float(value)}\n" if text else f"{sample} {go_float(value)}\n")
+
+        def histogram(name, doc, observed, buckets):
+            samples = [(f"{name}_bucket", dict(self.labels, le=go_float(b)), sum(1 for o in observed if o <= b))
+                       for b in buckets + [float("inf")]]
+            samples += [(f"{name}_count", self.labels, len(observed)), (f"{name}_sum", self.labels, sum(observed))]
+            family(name, "histogram", doc, samples)
+
+        stat = _proc_stat()
+        ticks = os.sysconf("SC_CLK_TCK")
+        with self.lock:
+            family("python_info", "gauge", "Python platform information",
+                   [("python_info", {"implementation": platform.python_implementation(), "major": "3",
+                                     "minor": str(os.sys.version_info.minor), "patchlevel":
+                                     str(os.sys.version_info.micro), "version": platform.python_version()}, 1)])
+            family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+                   [("process_virtual_memory_bytes", {}, float(stat[20]))])
+            family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+                   [("process_resident_memory_bytes", {}, float(stat[21]) * resource.getpagesize())])
+            family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+                   [("process_start_time_seconds", {}, self.start)])
+            family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+                   [("process_cpu_seconds_total", {}, (float(stat[11]) + float(stat[12])) / ticks)])
+            family("process_open_fds", "gauge", "Number of open file descriptors.",
+                   [("process_open_fds", {}, len(os.listdir("/proc/self/fd")))])
+            family("process_max_fds", "gauge", "Maximum number of open file descriptors.",
+                   [("process_max_fds", {}, resource.getrlimit(resource.RLIMIT_NOFILE)[0])])
+            family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+                   [("vllm:num_requests_running", self.labels, 0)])
+            family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+                   [("vllm:num_requests_waiting", self.labels, 0)])
+            family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+                   [("vllm:kv_cache_usage_perc", self.labels, 0.0)])
+            family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+                   [("vllm:prompt_tokens_total", self.labels, self.prompt_tokens),
+                    ("vllm:prompt_tokens_created", self.labels, self.created)])
+            family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+                   [("vllm:generation_tokens_total", self.labels, self.generation_tokens),
+                    ("vllm:generation_tokens_created", self.labels, self.created)])
+            family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
+                   [("vllm:request_success_total", dict(self.labels, finished_reason=r), n)
+                    for r, n in sorted(self.success.items())])
+            family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
+                   [("vllm:cache_config_info", self.cache_config_labels(), 1.0)])
+            if self.nixl:
+                histogram("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for NIXL KV Cache "
+                          "transfers.", self.nixl_seconds, SECOND_BUCKETS)
+                histogram("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per NIXL KV Cache "
+                          "transfers.", self.nixl_bytes, BYTE_BUCKETS)
+                family("vllm:nixl_num_failed_transfers_total", "counter", "Number of failed NIXL KV Cache "
+                       "transfers.", [("vllm:nixl_num_failed_transfers_total", self.labels,
+                                       self.nixl_failed_transfers)])
+                family("vllm:nixl_num_failed_notifications_total", "counter", "Number of failed NIXL KV Cache "
+                       "notifications.", [("vllm:nixl_num_failed_notifications_total", self.labels,
+                                           self.nixl_failed_notifications)])
+        return "".join(out)

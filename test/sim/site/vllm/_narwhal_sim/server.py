@@ -1,0 +1,203 @@
+"""HTTP surface of the simulated engine: /health, /version, /v1/models, /metrics,
+/v1/completions, with vLLM's /v1-only API-key middleware."""
+import hashlib
+import ipaddress
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+WORDS = ("tide", "harbor", "north", "whale", "light", "salt", "wind", "deep", "calm", "blue", "stone",
+         "river", "song", "quiet", "bright", "cold", "far", "home", "wave", "ship", "sails", "night")
+
+
+def is_ipv6(host):
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def create_server(host, port, handler):
+    """Bind now (like vLLM's create_server_socket, which claims the port before engine init);
+    listen later with ``server.server_activate()``."""
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if is_ipv6(host or "") else socket.AF_INET
+
+    server = Server((host or "", port), handler, bind_and_activate=False)
+    server.daemon_threads = True
+    try:
+        server.server_bind()
+    except OSError:
+        server.server_close()
+        raise
+    return server
+
+
+def completion_text(model, prompt, count):
+    """Deterministic: the same model, prompt and length always give the same words."""
+    words = []
+    for index in range(count):
+        digest = hashlib.sha256(f"{model}\0{prompt}\0{index}".encode()).digest()
+        words.append(WORDS[digest[0] % len(WORDS)])
+    return " " + " ".join(words)
+
+
+class State:
+    """Everything the handler needs; ``dead`` flips /health to 503."""
+
+    def __init__(self, **fields):
+        self.dead = False
+        self.__dict__.update(fields)
+
+
+def make_handler(state):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, fmt, *args):
+            pass
+
+        def _send(self, status, body=b"", content_type="application/json"):
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+            elif isinstance(body, str):
+                body = body.encode()
+            self.send_response(status)
+            if body or content_type != "application/json":
+                self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            if state.access_log:
+                from http import HTTPStatus
+                phrase = HTTPStatus(status).phrase
+                sys.stdout.write(f"(APIServer pid={os.getpid()}) INFO:     {self.client_address[0]}:"
+                                 f"{self.client_address[1]} - \"{self.command} {self.path} HTTP/1.1\" "
+                                 f"{status} {phrase}\n")
+                sys.stdout.flush()
+
+        def _error(self, status, kind, message, param=None):
+            self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": status}})
+
+        def _authorized(self):
+            if not state.api_key or not self.path.startswith("/v1"):
+                return True
+            if self.headers.get("Authorization", "") == "Bearer " + state.api_key:
+                return True
+            self._send(401, {"error": "Unauthorized"})
+            return False
+
+        def do_GET(self):  # noqa: N802 - http.server API
+            path = self.path.split("?", 1)[0]
+            if not self._authorized():
+                return
+            if path == "/health":
+                self._send(503 if state.dead else 200)
+            elif path == "/version":
+                self._send(200, {"version": state.reported_version})
+            elif path == "/metrics":
+                self._send(200, state.metrics.render(state.missing_metrics),
+                           "text/plain; version=0.0.4; charset=utf-8")
+            elif path == "/v1/models":
+                self._send(200, {"object": "list", "data": [self._model_card(n) for n in state.served]})
+            elif path == "/v1/completions":
+                self._send(405, {"detail": "Method Not Allowed"})
+            else:
+                self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self):  # noqa: N802 - http.server API
+            path = self.path.split("?", 1)[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not self._authorized():
+                return
+            if path != "/v1/completions":
+                if path in ("/health", "/version", "/metrics", "/v1/models"):
+                    self._send(405, {"detail": "Method Not Allowed"})
+                else:
+                    self._send(404, {"detail": "Not Found"})
+                return
+            if state.dead:
+                self._error(500, "InternalServerError", "EngineCore encountered an issue.")
+                return
+            try:
+                body = json.loads(raw or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError("body must be a JSON object")
+            except ValueError as exc:
+                self._error(400, "BadRequestError", f"Invalid JSON body: {exc}")
+                return
+            self._complete(body)
+
+        def _model_card(self, name):
+            now = int(time.time())
+            return {"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": state.root,
+                    "parent": None, "max_model_len": state.max_model_len,
+                    "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
+                                    "created": now, "allow_create_engine": False, "allow_sampling": True,
+                                    "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                                    "allow_fine_tuning": False, "organization": "*", "group": None,
+                                    "is_blocking": False}]}
+
+        def _complete(self, body):
+            model = body.get("model") or state.served[0]
+            if model not in state.served:
+                self._error(404, "NotFoundError", f"The model `{model}` does not exist.", "model")
+                return
+            prompts = body.get("prompt")
+            if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+                prompts = [prompts]
+            if not isinstance(prompts, list) or not prompts:
+                self._error(400, "BadRequestError", "Either prompt or prompt_embeds must be provided and non-empty.")
+                return
+            max_tokens = body.get("max_tokens", 16)
+            if not isinstance(max_tokens, int) or max_tokens < 1:
+                self._error(400, "BadRequestError", "max_tokens must be at least 1, got %r." % (max_tokens,))
+                return
+            choices, prompt_total = [], 0
+            for index, prompt in enumerate(prompts):
+                ids = prompt if isinstance(prompt, list) else state.tokenizer.encode(prompt)
+                if len(ids) + max_tokens > state.max_model_len:
+                    self._error(400, "BadRequestError",
+                                f"This model's maximum context length is {state.max_model_len} tokens. However, "
+                                f"you requested {len(ids) + max_tokens} tokens ({len(ids)} in the messages, "
+                                f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                                "completion.")
+                    return
+                prompt_total += len(ids)
+                text = completion_text(model, json.dumps(prompt), max_tokens)
+                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": "length",
+                                "stop_reason": None, "prompt_logprobs": None})
+            state.metrics.record_completion(prompt_total, max_tokens * len(prompts), "length")
+            self._send(200, {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                             "created": int(time.time()), "model": model, "choices": choices,
+                             "service_tier": None, "system_fingerprint": None,
+                             "usage": {"prompt_tokens": prompt_total,
+                                       "total_tokens": prompt_total + max_tokens * len(prompts),
+                                       "completion_tokens": max_tokens * len(prompts),
+                                       "prompt_tokens_details": None},
+                             "kv_transfer_params": self._kv_params(body.get("kv_transfer_params"), prompt_total)})
+
+        def _kv_params(self, params, prompt_tokens):
+            """P/D handoff: a prefill request (do_remote_decode) returns where to pull the blocks from;
+            a decode request (do_remote_prefill) counts one simulated NIXL transfer."""
+            if not isinstance(params, dict) or not state.nixl:
+                return None
+            blocks = -(-prompt_tokens // state.block_size)
+            if params.get("do_remote_decode"):
+                return {"do_remote_prefill": True, "do_remote_decode": False,
+                        "remote_block_ids": list(range(blocks)), "remote_engine_id": state.nixl["engine_id"],
+                        "remote_host": state.nixl["host"], "remote_port": state.nixl["port"],
+                        "tp_size": state.tp}
+            if params.get("do_remote_prefill"):
+                state.metrics.record_transfer(blocks * state.block_bytes, 0.002)
+            return None
+
+    return Handler

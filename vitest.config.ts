@@ -1,0 +1,29 @@
+import { defineConfig } from "vitest/config";
+
+// Unit tests live beside their fixtures under test/ (fast, no processes);
+// e2e tests under test/e2e start real simulator processes and run serially
+// because they bind real ports and share the machine's two cores.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/e2e/**", "node_modules/**"],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: "e2e",
+          include: ["test/e2e/**/*.test.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+          pool: "forks",
+        },
+      },
+    ],
+  },
+});
