@@ -9,8 +9,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const cli = path.join(root, "dist/src/cli/main.js");
 const run = (args) => spawnSync(process.execPath, [cli, ...args], { cwd: root, stdio: "inherit" });
 
+// reconcile --once prints the status table when it has converged.
 const reconcile = run(["reconcile", "--once"]);
-console.log("");
-run(["status"]);
 console.log("\nEngines keep running. Stop them with: npx narwhal down");
 process.exit(reconcile.status ?? 1);

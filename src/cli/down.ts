@@ -27,6 +27,7 @@ export async function down(config: Config, log: Logger): Promise<string[]> {
               running_hash: null,
               // The next reconcile starts this engine over in a fresh run directory.
               snapshot: null,
+              conditions: [{ type: "Ready", status: "False", reason: "Stopped", message: "stopped by narwhal down", at: new Date().toISOString() }],
               history: [...prev.history, { at: new Date().toISOString(), from: prev.phase, to: "stopped", event: "down" }],
             }
           : null,

@@ -70,7 +70,7 @@ const gpuId = z
   .union([
     z.string().regex(/^[A-Za-z0-9][A-Za-z0-9:._-]*$/, "must be a GPU index or UUID"),
     z.number().int().nonnegative(),
-  ])
+  ], { error: "must be a GPU index (integer or string) or UUID" })
   .transform((v) => String(v))
   .describe("GPU index or UUID; integers are normalised to strings");
 

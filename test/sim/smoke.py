@@ -27,6 +27,7 @@ NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_lo
                    "kv_connector_extra_config": {"backends": ["UCX"]}})
 PINS = {"vllm": "0.11.0", "nixl": "0.6.1", "transformers": "4.57.1"}
 procs = []
+logs = []
 
 
 def free_port():
@@ -52,6 +53,7 @@ class Engine:
     def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, **environ):
         self.port, self.side = free_port(), free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="sim-", suffix=".log", delete=False)
+        logs.append(self.log.name)
         args = [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", os.path.join(MODELS, model),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                 "--tensor-parallel-size", str(tp), "--no-enable-prefix-caching", *extra]
@@ -290,3 +292,5 @@ if __name__ == "__main__":
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        for name in logs:
+            os.unlink(name)

@@ -1,0 +1,151 @@
+// The engine machine's transitions, driven by a scripted world: the actors are
+// plain functions over a small in-memory host that records every call, so each
+// test can assert what was done, in which order, with which inputs.
+import { describe, expect, it } from "vitest";
+import { createActor, fromPromise, waitFor, type Snapshot } from "xstate";
+import { engineMachine, isSettled, type StepInput } from "../../machines/engine.js";
+import { PhaseError, type Step } from "../../src/errors.js";
+import type { EngineHandle, Inspection, PreparedRun } from "../../src/phases/types.js";
+
+interface World {
+  calls: Array<{ step: string; input: StepInput }>;
+  /** Failures to raise, consumed in order, per step. */
+  failures: Partial<Record<Step, Array<{ retryable: boolean }>>>;
+  runs: number;
+}
+
+function world(failures: World["failures"] = {}): World {
+  return { calls: [], failures, runs: 0 };
+}
+
+function actors(w: World) {
+  const step = <T>(name: Step, out: (input: StepInput) => T) =>
+    fromPromise<T, StepInput>(async ({ input }) => {
+      w.calls.push({ step: name, input });
+      const f = w.failures[name]?.shift();
+      if (f) throw new PhaseError(input.engine, name, `${name} broke`, { retryable: f.retryable });
+      return out(input);
+    });
+  return {
+    inspect: step("inspect", (i) => ({ engine: i.engine, group_signature: "0123456789abcdef" }) as Inspection),
+    prepare: step("prepare", (i): PreparedRun => ({ engine: i.engine, dir: `/runs/${++w.runs}`, input_hash: i.desiredHash, plan_sha256: "p", launch_token: `t${w.runs}` })),
+    check: step("check", () => ({ plan_sha256: "p", vllm_api_version: "0.11.0" }) as never),
+    start: step("start", (i): EngineHandle => ({ kind: "native", pid: 100 + w.runs, pgid: 100 + w.runs, boot_id: "b", start_ticks: 1, launch_token: i.run!.launch_token })),
+    probe: step("probe", () => ({}) as never),
+    capture: step("capture", () => ({ block_size: 16 }) as never),
+    stop: step("stop", () => undefined),
+  };
+}
+
+const retry = { baseMs: 5, capMs: 20, maxAttempts: 3 };
+
+function spawnEngine(w: World, snapshot?: Snapshot<unknown>) {
+  const machine = engineMachine.provide({ actors: actors(w) });
+  const input = { engine: "engine-1", desiredHash: "h1", retry };
+  const actor = snapshot ? createActor(machine, { snapshot, input }) : createActor(machine, { input });
+  actor.start();
+  return actor;
+}
+
+const settled = (a: ReturnType<typeof spawnEngine>) => waitFor(a, (s) => isSettled(String(s.value), s.context), { timeout: 5000 });
+const steps = (w: World) => w.calls.map((c) => c.step);
+
+describe("engine machine", () => {
+  it("walks inspected → prepared → checked → started → probed → captured, threading each step's output", async () => {
+    const w = world();
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("captured");
+    expect(steps(w)).toEqual(["inspect", "prepare", "check", "start", "probe", "capture"]);
+    expect(w.calls[2]!.input.run!.dir).toBe("/runs/1");
+    expect(w.calls[4]!.input.handle!.launch_token).toBe("t1");
+    expect(s.context.runningHash).toBe("h1");
+    expect(s.context.attempts).toBe(0);
+  });
+
+  it("retries a retryable failure from the same step after a backoff", async () => {
+    const w = world({ check: [{ retryable: true }] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("captured");
+    expect(steps(w)).toEqual(["inspect", "prepare", "check", "check", "start", "probe", "capture"]);
+    expect(s.context.error).toBeNull();
+  });
+
+  it("stops at a non-retryable failure with the step and reason", async () => {
+    const w = world({ probe: [{ retryable: false }] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("failed");
+    expect(s.context.terminal).toBe(true);
+    expect(s.context.error).toMatchObject({ step: "probe", message: "probe broke", retryable: false });
+    expect(s.context.handle).not.toBeNull(); // the engine is left for the operator to inspect
+  });
+
+  it("turns terminal after maxAttempts retryable failures", async () => {
+    const w = world({ inspect: [{ retryable: true }, { retryable: true }, { retryable: true }] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("failed");
+    expect(s.context.attempts).toBe(3);
+    expect(steps(w)).toEqual(["inspect", "inspect", "inspect"]);
+  });
+
+  it("retries a failed start from a fresh run", async () => {
+    const w = world({ start: [{ retryable: true }] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("captured");
+    expect(steps(w)).toEqual(["inspect", "prepare", "check", "start", "inspect", "prepare", "check", "start", "probe", "capture"]);
+    expect(w.calls[5]!.input.run).toBeNull(); // prepare did not get the spent run
+    expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("replaces a running engine when its input hash changes, and ignores an unchanged hash", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    a.send({ type: "DESIRED_CHANGED", desiredHash: "h1" });
+    expect(a.getSnapshot().value).toBe("captured");
+    a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(steps(w).slice(6)).toEqual(["stop", "inspect", "prepare", "check", "start", "probe", "capture"]);
+    expect(w.calls[6]!.input.handle!.launch_token).toBe("t1");
+    expect(s.context.runningHash).toBe("h2");
+    expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("removes: stops the engine and ends in removed", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    a.send({ type: "REMOVE" });
+    const s = await settled(a);
+    expect(s.value).toBe("removed");
+    expect(steps(w).at(-1)).toBe("stop");
+  });
+
+  it("restarts a lost engine from a fresh run", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    a.send({ type: "ENGINE_LOST", reason: "exited" });
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(steps(w).filter((x) => x === "stop")).toEqual([]);
+    expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("re-runs the interrupted step after a persisted snapshot is restored", async () => {
+    const w = world();
+    const machine = engineMachine.provide({
+      actors: { ...actors(w), start: fromPromise<EngineHandle, StepInput>(() => new Promise(() => undefined)) },
+    });
+    const first = createActor(machine, { input: { engine: "engine-1", desiredHash: "h1", retry } });
+    first.start();
+    await waitFor(first, (s) => s.value === "checked");
+    const persisted = JSON.parse(JSON.stringify(first.getPersistedSnapshot()));
+    first.stop();
+    const w2 = world();
+    const s = await settled(spawnEngine(w2, persisted));
+    expect(s.value).toBe("captured");
+    expect(steps(w2)).toEqual(["start", "probe", "capture"]);
+    expect(w2.calls[0]!.input.run!.dir).toBe("/runs/1");
+  });
+});
