@@ -12,7 +12,6 @@ import { fileURLToPath } from "node:url";
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const HOST_FIXTURE = path.join(REPO, "test/fixtures/hosts/h100x2");
 export const SIM_SITE = path.join(REPO, "test/sim/site");
-export const MODEL_DIR = path.join(REPO, "test/sim/models/tiny-llama");
 
 /** A TCP port nothing listens on right now (the kernel picks it). */
 export async function freePort(): Promise<number> {
@@ -28,6 +27,9 @@ export async function freePort(): Promise<number> {
 
 export interface SimEngineOptions {
   faults?: string;
+  /** GPU indices (default: the engine's own index); TP follows their count. */
+  gpus?: string[];
+  expectedPackages?: Record<string, string>;
   extraArgs?: string[];
   environment?: Record<string, string>;
 }
@@ -36,6 +38,8 @@ export interface SimFleetOptions {
   engines?: SimEngineOptions[];
   apiKey?: string;
   readySeconds?: number;
+  /** A model fixture under test/sim/models (default tiny-llama). */
+  model?: string;
 }
 
 export interface SimFleet {
@@ -57,24 +61,25 @@ export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
   return fleet;
 }
 
-function modelSha(): string {
-  return createHash("sha256").update(fsSync.readFileSync(path.join(MODEL_DIR, "config.json"))).digest("hex");
+function modelSha(dir: string): string {
+  return createHash("sha256").update(fsSync.readFileSync(path.join(dir, "config.json"))).digest("hex");
 }
 
 export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}) {
+  const gpus = e.gpus ?? [gpu];
   return {
     role,
     backend: "native",
     accelerator: "NVIDIA H100 80GB HBM3",
-    gpu_ids: [gpu],
-    tensor_parallel_size: 1,
+    gpu_ids: gpus,
+    tensor_parallel_size: gpus.length,
     gpu_visibility_env: "CUDA_VISIBLE_DEVICES",
-    accelerator_devices: [`/dev/nvidia${gpu}`, "/dev/nvidiactl"],
+    accelerator_devices: [...gpus.map((g) => `/dev/nvidia${g}`), "/dev/nvidiactl"],
     network_mode: "host",
     transfer: { transport: "ucx_tcp", net_devices: ["${NARWHAL_FABRIC_INTERFACE}"], devices: [] },
     sources: {},
     runtime: {
-      expected_packages: { vllm: "0.11.0", nixl: "0.6.1" },
+      expected_packages: e.expectedPackages ?? { vllm: "0.11.0", nixl: "0.6.1" },
       model_dtype: "bfloat16",
       kv_cache_dtype: "auto",
       block_size: 16,
@@ -86,6 +91,7 @@ export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}
 
 async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Promise<void> {
   const engines = o.engines ?? [{}, {}];
+  const modelDir = path.join(REPO, "test/sim/models", o.model ?? "tiny-llama");
   const env = [
     "NARWHAL_FABRIC_INTERFACE=lo",
     ...ports.flatMap(([http, attest, nixl], i) => [
@@ -96,9 +102,9 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
     ]),
     `NARWHAL_ENGINE_PORT=${ports[0]![0]}`,
     `NARWHAL_ATTEST_PORT=${ports[0]![1]}`,
-    `NARWHAL_MODEL_DIR=${MODEL_DIR}`,
-    `NARWHAL_MODEL_CONFIG_SHA256=${modelSha()}`,
-    "NARWHAL_ENGINE_MODEL_NAME=tiny-llama",
+    `NARWHAL_MODEL_DIR=${modelDir}`,
+    `NARWHAL_MODEL_CONFIG_SHA256=${modelSha(modelDir)}`,
+    `NARWHAL_ENGINE_MODEL_NAME=${o.model ?? "tiny-llama"}`,
     "NARWHAL_MODEL_REVISION=sim-0001",
     "NARWHAL_NATIVE_PYTHON=/usr/bin/python3",
     `NARWHAL_ENGINE_API_KEY=${o.apiKey ?? "e2e-key-0123456789"}`,
@@ -107,7 +113,7 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
   const fleet = {
     engines: engines.map((_, i) => ({ iid: `n${i + 1}`, url: `\${NARWHAL_NODE_${i + 1}_URL}`, attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`, role: i === 0 ? "prefill" : "decode" })),
     nodes: [{ name: "local", engines: engines.map((_, i) => `n${i + 1}`), sysfs_root: path.join(HOST_FIXTURE, "sys"), nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"), dev_root: HOST_FIXTURE }],
-    hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: 1, tensor_parallel: 1 },
+    hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: engines[0]!.gpus?.length ?? 1, tensor_parallel: engines[0]!.gpus?.length ?? 1 },
   };
   const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(i === 0 ? "prefill" : "decode", String(i), e)])) };
   // Each file is replaced atomically, as an editor's save would.
