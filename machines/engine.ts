@@ -52,7 +52,7 @@ export type EngineEvent =
   | { type: "DESIRED_CHANGED"; desiredHash: string }
   | { type: "REMOVE" }
   | { type: "ENGINE_LOST"; reason: string }
-  | { type: "RETRY_NOW" }
+  | { type: "RETRY" }
   | { type: "RESUME" };
 
 /** Inputs the named actors receive (plain data; the controller looks up the spec). */
@@ -202,7 +202,8 @@ export const engineMachine = setup({
       on: {
         // A dead engine cannot be probed or captured: resume from a fresh run.
         ENGINE_LOST: { actions: assign({ handle: null, runningHash: null, retryFrom: "pending" }) },
-        RETRY_NOW: { guard: ({ context }) => !context.terminal, actions: assign({ retryAt: () => Date.now() }), reenter: true, target: "failed" },
+        // An operator's fresh attempt (a new controller run): the budget starts over.
+        RETRY: { actions: assign({ attempts: 0, terminal: false, retryAt: () => Date.now() }), reenter: true, target: "failed" },
         // After a restore: re-arm the backoff timer from the deadline kept in context.
         RESUME: { reenter: true, target: "failed" },
       },

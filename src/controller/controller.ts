@@ -120,7 +120,8 @@ export class Controller {
     const lost = handle !== null && !(await this.opts.backends[handle.kind].isAlive(handle));
     actor.start();
     if (lost) actor.send({ type: "ENGINE_LOST", reason: "not running after controller restart" });
-    if (restored.value === "failed") actor.send({ type: "RESUME" });
+    // A failure recorded by an earlier controller run gets a fresh attempt: rerunning is the operator's request.
+    if (restored.value === "failed") actor.send({ type: restored.context.terminal ? "RETRY" : "RESUME" });
     if (snapshot && desiredHash && restored.context.desiredHash !== desiredHash) actor.send({ type: "DESIRED_CHANGED", desiredHash });
   }
 

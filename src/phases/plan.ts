@@ -74,8 +74,28 @@ export function lastFlagValue(args: string[], flag: string): string | undefined 
 
 function inRuntime(spec: EngineSpec, hostPath: string): string {
   if (spec.backend === "native") return hostPath;
-  const rel = hostPath.startsWith(spec.model.dir) ? hostPath.slice(spec.model.dir.length) : null;
-  return rel === null ? hostPath : `${CONTAINER_MODEL_DIR}${rel}`;
+  // Only the model dir itself or paths below it (a sibling "/models/m2" is not inside "/models/m").
+  const dir = spec.model.dir.replace(/\/+$/, "");
+  if (hostPath === dir) return CONTAINER_MODEL_DIR;
+  return hostPath.startsWith(`${dir}/`) ? `${CONTAINER_MODEL_DIR}${hostPath.slice(dir.length)}` : hostPath;
+}
+
+/** extra_args flags whose value is a path the runtime opens (host paths under the model dir map to /model). */
+const PATH_FLAGS = ["--tokenizer", "--hf-config-path"] as const;
+
+/** extra_args in the runtime's own paths: `--tokenizer /host/model/dir/tok` → `--tokenizer /model/tok` in a container. */
+function runtimeArgs(spec: EngineSpec, args: string[]): string[] {
+  if (spec.backend === "native") return [...args];
+  const out = [...args];
+  for (let i = 0; i < out.length; i++) {
+    const a = out[i]!;
+    const flag = PATH_FLAGS.find((f) => a === f || a.startsWith(`${f}=`));
+    if (!flag) continue;
+    if (a === flag) {
+      if (i + 1 < out.length) out[i + 1] = inRuntime(spec, out[++i]!);
+    } else out[i] = `${flag}=${inRuntime(spec, a.slice(flag.length + 1))}`;
+  }
+  return out;
 }
 
 export interface PlanInputs {
@@ -92,7 +112,7 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
   const launch = spec.launch;
   const modelPath = inRuntime(spec, spec.model.path ?? spec.model.dir);
   const modelDir = inRuntime(spec, spec.model.dir);
-  const extra = launch.runtime.extra_args;
+  const extra = runtimeArgs(spec, launch.runtime.extra_args);
   const tokenizer = lastFlagValue(extra, "--tokenizer") ?? modelDir;
   const hfConfig = lastFlagValue(extra, "--hf-config-path") ?? null;
   const command = [
@@ -171,6 +191,9 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
 
 /** container.env: KEY=VALUE lines (values single-line; the launcher never writes newlines). */
 export function renderEnvFile(env: Record<string, string>): string {
+  // A newline would smuggle an extra KEY=VALUE line into the file (and past parseEnvFile); name the key, never the value.
+  const multiline = Object.keys(env).filter((k) => /[\r\n]/.test(env[k]!) || /[=\r\n]/.test(k));
+  if (multiline.length) throw new Error(`environment ${multiline.join(", ")} cannot be written to container.env: names must not contain '=' and values must be single-line`);
   return Object.keys(env).sort().map((k) => `${k}=${env[k]}`).join("\n") + "\n";
 }
 

@@ -18,9 +18,15 @@ export function parsePrometheus(text: string): Sample[] {
     if (!m) continue;
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
-    out.push({ name: m[1]!, labels, value: Number(m[3]) });
+    out.push({ name: m[1]!, labels, value: parseValue(m[3]!) });
   }
   return out;
+}
+
+// The exposition format spells infinities "+Inf"/"-Inf", which Number() reads as NaN.
+function parseValue(text: string): number {
+  const inf = /^([+-]?)Inf$/i.exec(text);
+  return inf ? (inf[1] === "-" ? -Infinity : Infinity) : Number(text);
 }
 
 export function sampleValue(samples: Sample[], name: string): number | undefined {

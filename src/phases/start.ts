@@ -19,7 +19,9 @@ export interface StartOptions {
 
 /** Name the input an exit points at, using vLLM's own wording in the log. */
 export function diagnoseStartupLog(log: string): { cause: string; input?: string; fix: string } {
-  if (/trust_remote_code=True|--trust-remote-code/.test(log)) {
+  // Match vLLM's and transformers' *request* wording only: every start logs its config
+  // ("... with config: model=..., trust_remote_code=True, ..."), which names the setting without asking for it.
+  if (/(?:consider setting|pass the argument|set) `?trust_remote_code=True|contains custom code which must be executed/i.test(log)) {
     return { cause: "vLLM exited requesting trust_remote_code=True", input: "model auto_map", fix: "Retain the failed attempt's evidence, rerun discovery from the corrected approved revision and prepare a new run." };
   }
   if (/VLLM_SSM_CONV_STATE_LAYOUT/.test(log)) {

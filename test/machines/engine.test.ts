@@ -149,3 +149,15 @@ describe("engine machine", () => {
     expect(w2.calls[0]!.input.run!.dir).toBe("/runs/1");
   });
 });
+
+describe("engine machine after a terminal failure", () => {
+  it("RETRY starts a fresh attempt budget from the failed step", async () => {
+    const w = world({ check: [{ retryable: false }] });
+    const a = spawnEngine(w);
+    expect((await settled(a)).value).toBe("failed");
+    a.send({ type: "RETRY" });
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(steps(w)).toEqual(["inspect", "prepare", "check", "check", "start", "probe", "capture"]);
+  });
+});

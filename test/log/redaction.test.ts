@@ -1,0 +1,27 @@
+// Secrets registered with the logger never reach its JSON-lines file, in the
+// message, in metadata, or under a key that names a secret.
+import { describe, expect, it } from "vitest";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { createLogger, redactText } from "../../src/log.js";
+
+describe("logger redaction", () => {
+  it("replaces registered secrets and secret-named fields in the file transport", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-log-"));
+    const log = createLogger({ level: "debug", stateDir: dir, console: false });
+    log.addSecrets(["canary-key-4242"]);
+    log.child({ engine: "engine-1" }).info("starting with canary-key-4242 in the message", { env: { VLLM_API_KEY: "canary-key-4242", other: "x canary-key-4242 y" }, api_key: "anything" });
+    await log.close();
+    const text = await fs.readFile(path.join(dir, "narwhal.log"), "utf8");
+    expect(text).toContain("starting with <redacted> in the message");
+    expect(text).not.toContain("canary-key-4242");
+    expect(JSON.parse(text.trim().split("\n")[0]!)).toMatchObject({ engine: "engine-1", api_key: "<redacted>", env: { other: "x <redacted> y" } });
+    expect((await fs.stat(path.join(dir, "narwhal.log"))).mode & 0o777).toBe(0o600);
+  });
+
+  it("redactText ignores values too short to be keys", () => {
+    expect(redactText("a b c", ["b"])).toBe("a b c");
+    expect(redactText("key=sekret1 and sekret1", ["sekret1"])).toBe("key=<redacted> and <redacted>");
+  });
+});
