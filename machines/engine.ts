@@ -29,6 +29,12 @@ export interface EngineContext {
   handle: EngineHandle | null;
   /** Input hash the live engine was prepared from. */
   runningHash: string | null;
+  /**
+   * The engine being replaced: it keeps serving while the new plan is
+   * inspected, prepared and checked, and is stopped just before the new one
+   * starts. An invalid or failing new plan therefore never takes it down.
+   */
+  retiring: { handle: EngineHandle; run: PreparedRun | null } | null;
   probe: ProbeResult | null;
   layout: CacheLayout | null;
   error: ErrorRecord | null;
@@ -62,6 +68,7 @@ export interface StepInput {
   inspection: Inspection | null;
   run: PreparedRun | null;
   handle: EngineHandle | null;
+  retiring: EngineContext["retiring"];
 }
 
 const unprovided = (name: string) =>
@@ -90,6 +97,7 @@ const stepInput = ({ context }: { context: EngineContext }): StepInput => ({
   inspection: context.inspection,
   run: context.run,
   handle: context.handle,
+  retiring: context.retiring,
 });
 
 const freshAttempt = {
@@ -133,7 +141,7 @@ export const engineMachine = setup({
   },
   guards: {
     hashChanged: ({ context, event }) => event.type === "DESIRED_CHANGED" && event.desiredHash !== context.desiredHash,
-    hasEngine: ({ context }) => context.handle !== null,
+    retiring: ({ context }) => context.retiring !== null,
     retryFrom: ({ context }, params: { from: RetryFrom }) => !context.terminal && context.retryFrom === params.from,
   },
   delays: {
@@ -147,6 +155,7 @@ export const engineMachine = setup({
     ...freshAttempt,
     handle: null,
     runningHash: null,
+    retiring: null,
     error: null,
     retryFrom: null,
     attempts: 0,
@@ -157,11 +166,20 @@ export const engineMachine = setup({
   initial: "pending",
   on: {
     DESIRED_CHANGED: [
-      // A new input hash invalidates everything from inspection on: stop what runs, then start over in a fresh run.
+      // A new input hash invalidates everything from inspection on. A running engine is kept as
+      // `retiring` until the new plan is checked; then it is stopped and the new one started.
       {
         guard: { type: "hashChanged" },
-        target: ".replacing",
-        actions: assign(({ event }) => ({ desiredHash: (event as { desiredHash: string }).desiredHash, attempts: 0, error: null, terminal: false, retryAt: null })),
+        target: ".pending",
+        actions: assign(({ context, event }) => ({
+          desiredHash: (event as { desiredHash: string }).desiredHash,
+          retiring: context.handle ? { handle: context.handle, run: context.run } : context.retiring,
+          handle: null,
+          attempts: 0,
+          error: null,
+          terminal: false,
+          retryAt: null,
+        })),
       },
     ],
     REMOVE: { target: ".removing" },
@@ -175,7 +193,15 @@ export const engineMachine = setup({
       invoke: { src: "prepare", input: stepInput, onDone: { target: "prepared", actions: assign({ run: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "inspected" } } } },
     },
     prepared: {
-      invoke: { src: "check", input: stepInput, onDone: { target: "checked", actions: assign({ checked: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } } },
+      invoke: {
+        src: "check",
+        input: stepInput,
+        onDone: [
+          { guard: { type: "retiring" }, target: "replacing", actions: assign({ checked: ({ event }) => event.output }) },
+          { target: "checked", actions: assign({ checked: ({ event }) => event.output }) },
+        ],
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } },
+      },
     },
     checked: {
       invoke: {
@@ -219,20 +245,21 @@ export const engineMachine = setup({
       },
     },
     replacing: {
-      always: { guard: ({ context }) => context.handle === null, target: "pending" },
+      // The new plan is checked: stop the engine it replaces, then start the new one.
       invoke: {
         src: "stop",
-        input: stepInput,
-        onDone: { target: "pending", actions: assign({ handle: null, runningHash: null }) },
-        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } },
+        input: ({ context }) => ({ ...stepInput({ context }), handle: context.retiring?.handle ?? null }),
+        onDone: { target: "checked", actions: assign({ retiring: null, runningHash: null }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } },
       },
     },
     removing: {
-      always: { guard: ({ context }) => context.handle === null, target: "removed" },
+      always: { guard: ({ context }) => context.handle === null && context.retiring === null, target: "removed" },
       invoke: {
+        // stop ends both the live engine and one being replaced.
         src: "stop",
         input: stepInput,
-        onDone: { target: "removed", actions: assign({ handle: null, runningHash: null }) },
+        onDone: { target: "removed", actions: assign({ handle: null, retiring: null, runningHash: null }) },
         onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } },
       },
     },

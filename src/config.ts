@@ -14,6 +14,30 @@ export interface Config {
   watch: { debounceMs: number; resyncMs: number };
   /** Grace period before SIGKILL when stopping an engine. */
   stopGraceMs: number;
+  docker: DockerConfig;
+}
+
+/** Per-call deadlines for the Docker Engine API (ms). */
+export interface DockerTimeouts {
+  ping: number;
+  inspect: number;
+  list: number;
+  create: number;
+  start: number;
+  /** Added to the stop grace period: the daemon's own SIGKILL escalation needs time too. */
+  stop: number;
+  remove: number;
+  logs: number;
+  /** A temporary check container's whole run. */
+  check: number;
+}
+
+export interface DockerConfig {
+  /** DOCKER_HOST; undefined means the local socket. */
+  host?: string;
+  tlsVerify: boolean;
+  certPath?: string;
+  timeouts: DockerTimeouts;
 }
 
 type Env = Record<string, string | undefined>;
@@ -51,5 +75,21 @@ export function loadConfig(
       resyncMs: intFrom(env, "NARWHAL_RESYNC_MS", 10_000),
     },
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),
+    docker: {
+      host: env.DOCKER_HOST || undefined,
+      tlsVerify: env.DOCKER_TLS_VERIFY === "1",
+      certPath: env.DOCKER_CERT_PATH || undefined,
+      timeouts: {
+        ping: intFrom(env, "NARWHAL_DOCKER_PING_MS", 5_000),
+        inspect: intFrom(env, "NARWHAL_DOCKER_INSPECT_MS", 10_000),
+        list: intFrom(env, "NARWHAL_DOCKER_LIST_MS", 10_000),
+        create: intFrom(env, "NARWHAL_DOCKER_CREATE_MS", 30_000),
+        start: intFrom(env, "NARWHAL_DOCKER_START_MS", 30_000),
+        stop: intFrom(env, "NARWHAL_DOCKER_STOP_MS", 30_000),
+        remove: intFrom(env, "NARWHAL_DOCKER_REMOVE_MS", 30_000),
+        logs: intFrom(env, "NARWHAL_DOCKER_LOGS_MS", 15_000),
+        check: intFrom(env, "NARWHAL_DOCKER_CHECK_MS", 180_000),
+      },
+    },
   };
 }

@@ -1,40 +1,229 @@
-// The container backend (Docker Engine API through dockerode) is the next
-// piece of work (issue 3). Until it lands, a container record validates but
-// its inspect step fails with a clear, terminal reason instead of pretending.
-import type { EngineBackend, OwnedEngine, RuntimeCheckOutput } from "./types.js";
+// The container backend: an engine is a Docker container, created through the
+// Docker Engine API (dockerode) with narwhal's labels. It is found again after
+// a crash by its launch-token label before anything is created, so a crash
+// between create and the state write never yields a second container.
+import fs from "node:fs/promises";
+import path from "node:path";
+import Docker from "dockerode";
 import type { EngineSpec } from "../desired/types.js";
-import type { EngineHandle } from "../phases/types.js";
+import type { EngineHandle, PreparedRun } from "../phases/types.js";
+import type { LaunchPlan } from "../phases/plan.js";
+import type { DockerConfig } from "../config.js";
 import { PhaseError } from "../errors.js";
+import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
+import type { EngineBackend, OwnedEngine, RuntimeCheckOutput } from "./types.js";
+import { DockerCalls, DockerCallError } from "./docker-calls.js";
+import { dockerOptions } from "./docker-endpoint.js";
+import { tarArchive } from "./tar.js";
+import { API_KEY_FILE } from "../phases/prepare.js";
+import { LABEL, engineLabels, checkLabels, parseImageRef } from "./container-labels.js";
 
-const unavailable = (engine: string) =>
-  new PhaseError(engine, "inspect", "the container backend is not available in this build of narwhal", {
-    retryable: false,
-    input: "engine-launch.json backend",
-    fix: 'Set "backend": "native" for this engine, or use a narwhal build with the container backend.',
-  });
+export const CONTAINER_ID_FILE = "container.id";
+const SECRET_PATH = "run/secrets/narwhal-api-key";
+// The key reaches vLLM as VLLM_API_KEY read from a file inside the container, so
+// it never appears in Config.Env (docker inspect) or on the command line.
+const KEY_WRAPPER = `if [ -r /${SECRET_PATH} ]; then VLLM_API_KEY="$(cat /${SECRET_PATH})"; export VLLM_API_KEY; fi; exec "$@"`;
 
-export class UnavailableContainerBackend implements EngineBackend {
+export interface ContainerBackendOptions {
+  stateDir: string;
+  docker: DockerConfig;
+  stopGraceMs: number;
+}
+
+export class ContainerBackend implements EngineBackend {
   readonly kind = "container" as const;
-  async runtimeIdentity(spec: EngineSpec): Promise<string> {
-    throw unavailable(spec.name);
+  private readonly clients = new Map<string, DockerCalls>();
+
+  constructor(private readonly opts: ContainerBackendOptions) {}
+
+  /** The bounded-call client for a node's endpoint (undefined = DOCKER_HOST or the local socket). */
+  client(host?: string): DockerCalls {
+    const key = host ?? this.opts.docker.host ?? "";
+    let c = this.clients.get(key);
+    if (!c) {
+      c = new DockerCalls(new Docker(dockerOptions(key || undefined, this.opts.docker)), this.opts.docker.timeouts, key || "the local Docker socket");
+      this.clients.set(key, c);
+    }
+    return c;
   }
-  async runCheck(): Promise<RuntimeCheckOutput> {
-    throw unavailable("engine");
+
+  /** Make every node's endpoint known, so orphans are found on all of them. */
+  knowHosts(specs: EngineSpec[]): void {
+    for (const s of specs) if (s.backend === "container") this.client(s.node.docker_host);
   }
-  async ensureStarted(): Promise<EngineHandle> {
-    throw unavailable("engine");
+
+  async runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string> {
+    const ref = spec.launch.image ?? "";
+    const docker = this.client(spec.node.docker_host);
+    const fail = (message: string, fix: string) => new PhaseError(spec.name, "inspect", message, { retryable: false, input: "engine-launch.json image", fix });
+    const info = await docker.inspectImage(ref, signal);
+    if (!info) throw fail(`image ${ref} is not present on ${docker.endpoint}`, "Load or import the image on the engine host; narwhal never pulls.");
+    const parsed = parseImageRef(ref);
+    if (parsed.id && info.Id !== parsed.id) throw fail(`image ${ref} resolves to ${info.Id}`, "Set image to the immutable image id the host actually holds.");
+    if (parsed.digest && !(info.RepoDigests ?? []).some((d) => d.endsWith(`@${parsed.digest}`))) {
+      throw fail(`image ${ref}: the runtime's resolved digests ${JSON.stringify(info.RepoDigests ?? [])} do not include ${parsed.digest}`, "Compare the runtime's resolved digest with the configured digest; re-pull or correct the pin.");
+    }
+    return info.Id;
   }
-  async isAlive(): Promise<boolean> {
-    return false;
+
+  async runCheck(run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput> {
+    const docker = this.client(plan.docker_host);
+    const id = await docker.create(
+      {
+        Image: plan.image!.id,
+        Entrypoint: ["python3"],
+        Cmd: ["/narwhal/check_runtime.py", "/narwhal/check-input.json"],
+        Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
+        Labels: checkLabels(run, this.opts.stateDir),
+        HostConfig: { NetworkMode: "none", Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`) },
+      },
+      signal,
+    );
+    try {
+      const files = tarArchive([
+        { name: "narwhal/", mode: 0o755 },
+        { name: "narwhal/check_runtime.py", data: await fs.readFile(scriptPath), mode: 0o644 },
+        { name: "narwhal/check-input.json", data: await fs.readFile(inputPath), mode: 0o644 },
+      ]);
+      await docker.putArchive(id, files, "/", signal);
+      await docker.start(id, signal);
+      const code = await docker.wait(id, signal);
+      const logs = await docker.logs(id, signal);
+      return { inspection_id: id, exit_code: code, stdout: logs, stderr: "" };
+    } finally {
+      // The temporary container is always removed, also after a timeout or an error (fresh deadline).
+      await docker.remove(id).catch(() => undefined);
+    }
   }
-  async processStartTime(): Promise<number | null> {
-    return null;
+
+  private async byToken(docker: DockerCalls, token: string, signal?: AbortSignal) {
+    return docker.list([`${LABEL.token}=${token}`, `${LABEL.purpose}=engine`, `${LABEL.state}=${this.opts.stateDir}`], signal);
   }
-  async stop(): Promise<void> {}
-  async startupLog(): Promise<string> {
-    return "";
+
+  async ensureStarted(run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle> {
+    const docker = this.client(plan.docker_host);
+    const handleOf = (id: string): EngineHandle => ({ kind: "container", container_id: id, launch_token: run.launch_token, ...(plan.docker_host ? { docker_host: plan.docker_host } : {}) });
+    const idFile = path.join(run.dir, CONTAINER_ID_FILE);
+
+    const [mine] = await this.byToken(docker, run.launch_token, signal);
+    if (mine) {
+      await writeFileExclusive(idFile, mine.id + "\n");
+      if (mine.state === "running") return handleOf(mine.id);
+      if (mine.state === "created") {
+        await docker.start(mine.id, signal); // created by a controller that died before starting it
+        return handleOf(mine.id);
+      }
+      throw new PhaseError(run.engine, "start", `container ${mine.id.slice(0, 12)} of ${run.dir} is ${mine.state}`, {
+        retryable: true,
+        fix: "A fresh start needs a fresh run directory; narwhal prepares one on retry. Read the container's log for the cause.",
+      });
+    }
+    if (await readJsonIfExists(idFile).catch(() => "present")) {
+      throw new PhaseError(run.engine, "start", `the container recorded in ${idFile} no longer exists`, { retryable: true, fix: "narwhal prepares a fresh run on retry." });
+    }
+    await this.clearName(docker, plan, signal);
+
+    const key = (await fs.readFile(path.join(run.dir, API_KEY_FILE), "utf8").catch(() => null))?.trim();
+    let id: string | undefined;
+    try {
+      id = await docker.create(
+        {
+          name: `narwhal-${run.engine}`,
+          Image: plan.image!.id,
+          Entrypoint: ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"],
+          Cmd: plan.command,
+          Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
+          Labels: engineLabels(run, plan, this.opts.stateDir),
+          HostConfig: {
+            NetworkMode: "host",
+            Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`),
+            Devices: plan.devices.map((d) => ({ PathOnHost: d, PathInContainer: d, CgroupPermissions: "rwm" })),
+            RestartPolicy: { Name: "no" },
+            Init: true,
+          },
+        },
+        signal,
+      );
+      await writeFileExclusive(idFile, id + "\n");
+      if (key) await docker.putArchive(id, tarArchive([{ name: "run/", mode: 0o755 }, { name: "run/secrets/", mode: 0o700 }, { name: SECRET_PATH, data: key, mode: 0o400 }]), "/", signal);
+      await docker.start(id, signal);
+      return handleOf(id);
+    } catch (err) {
+      // Observe again before acting: remove whatever this attempt created (by its token), under fresh deadlines.
+      for (const c of await this.byToken(docker, run.launch_token).catch(() => [])) await docker.remove(c.id).catch(() => undefined);
+      if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { retryable: err.retryable, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
+      throw err;
+    }
   }
+
+  /** `narwhal-<engine>` may still belong to this engine's previous, dead run: keep its log, then remove it. */
+  private async clearName(docker: DockerCalls, plan: LaunchPlan, signal: AbortSignal): Promise<void> {
+    const name = `narwhal-${plan.engine}`;
+    const existing = await docker.inspectContainer(name, signal);
+    if (!existing) return;
+    const labels = existing.Config.Labels ?? {};
+    if (labels[LABEL.state] !== this.opts.stateDir) {
+      throw new PhaseError(plan.engine, "start", `a container named ${name} (${existing.Id.slice(0, 12)}) exists that this narwhal did not create`, {
+        retryable: false,
+        input: name,
+        fix: "Inspect that container and remove or rename it; narwhal never touches containers without its labels.",
+      });
+    }
+    if (existing.State.Running) {
+      throw new PhaseError(plan.engine, "start", `${name} (${existing.Id.slice(0, 12)}) from another run is still running`, { retryable: true, fix: "narwhal stops the old engine during replacement; retrying." });
+    }
+    await this.saveLog(docker, existing.Id, labels[LABEL.run]);
+    await docker.remove(existing.Id, signal);
+  }
+
+  private async saveLog(docker: DockerCalls, id: string, runDir: string | undefined): Promise<void> {
+    if (!runDir) return;
+    const log = await docker.logs(id).catch(() => null);
+    if (log !== null) await writeFileExclusive(path.join(runDir, "engine.log"), log, 0o600).catch(() => undefined);
+  }
+
+  async isAlive(handle: EngineHandle): Promise<boolean> {
+    if (handle.kind !== "container") return false;
+    const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);
+    return !!info && info.State.Running && (info.Config.Labels ?? {})[LABEL.token] === handle.launch_token;
+  }
+
+  async processStartTime(handle: EngineHandle): Promise<number | null> {
+    if (handle.kind !== "container") return null;
+    const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);
+    return info?.State.Running ? Date.parse(info.State.StartedAt) / 1000 : null;
+  }
+
+  async stop(handle: EngineHandle, graceMs: number): Promise<void> {
+    if (handle.kind !== "container") return;
+    const docker = this.client(handle.docker_host);
+    const info = await docker.inspectContainer(handle.container_id);
+    if (!info) return;
+    await docker.stop(handle.container_id, Math.ceil(graceMs / 1000));
+    await this.saveLog(docker, handle.container_id, (info.Config.Labels ?? {})[LABEL.run]);
+    await docker.remove(handle.container_id);
+  }
+
+  async startupLog(_run: PreparedRun, handle: EngineHandle): Promise<string> {
+    if (handle.kind !== "container") return "";
+    return this.client(handle.docker_host).logs(handle.container_id);
+  }
+
   async listOwned(): Promise<OwnedEngine[]> {
-    return [];
+    const owned: OwnedEngine[] = [];
+    for (const [host, docker] of this.clients) {
+      for (const c of await docker.list([`${LABEL.state}=${this.opts.stateDir}`])) {
+        const purpose = c.labels[LABEL.purpose];
+        // A check container older than the check deadline was left by a killed controller.
+        const staleCheck = purpose === "check" && Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000;
+        if (purpose !== "engine" && !staleCheck) continue;
+        owned.push({
+          engine: c.labels[LABEL.engine] ?? "?",
+          launch_token: purpose === "engine" ? (c.labels[LABEL.token] ?? "") : `check:${c.id}`,
+          handle: { kind: "container", container_id: c.id, launch_token: c.labels[LABEL.token] ?? "", ...(host ? { docker_host: host } : {}) },
+        });
+      }
+    }
+    return owned;
   }
 }

@@ -37,4 +37,6 @@ export interface EngineBackend {
   startupLog(run: PreparedRun, handle: EngineHandle): Promise<string>;
   /** Every engine this state directory owns that is running now. */
   listOwned(): Promise<OwnedEngine[]>;
+  /** Learn the endpoints the desired engines use (the container backend lists orphans on each). */
+  knowHosts?(specs: EngineSpec[]): void;
 }

@@ -2,7 +2,7 @@
 import { loadConfig, type Config } from "../config.js";
 import { createLogger, type Logger } from "../log.js";
 import { NativeBackend } from "../backends/native.js";
-import { UnavailableContainerBackend } from "../backends/container.js";
+import { ContainerBackend } from "../backends/container.js";
 import type { EngineBackend } from "../backends/types.js";
 import type { EngineSpec } from "../desired/types.js";
 import { Controller } from "../controller/controller.js";
@@ -23,7 +23,7 @@ export function loggerFor(config: Config, withFile: boolean): Logger {
 }
 
 export function backendsFor(config: Config): Record<EngineSpec["backend"], EngineBackend> {
-  return { native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv }), container: new UnavailableContainerBackend() };
+  return { native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv }), container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs }) };
 }
 
 export function controllerFor(config: Config, log: Logger): Controller {

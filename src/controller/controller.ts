@@ -5,7 +5,7 @@
 import { createActor, type Actor, type Snapshot } from "xstate";
 import { engineMachine, isSettled, type EngineContext } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
-import type { EngineBackend } from "../backends/types.js";
+import type { EngineBackend, OwnedEngine } from "../backends/types.js";
 import { StateStore } from "../state/store.js";
 import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { phaseActors } from "./phase-actors.js";
@@ -13,6 +13,7 @@ import { recordFrom } from "./record.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
+import type { EngineHandle } from "../phases/types.js";
 
 type EngineActor = Actor<typeof engineMachine>;
 
@@ -68,6 +69,7 @@ export class Controller {
     this.specs = new Map(desired.specs.map((s) => [s.name, s]));
     this.secrets = desired.secrets;
     this.opts.log.addSecrets(desired.secrets);
+    for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);
     if (this.actors.size === 0) await this.sweepOrphans();
     for (const spec of desired.specs) {
       const actor = this.actors.get(spec.name);
@@ -117,7 +119,7 @@ export class Controller {
     // Checked before start() so that the restored step never acts on a dead engine.
     const restored = actor.getSnapshot();
     const handle = restored.context.handle;
-    const lost = handle !== null && !(await this.opts.backends[handle.kind].isAlive(handle));
+    const lost = handle !== null && !(await this.alive(handle));
     actor.start();
     if (lost) actor.send({ type: "ENGINE_LOST", reason: "not running after controller restart" });
     // A failure recorded by an earlier controller run gets a fresh attempt: rerunning is the operator's request.
@@ -136,12 +138,22 @@ export class Controller {
   async resync(): Promise<void> {
     for (const [name, actor] of this.actors) {
       const { handle } = actor.getSnapshot().context;
-      if (handle && !(await this.opts.backends[handle.kind].isAlive(handle))) {
+      if (handle && !(await this.alive(handle))) {
         this.opts.log.warn(`engine process is gone; restarting it from a fresh run`, { engine: name });
         actor.send({ type: "ENGINE_LOST", reason: "process exited" });
       }
     }
     await this.sweepOrphans();
+  }
+
+  /** An engine whose liveness cannot be observed (daemon unreachable) counts as alive: never act on a guess. */
+  private async alive(handle: EngineHandle): Promise<boolean> {
+    try {
+      return await this.opts.backends[handle.kind].isAlive(handle);
+    } catch (err) {
+      this.opts.log.warn(`cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`);
+      return true;
+    }
   }
 
   /** Stop engines this state directory started that no actor owns (e.g. after a crash mid-replace). */
@@ -151,14 +163,23 @@ export class Controller {
       const c = actor.getSnapshot().context;
       if (c.run) tokens.add(c.run.launch_token);
       if (c.handle) tokens.add(c.handle.launch_token);
+      if (c.retiring) tokens.add(c.retiring.handle.launch_token);
     }
     for (const record of Object.values(this.store.data.engines)) {
       const snap = record.snapshot as { context?: EngineContext } | undefined;
       if (snap?.context?.run) tokens.add(snap.context.run.launch_token);
+      if (snap?.context?.retiring) tokens.add(snap.context.retiring.handle.launch_token);
       if (record.handle) tokens.add(record.handle.launch_token);
     }
     for (const backend of new Set(Object.values(this.opts.backends))) {
-      for (const owned of await backend.listOwned()) {
+      let found: OwnedEngine[];
+      try {
+        found = await backend.listOwned();
+      } catch (err) {
+        this.opts.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
+        continue;
+      }
+      for (const owned of found) {
         if (tokens.has(owned.launch_token)) continue;
         this.opts.log.warn(`stopping orphaned engine process (launch token ${owned.launch_token.slice(0, 8)})`, { engine: owned.engine });
         await backend.stop(owned.handle, this.opts.config.stopGraceMs);

@@ -10,7 +10,7 @@ import type { AppIdentity } from "../phases/plan.js";
 import type { EngineHandle } from "../phases/types.js";
 import { PhaseError, type Step } from "../errors.js";
 import { inspect } from "../phases/inspect.js";
-import { prepare } from "../phases/prepare.js";
+import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
 import { start } from "../phases/start.js";
 import { probe } from "../phases/probe.js";
@@ -29,6 +29,15 @@ export interface PhaseDeps {
   /** Resolves once every transition so far is on disk. */
   persisted(): Promise<void>;
   secrets(): string[];
+}
+
+async function planPorts(runDir: string): Promise<number[]> {
+  try {
+    const { plan } = await readPlan(runDir);
+    return [plan.ports.http, plan.ports.attestation, plan.ports.nixl_side_channel, ...plan.ports.transfer];
+  } catch {
+    return [];
+  }
 }
 
 function need<T>(value: T | null, engine: string, step: Step, what: string): T {
@@ -60,7 +69,9 @@ export function phaseActors(deps: PhaseDeps) {
     inspect: step("inspect", async (input, signal) => {
       const spec = specFor(input, "inspect");
       const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);
-      return inspect(spec, { signal, imageId });
+      // The engine being replaced still holds its ports; they are not a foreign listener.
+      const ignorePorts = input.retiring?.run ? await planPorts(input.retiring.run.dir) : [];
+      return inspect(spec, { signal, imageId, ignorePorts });
     }),
     prepare: step("prepare", async (input) => {
       const spec = specFor(input, "prepare");
@@ -90,7 +101,9 @@ export function phaseActors(deps: PhaseDeps) {
       return capture(need(input.run, input.engine, "capture", "prepared run"), { backend: backendOf(handle), handle, groupSignature: inspection.group_signature, signal });
     }),
     stop: step("stop", async (input) => {
-      if (input.handle) await backendOf(input.handle).stop(input.handle, deps.stopGraceMs);
+      for (const handle of [input.handle, input.retiring?.handle ?? null]) {
+        if (handle) await backendOf(handle).stop(handle, deps.stopGraceMs);
+      }
     }),
   };
 }

@@ -29,6 +29,8 @@ export interface LaunchPlan {
   application: AppIdentity;
   endpoint: string;
   image: { ref: string; id: string } | null;
+  /** The node's Docker endpoint (DOCKER_HOST syntax) for the container backend; absent = default. */
+  docker_host?: string;
   runtime_identity: string;
   group_signature: string;
   /** Full serving argv (no secrets: the API key travels in container.env). */
@@ -155,6 +157,7 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     application: app,
     endpoint: spec.url,
     image: spec.backend === "container" ? { ref: launch.image ?? "", id: inspection.image_id } : null,
+    ...(spec.backend === "container" && spec.node.docker_host ? { docker_host: spec.node.docker_host } : {}),
     runtime_identity: inspection.image_id,
     group_signature: inspection.group_signature,
     command,

@@ -43,12 +43,21 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
   const me: LockHolder = { pid: process.pid, host: os.hostname(), boot_id: await readBootId(), since: new Date().toISOString() };
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      await fs.writeFile(file, JSON.stringify(me), { flag: "wx", mode: 0o600 });
+      // Write the holder record in full, then link it into place: link() fails if the lock exists,
+      // and a reader never sees an empty or half-written lock file that it would take for stale.
+      const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+      await fs.writeFile(tmp, JSON.stringify(me), { mode: 0o600 });
+      try {
+        await fs.link(tmp, file);
+      } finally {
+        await fs.rm(tmp, { force: true });
+      }
       return {
         holder: me,
         release: async () => {
           const current = await readHolder(file);
-          if (current?.pid === me.pid && current.boot_id === me.boot_id) await fs.rm(file, { force: true });
+          // `since` too: a stale handle of this same process must not remove a lock it re-acquired later.
+          if (current?.pid === me.pid && current.boot_id === me.boot_id && current.since === me.since) await fs.rm(file, { force: true });
         },
       };
     } catch (err) {

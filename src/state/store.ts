@@ -68,7 +68,13 @@ class AtomicJsonFile implements Adapter<StateFile> {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw err;
     }
-    return JSON.parse(text) as StateFile;
+    const parsed = JSON.parse(text) as unknown;
+    // `null`, `[]` or `{}` parse, but are not a state file: treat them as corrupt, not as "empty".
+    const shape = parsed as Partial<StateFile> | null;
+    if (!shape || typeof shape !== "object" || Array.isArray(shape) || typeof shape.version !== "number" || !shape.engines || typeof shape.engines !== "object") {
+      throw new SyntaxError(`${this.file} is not a narwhal state file`);
+    }
+    return parsed as StateFile;
   }
   async write(data: StateFile): Promise<void> {
     await writeFileAtomic(this.file, JSON.stringify(data, null, 2) + "\n", 0o600);
@@ -95,6 +101,8 @@ export class StateStore {
     try {
       await store.db.read();
     } catch (err) {
+      // An IO error (EACCES, EIO, ...) is not corruption: moving the file aside would lose a good state.
+      if ((err as NodeJS.ErrnoException).code !== undefined) throw err;
       const aside = `${stateFilePath(stateDir)}.corrupt-${new Date().toISOString().replace(/[:.]/g, "")}`;
       await fs.rename(stateFilePath(stateDir), aside);
       store.db.data = { version: STATE_VERSION, engines: {} };

@@ -96,7 +96,7 @@ describe("engine machine", () => {
     expect(s.context.run!.dir).toBe("/runs/2");
   });
 
-  it("replaces a running engine when its input hash changes, and ignores an unchanged hash", async () => {
+  it("replaces a running engine when its input hash changes — stopping it only once the new plan is checked — and ignores an unchanged hash", async () => {
     const w = world();
     const a = spawnEngine(w);
     await settled(a);
@@ -105,10 +105,25 @@ describe("engine machine", () => {
     a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
     const s = await settled(a);
     expect(s.value).toBe("captured");
-    expect(steps(w).slice(6)).toEqual(["stop", "inspect", "prepare", "check", "start", "probe", "capture"]);
-    expect(w.calls[6]!.input.handle!.launch_token).toBe("t1");
+    expect(steps(w).slice(6)).toEqual(["inspect", "prepare", "check", "stop", "start", "probe", "capture"]);
+    expect(w.calls[6]!.input.retiring!.handle.launch_token).toBe("t1"); // inspect knows whose ports it may ignore
+    expect(w.calls[9]!.input.handle!.launch_token).toBe("t1");
+    expect(s.context.retiring).toBeNull();
     expect(s.context.runningHash).toBe("h2");
     expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("keeps the old engine running when the replacement plan fails its check", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    w.failures.check = [{ retryable: false }];
+    a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
+    const s = await settled(a);
+    expect(s.value).toBe("failed");
+    expect(steps(w)).not.toContain("stop");
+    expect(s.context.retiring!.handle.launch_token).toBe("t1");
+    expect(s.context.runningHash).toBe("h1");
   });
 
   it("removes: stops the engine and ends in removed", async () => {

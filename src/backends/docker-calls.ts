@@ -1,0 +1,157 @@
+// Every Docker Engine API call narwhal makes, each bounded by its own deadline
+// (and the caller's AbortSignal). A call past its deadline fails with a
+// retryable error that names the call; "already started/stopped" (304) is
+// success and "no such container" (404) is an answer, not an error.
+import Docker from "dockerode";
+import type { DockerTimeouts } from "../config.js";
+import { NarwhalError } from "../errors.js";
+
+export class DockerCallError extends NarwhalError {
+  constructor(
+    readonly call: string,
+    message: string,
+    readonly statusCode: number | undefined,
+    retryable: boolean,
+    readonly timedOut = false,
+  ) {
+    super(message, { retryable, input: `docker ${call}` });
+  }
+}
+
+type Kind = keyof DockerTimeouts;
+
+export interface ContainerSummary {
+  id: string;
+  labels: Record<string, string>;
+  state: string;
+  created: number;
+  names: string[];
+}
+
+/** Split Docker's multiplexed stdout/stderr stream (8-byte frame headers) into text. */
+export function demuxLogs(buf: Buffer): string {
+  if (buf.length >= 8 && buf[0]! <= 2 && buf[1] === 0 && buf[2] === 0 && buf[3] === 0) {
+    const parts: Buffer[] = [];
+    let off = 0;
+    while (off + 8 <= buf.length) {
+      const size = buf.readUInt32BE(off + 4);
+      parts.push(buf.subarray(off + 8, off + 8 + size));
+      off += 8 + size;
+    }
+    return Buffer.concat(parts).toString("utf8");
+  }
+  return buf.toString("utf8"); // a TTY container's log is not multiplexed
+}
+
+export class DockerCalls {
+  constructor(
+    readonly docker: Docker,
+    private readonly timeouts: DockerTimeouts,
+    readonly endpoint: string,
+  ) {}
+
+  /** Run one API call under its deadline; `extraMs` widens it (stop waits for the grace period). */
+  async call<T>(kind: Kind, what: string, fn: (abortSignal: AbortSignal) => Promise<T>, signal?: AbortSignal, extraMs = 0): Promise<T> {
+    const ms = this.timeouts[kind] + extraMs;
+    const deadline = AbortSignal.timeout(ms);
+    const abortSignal = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    try {
+      return await fn(abortSignal);
+    } catch (err) {
+      if (deadline.aborted) {
+        throw new DockerCallError(what, `docker ${what} exceeded its deadline of ${ms} ms on ${this.endpoint}`, undefined, true, true);
+      }
+      if (signal?.aborted) throw signal.reason;
+      const e = err as { statusCode?: number; message?: string; code?: string };
+      const transient = e.statusCode === undefined || e.statusCode >= 500 || e.code === "ECONNREFUSED" || e.code === "ECONNRESET" || e.code === "ENOENT";
+      throw new DockerCallError(what, `docker ${what} failed on ${this.endpoint}: ${e.message ?? String(err)}`, e.statusCode, transient);
+    }
+  }
+
+  ping(signal?: AbortSignal): Promise<unknown> {
+    return this.call("ping", "ping", (abortSignal) => (this.docker.ping as (o: object) => Promise<unknown>)({ abortSignal }), signal);
+  }
+
+  async inspectImage(ref: string, signal?: AbortSignal): Promise<Docker.ImageInspectInfo | null> {
+    try {
+      // dockerode's Image.inspect takes no AbortSignal: dial the same endpoint through the modem, which does.
+      return await this.call(
+        "inspect",
+        `image inspect ${ref}`,
+        (abortSignal) =>
+          new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
+            (this.docker.modem as unknown as { dial(o: object, cb: (e: unknown, d: unknown) => void): void }).dial(
+              { path: `/images/${ref}/json`, method: "GET", abortSignal, statusCodes: { 200: true, 404: "no such image", 500: "server error" } },
+              (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
+            ),
+          ),
+        signal,
+      );
+    } catch (err) {
+      if (err instanceof DockerCallError && err.statusCode === 404) return null;
+      throw err;
+    }
+  }
+
+  async inspectContainer(id: string, signal?: AbortSignal): Promise<Docker.ContainerInspectInfo | null> {
+    try {
+      return await this.call("inspect", `container inspect ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).inspect({ abortSignal }), signal);
+    } catch (err) {
+      if (err instanceof DockerCallError && err.statusCode === 404) return null;
+      throw err;
+    }
+  }
+
+  async list(labels: string[], signal?: AbortSignal): Promise<ContainerSummary[]> {
+    const found = await this.call("list", "container list", (abortSignal) => this.docker.listContainers({ all: true, filters: { label: labels }, abortSignal } as Docker.ContainerListOptions), signal);
+    return found.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, state: c.State, created: c.Created, names: c.Names }));
+  }
+
+  async create(opts: Docker.ContainerCreateOptions, signal?: AbortSignal): Promise<string> {
+    const c = await this.call("create", `container create ${opts.name ?? ""}`.trim(), (abortSignal) => this.docker.createContainer({ ...opts, abortSignal } as Docker.ContainerCreateOptions), signal);
+    return c.id;
+  }
+
+  async start(id: string, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.call("start", `container start ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).start({ abortSignal }), signal);
+    } catch (err) {
+      if (err instanceof DockerCallError && err.statusCode === 304) return; // already started
+      throw err;
+    }
+  }
+
+  async stop(id: string, graceSeconds: number, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.call("stop", `container stop ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).stop({ t: graceSeconds, abortSignal }), signal, graceSeconds * 1000);
+    } catch (err) {
+      if (err instanceof DockerCallError && (err.statusCode === 304 || err.statusCode === 404)) return; // already stopped, or gone
+      throw err;
+    }
+  }
+
+  async remove(id: string, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.call("remove", `container remove ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).remove({ force: true, v: true, abortSignal }), signal);
+    } catch (err) {
+      if (err instanceof DockerCallError && err.statusCode === 404) return;
+      // 409 "removal already in progress" ends in the same place.
+      if (err instanceof DockerCallError && err.statusCode === 409 && /already in progress/.test(err.message)) return;
+      throw err;
+    }
+  }
+
+  async putArchive(id: string, tar: Buffer, dir: string, signal?: AbortSignal): Promise<void> {
+    await this.call("create", `container archive upload ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).putArchive(tar, { path: dir, abortSignal } as object), signal);
+  }
+
+  async wait(id: string, signal?: AbortSignal): Promise<number> {
+    const out = await this.call("check", `container wait ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).wait({ abortSignal }), signal);
+    return (out as { StatusCode: number }).StatusCode;
+  }
+
+  async logs(id: string, signal?: AbortSignal): Promise<string> {
+    const buf = await this.call("logs", `container logs ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).logs({ stdout: true, stderr: true, follow: false, abortSignal }), signal);
+    return demuxLogs(buf as unknown as Buffer);
+  }
+}

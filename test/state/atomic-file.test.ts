@@ -1,0 +1,95 @@
+// Crash-safe files: atomic replacement with a fixed mode, and exclusive
+// creation for evidence that must never be rewritten.
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { exists, readJsonIfExists, writeFileAtomic, writeFileExclusive } from "../../src/state/atomic-file.js";
+
+let dir: string;
+let oldUmask: number;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "narwhal-atomic-"));
+  oldUmask = process.umask();
+});
+afterEach(async () => {
+  process.umask(oldUmask);
+  await rm(dir, { recursive: true, force: true });
+});
+
+const modeOf = async (f: string) => (await stat(f)).mode & 0o777;
+
+describe("writeFileAtomic", () => {
+  it("writes 0600 even under a permissive umask", async () => {
+    process.umask(0o000);
+    const f = path.join(dir, "state.json");
+    await writeFileAtomic(f, "{}\n");
+    expect(await modeOf(f)).toBe(0o600);
+  });
+
+  it("tightens the mode of a file that was world-readable before", async () => {
+    process.umask(0o000);
+    const f = path.join(dir, "state.json");
+    await writeFile(f, "old", { mode: 0o666 });
+    await writeFileAtomic(f, "new");
+    expect(await modeOf(f)).toBe(0o600);
+    expect(await readFile(f, "utf8")).toBe("new");
+  });
+
+  it("honours an explicit mode regardless of a restrictive umask", async () => {
+    process.umask(0o077);
+    const f = path.join(dir, "public.json");
+    await writeFileAtomic(f, "x", 0o644);
+    expect(await modeOf(f)).toBe(0o644);
+  });
+
+  it("replaces the content and leaves no temp files behind", async () => {
+    const f = path.join(dir, "narwhal.json");
+    await writeFileAtomic(f, "first");
+    await writeFileAtomic(f, Buffer.from("second, longer content"));
+    await writeFileAtomic(f, "third");
+    expect(await readFile(f, "utf8")).toBe("third");
+    expect(await readdir(dir)).toEqual(["narwhal.json"]);
+  });
+
+  it("fails without leaving a temp file when the target cannot be replaced", async () => {
+    const target = path.join(dir, "a-directory");
+    await writeFile(path.join(dir, "keep"), "");
+    await mkdir(path.join(target, "child"), { recursive: true });
+    await expect(writeFileAtomic(target, "x")).rejects.toThrow();
+    expect((await readdir(dir)).sort()).toEqual(["a-directory", "keep"]);
+  });
+});
+
+describe("writeFileExclusive", () => {
+  it("creates a new file and reports true", async () => {
+    const f = path.join(dir, "checked.json");
+    expect(await writeFileExclusive(f, "one")).toBe(true);
+    expect(await readFile(f, "utf8")).toBe("one");
+  });
+
+  it("returns false on an existing file and never overwrites it", async () => {
+    const f = path.join(dir, "checked.json");
+    await writeFileExclusive(f, "original", 0o600);
+    expect(await writeFileExclusive(f, "replacement")).toBe(false);
+    expect(await readFile(f, "utf8")).toBe("original");
+    expect(await modeOf(f)).toBe(0o600);
+  });
+
+  it("propagates errors other than EEXIST", async () => {
+    await expect(writeFileExclusive(path.join(dir, "missing-dir", "f"), "x")).rejects.toMatchObject({ code: "ENOENT" });
+  });
+});
+
+describe("readJsonIfExists / exists", () => {
+  it("null for a missing file, the value for a present one, a throw for a corrupt one", async () => {
+    const f = path.join(dir, "x.json");
+    expect(await readJsonIfExists(f)).toBeNull();
+    expect(await exists(f)).toBe(false);
+    await writeFile(f, '{"a":1}');
+    expect(await readJsonIfExists(f)).toEqual({ a: 1 });
+    expect(await exists(f)).toBe(true);
+    await writeFile(f, "{");
+    await expect(readJsonIfExists(f)).rejects.toThrow(SyntaxError);
+  });
+});
