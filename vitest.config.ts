@@ -10,7 +10,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts"],
-          exclude: ["test/e2e/**", "node_modules/**"],
+          exclude: ["test/e2e/**", "test/docker/**", "test/e2e-docker/**", "node_modules/**"],
           testTimeout: 20_000,
         },
       },
@@ -20,6 +20,19 @@ export default defineConfig({
           include: ["test/e2e/**/*.test.ts"],
           testTimeout: 180_000,
           hookTimeout: 120_000,
+          fileParallelism: false,
+          pool: "forks",
+        },
+      },
+      {
+        // Against a real Docker Engine: DOCKER_HOST, /var/run/docker.sock, or a private
+        // dockerd the global setup starts (and installs as docker.io on Debian as root).
+        test: {
+          name: "docker",
+          include: ["test/docker/**/*.test.ts", "test/e2e-docker/**/*.test.ts"],
+          globalSetup: ["test/docker/daemon.ts"],
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
           fileParallelism: false,
           pool: "forks",
         },
