@@ -188,6 +188,19 @@ export class ContainerBackend implements EngineBackend {
     return !!info && info.State.Running && (info.Config.Labels ?? {})[LABEL.token] === handle.launch_token;
   }
 
+  async identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]> {
+    if (handle.kind !== "container") return [`handle is a ${handle.kind} engine, the plan is container`];
+    const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);
+    if (!info) return [`container ${handle.container_id.slice(0, 12)} no longer exists`];
+    const labels = info.Config.Labels ?? {};
+    const problems: string[] = [];
+    if (!info.State.Running) problems.push(`container ${handle.container_id.slice(0, 12)} is ${info.State.Status}`);
+    if (info.Image !== plan.image?.id) problems.push(`container runs image ${info.Image}, the plan's is ${plan.image?.id}`);
+    if (labels[LABEL.token] !== plan.launch_token) problems.push(`container's launch token label is ${labels[LABEL.token] ?? "missing"}, not this plan's`);
+    if (labels[LABEL.inputHash] !== plan.input_hash) problems.push(`container's input-hash label ${labels[LABEL.inputHash] ?? "missing"} differs from the plan's ${plan.input_hash}`);
+    return problems;
+  }
+
   async processStartTime(handle: EngineHandle): Promise<number | null> {
     if (handle.kind !== "container") return null;
     const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);

@@ -116,6 +116,16 @@ export class NativeBackend implements EngineBackend {
     return isSameProcess(handle.pid, handle.start_ticks);
   }
 
+  async identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]> {
+    if (handle.kind !== "native") return [`handle is a ${handle.kind} engine, the plan is native`];
+    if (!(await this.isAlive(handle))) return [`process ${handle.pid} (start tick ${handle.start_ticks}) is not running`];
+    const env = await readProcEnviron(handle.pid);
+    const problems: string[] = [];
+    if (env?.NARWHAL_LAUNCH_TOKEN !== plan.launch_token) problems.push(`process ${handle.pid} carries launch token ${env?.NARWHAL_LAUNCH_TOKEN ?? "none"}, not this plan's`);
+    if (env?.NARWHAL_ENGINE !== plan.engine) problems.push(`process ${handle.pid} belongs to ${env?.NARWHAL_ENGINE ?? "no engine"}`);
+    return problems;
+  }
+
   async processStartTime(handle: EngineHandle): Promise<number | null> {
     if (handle.kind !== "native" || !(await this.isAlive(handle))) return null;
     const stat = await fs.readFile("/proc/stat", "utf8");

@@ -29,6 +29,8 @@ export interface EngineBackend {
   ensureStarted(run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle>;
   /** The engine still runs as the recorded identity. */
   isAlive(handle: EngineHandle): Promise<boolean>;
+  /** What about the running engine does not match the plan (empty: it is this plan's engine). */
+  identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]>;
   /** Unix time the engine process started, to compare with /metrics' process_start_time_seconds. */
   processStartTime(handle: EngineHandle): Promise<number | null>;
   /** Stop gracefully, then forcibly after graceMs. Stopping a stopped engine succeeds. */

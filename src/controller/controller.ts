@@ -89,7 +89,9 @@ export class Controller {
   private async resume(name: string, desiredHash: string): Promise<void> {
     const record = this.store.engine(name);
     const input = { engine: name, desiredHash, retry: this.opts.config.retry };
-    const snapshot = record?.snapshot as Snapshot<unknown> | undefined;
+    const snapshot = record?.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext> }) | undefined;
+    // The retry policy is this controller's configuration, not history: a restored actor takes the current one.
+    if (snapshot?.context) snapshot.context.retry = this.opts.config.retry;
     let actor: EngineActor;
     try {
       actor = snapshot ? createActor(this.machine, { snapshot, input }) : createActor(this.machine, { input });

@@ -48,7 +48,9 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   const checked = await readJsonIfExists<CheckResult>(path.join(run.dir, CHECKED_FILE));
   if (!checked || checked.plan_sha256 !== planSha) throw fail("checked.json does not bind this plan", CHECKED_FILE, "Repeat the image check for this plan.");
   if (opts.handle.launch_token !== plan.launch_token) throw fail("the recorded engine was not started from this plan", "launch token", "Prepare a fresh run.");
-  if (!(await opts.backend.isAlive(opts.handle))) throw fail("the recorded engine is no longer running", "process identity", "narwhal restarts it from a fresh run.", true);
+  // Container id, image and plan-hash labels (or pid, start tick and token): the layout must come from this plan's engine.
+  const problems = await opts.backend.identityProblems(opts.handle, plan);
+  if (problems.length) throw fail(`the running engine is not this plan's: ${problems.join("; ")}`, "engine identity", "Compare the recorded container or process with launch.json; narwhal restarts a lost engine from a fresh run.", true);
 
   const log = await opts.backend.startupLog(run, opts.handle);
   const parsed = parseStartupLog(log);

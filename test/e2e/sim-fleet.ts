@@ -40,6 +40,8 @@ export interface SimFleetOptions {
   readySeconds?: number;
   /** A model fixture under test/sim/models (default tiny-llama). */
   model?: string;
+  /** Run the engines as containers of this image (default: native processes). */
+  container?: { image: string };
 }
 
 export interface SimFleet {
@@ -65,16 +67,17 @@ function modelSha(dir: string): string {
   return createHash("sha256").update(fsSync.readFileSync(path.join(dir, "config.json"))).digest("hex");
 }
 
-export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}) {
+export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}, container?: { image: string }) {
   const gpus = e.gpus ?? [gpu];
   return {
     role,
-    backend: "native",
+    ...(container ? { backend: "container", image: container.image } : { backend: "native" }),
     accelerator: "NVIDIA H100 80GB HBM3",
     gpu_ids: gpus,
     tensor_parallel_size: gpus.length,
     gpu_visibility_env: "CUDA_VISIBLE_DEVICES",
-    accelerator_devices: [...gpus.map((g) => `/dev/nvidia${g}`), "/dev/nvidiactl"],
+    // A container maps its devices for real; this machine has no /dev/nvidia*, so container fleets declare none.
+    accelerator_devices: container ? [] : [...gpus.map((g) => `/dev/nvidia${g}`), "/dev/nvidiactl"],
     network_mode: "host",
     transfer: { transport: "ucx_tcp", net_devices: ["${NARWHAL_FABRIC_INTERFACE}"], devices: [] },
     sources: {},
@@ -83,7 +86,7 @@ export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}
       model_dtype: "bfloat16",
       kv_cache_dtype: "auto",
       block_size: 16,
-      environment: { PYTHONPATH: SIM_SITE, ...(e.faults ? { NARWHAL_SIM_FAULTS: e.faults } : {}), ...(e.environment ?? {}) },
+      environment: { ...(container ? {} : { PYTHONPATH: SIM_SITE }), ...(e.faults ? { NARWHAL_SIM_FAULTS: e.faults } : {}), ...(e.environment ?? {}) },
       extra_args: e.extraArgs ?? [],
     },
   };
@@ -115,7 +118,7 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
     nodes: [{ name: "local", engines: engines.map((_, i) => `n${i + 1}`), sysfs_root: path.join(HOST_FIXTURE, "sys"), nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"), dev_root: HOST_FIXTURE }],
     hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: engines[0]!.gpus?.length ?? 1, tensor_parallel: engines[0]!.gpus?.length ?? 1 },
   };
-  const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(i === 0 ? "prefill" : "decode", String(i), e)])) };
+  const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(i === 0 ? "prefill" : "decode", String(i), e, o.container)])) };
   // Each file is replaced atomically, as an editor's save would.
   const put = async (name: string, text: string) => {
     const tmp = path.join(dir, `.${name}.tmp`);

@@ -1,0 +1,80 @@
+// A Docker API proxy on its own unix socket, in front of the real daemon: it
+// records every call (so a test can assert "no write calls") and injects
+// faults on the calls a rule matches — stall the response, answer 500, or drop
+// the connection. The request still reaches the daemon when the response is
+// stalled, which is the hard case: the container exists, the caller never hears.
+import http from "node:http";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+
+export interface ProxyRule {
+  method?: string;
+  path: RegExp;
+  action: "stall" | "error500" | "drop";
+  /** For stall: how long to hold the response (default: until the proxy closes). */
+  ms?: number;
+  /** How many matching calls to affect (default: all). */
+  times?: number;
+}
+
+export interface DockerProxy {
+  /** unix:// URI to use as DOCKER_HOST. */
+  host: string;
+  calls: Array<{ method: string; path: string }>;
+  rules: ProxyRule[];
+  writes(): Array<{ method: string; path: string }>;
+  close(): Promise<void>;
+}
+
+export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
+  const upstreamSocket = new URL(upstream).pathname;
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-dproxy-"));
+  const socket = path.join(dir, "docker.sock");
+  const calls: DockerProxy["calls"] = [];
+  const rules: ProxyRule[] = [];
+  const held = new Set<NodeJS.Timeout>();
+  const server = http.createServer((req, res) => {
+    const call = { method: req.method ?? "GET", path: (req.url ?? "").replace(/^\/v[\d.]+/, "") };
+    calls.push(call);
+    const rule = rules.find((r) => (r.method ?? call.method) === call.method && r.path.test(call.path) && (r.times ?? 1) > 0);
+    if (rule && rule.times !== undefined) rule.times--;
+    if (rule?.action === "error500") {
+      req.resume();
+      res.writeHead(500, { "Content-Type": "application/json" }).end('{"message":"injected fault"}');
+      return;
+    }
+    if (rule?.action === "drop") {
+      req.socket.destroy();
+      return;
+    }
+    const up = http.request({ socketPath: upstreamSocket, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+      const send = () => {
+        res.writeHead(ur.statusCode ?? 502, ur.headers);
+        ur.pipe(res);
+      };
+      if (rule?.action === "stall") {
+        if (rule.ms !== undefined) {
+          const t = setTimeout(send, rule.ms);
+          held.add(t);
+        }
+        // else: held until the caller gives up
+      } else send();
+    });
+    up.on("error", () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  return {
+    host: `unix://${socket}`,
+    calls,
+    rules,
+    writes: () => calls.filter((c) => c.method !== "GET" && c.method !== "HEAD"),
+    close: async () => {
+      for (const t of held) clearTimeout(t);
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await fs.rm(dir, { recursive: true, force: true });
+    },
+  };
+}

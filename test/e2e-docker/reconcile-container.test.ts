@@ -1,0 +1,158 @@
+// The container backend end to end on a real Docker Engine, through a
+// recording/fault proxy: the CLI is a separate process whose DOCKER_HOST is
+// the proxy, so the test sees every API call it makes.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { simFleet, type SimFleet, type SimFleetOptions } from "../e2e/sim-fleet.js";
+import { runCli, startCli, status, waitFor } from "../e2e/cli.js";
+import { startDockerProxy, type DockerProxy } from "../docker/docker-proxy.js";
+import { dockerClient } from "../docker/sim-image.mjs";
+import { readState } from "../../src/state/store.js";
+
+const KEY = "container-canary-key-31337";
+// dockerode sends the create options as a query string too; the name is one of them.
+const CREATE_ENGINE_1 = /^\/containers\/create\?(.*&)?name=narwhal-engine-1(&|$)/;
+
+describe("reconcile --once with the container backend", () => {
+  const docker = dockerClient(inject("dockerHost"));
+  let proxy: DockerProxy;
+  let fleet: SimFleet;
+  const env = () => ({ DOCKER_HOST: proxy.host });
+  const opts = (o: Partial<SimFleetOptions> = {}): SimFleetOptions => ({ container: { image: inject("simImage") }, apiKey: KEY, ...o });
+  const once = (extra: Record<string, string> = {}) => runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { ...env(), ...extra });
+  const byEngine = async () => Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
+  const ours = async (purpose = "engine") =>
+    docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`, `io.narwhal.purpose=${purpose}`] } });
+
+  beforeAll(async () => {
+    proxy = await startDockerProxy(inject("dockerHost"));
+    fleet = await simFleet(opts());
+  });
+  afterAll(async () => {
+    await runCli(["down", "--state", fleet.stateDir], env());
+    for (const c of await ours()) await docker.getContainer(c.Id).remove({ force: true });
+    await proxy.close();
+  });
+
+  it("brings both engines to captured in labelled containers, exit 0", async () => {
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const engines = await byEngine();
+    for (const e of Object.values(engines)) {
+      expect(e.phase).toBe("captured");
+      expect(e.container_id).toMatch(/^[0-9a-f]{64}$/);
+      const info = await docker.getContainer(e.container_id!).inspect();
+      expect(info.State.Running).toBe(true);
+      expect(info.Name).toBe(`/narwhal-${e.engine}`);
+      expect(info.HostConfig.NetworkMode).toBe("host");
+      expect(info.HostConfig.Binds).toContain(`${path.join(process.cwd(), "test/sim/models/tiny-llama")}:/model:ro`);
+      expect(info.Config.Labels).toMatchObject({ "io.narwhal.engine": e.engine, "io.narwhal.input-hash": e.desired_hash, "io.narwhal.run": e.run_dir });
+      expect(info.Config.Labels["io.narwhal.launch-token"]).toMatch(/^[0-9a-f]{32}$/);
+      // The API key is nowhere in docker inspect (not in Config.Env, not on the command line).
+      expect(JSON.stringify(info)).not.toContain(KEY);
+      const files = await fs.readdir(e.run_dir!);
+      for (const f of ["launch.json", "checked.json", "image-check.log", "container.id", "metrics.txt", "cache-layout.json"]) expect(files).toContain(f);
+      const checked = JSON.parse(await fs.readFile(path.join(e.run_dir!, "checked.json"), "utf8"));
+      expect(checked.image_id).toBe(inject("simImageId"));
+      expect((await fs.readFile(path.join(e.run_dir!, "container.id"), "utf8")).trim()).toBe(e.container_id);
+    }
+    // The probe used the key: /v1/* answered, so the engine got it from its secret file.
+    expect(engines["engine-1"]!.group_signature).toBe(engines["engine-2"]!.group_signature);
+    expect(await ours("check")).toEqual([]); // every temporary check container was removed
+    expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8")).not.toContain(KEY);
+  });
+
+  it("makes no Docker write calls on a second run", async () => {
+    const before = await byEngine();
+    proxy.calls.length = 0;
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    expect(proxy.calls.length).toBeGreaterThan(0);
+    expect(proxy.writes()).toEqual([]);
+    const after = await byEngine();
+    for (const n of ["engine-1", "engine-2"]) expect(after[n]!.container_id).toBe(before[n]!.container_id);
+  });
+
+  it("replaces only the engine whose extra_args changed", async () => {
+    const before = await byEngine();
+    await fleet.write(opts({ engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const after = await byEngine();
+    expect(after["engine-1"]!.container_id).toBe(before["engine-1"]!.container_id);
+    expect(after["engine-2"]!.container_id).not.toBe(before["engine-2"]!.container_id);
+    expect((await ours()).map((c) => c.Id).sort()).toEqual([after["engine-1"]!.container_id, after["engine-2"]!.container_id].sort());
+  });
+
+  it("regroups and replaces both engines when the image changes", async () => {
+    const before = await byEngine();
+    await fleet.write(opts({ container: { image: inject("simImageB") }, engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const after = await byEngine();
+    for (const n of ["engine-1", "engine-2"]) {
+      expect(after[n]!.container_id).not.toBe(before[n]!.container_id);
+      expect(after[n]!.group_signature).not.toBe(before[n]!.group_signature);
+      expect((await docker.getContainer(after[n]!.container_id!).inspect()).Image).toBe(inject("simImageBId"));
+    }
+    expect((await ours()).length).toBe(2);
+  });
+
+  it("repairs a removed container, removes a labelled orphan, and never touches an unlabelled container", async () => {
+    const before = await byEngine();
+    await docker.getContainer(before["engine-1"]!.container_id!).remove({ force: true });
+    const sleeper = (labels: Record<string, string>) =>
+      docker.createContainer({ Image: inject("simImage"), Entrypoint: ["python3", "-c", "import time; time.sleep(600)"], Labels: labels, HostConfig: { NetworkMode: "none" } });
+    const orphan = await sleeper({ "io.narwhal.engine": "engine-9", "io.narwhal.launch-token": "f".repeat(32), "io.narwhal.state": fleet.stateDir, "io.narwhal.purpose": "engine" });
+    const stranger = await sleeper({ purpose: "not narwhal" });
+    await orphan.start();
+    await stranger.start();
+    try {
+      const r = await once();
+      expect(r.code, r.stderr).toBe(0);
+      const after = await byEngine();
+      expect(after["engine-1"]!.container_id).not.toBe(before["engine-1"]!.container_id);
+      expect(after["engine-2"]!.container_id).toBe(before["engine-2"]!.container_id);
+      await expect(orphan.inspect()).rejects.toMatchObject({ statusCode: 404 });
+      expect((await stranger.inspect()).State.Running).toBe(true);
+    } finally {
+      await stranger.remove({ force: true });
+    }
+  });
+
+  it("after SIGKILL between create and the state write, a rerun adopts the container instead of creating another", async () => {
+    await fleet.write(opts({ container: { image: inject("simImageB") }, engines: [{ extraArgs: ["--max-num-seqs", "8"] }, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    // The daemon creates the container, but its answer never reaches the controller.
+    proxy.rules.push({ method: "POST", path: CREATE_ENGINE_1, action: "stall", times: 1 });
+    const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env());
+    try {
+      await waitFor("the container to exist", async () => (await ours()).some((c) => c.Labels["io.narwhal.engine"] === "engine-1" && c.State === "created"), 60_000);
+    } finally {
+      child.kill("SIGKILL");
+      await new Promise((r) => child.once("close", r));
+      proxy.rules.length = 0;
+    }
+    const st = await readState(fleet.stateDir);
+    expect(st.engines["engine-1"]!.handle).toBeNull(); // the state never heard of the new container
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    const containers = await ours();
+    expect(containers.map((c) => c.Labels["io.narwhal.engine"]).sort()).toEqual(["engine-1", "engine-2"]);
+  });
+
+  it("fails a Docker call past its deadline with a retryable error naming it, and leaves no container behind", async () => {
+    await fleet.write(opts({ container: { image: inject("simImageB") }, engines: [{ extraArgs: ["--max-num-seqs", "4"] }, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    proxy.rules.push({ method: "POST", path: CREATE_ENGINE_1, action: "stall", times: 1 });
+    const r = await once({ NARWHAL_DOCKER_CREATE_MS: "1500", NARWHAL_RETRY_MAX_ATTEMPTS: "3" });
+    proxy.rules.length = 0;
+    expect(r.code, r.stderr).toBe(0);
+    const e1 = (await byEngine())["engine-1"]!;
+    const failure = e1.history.find((h) => h.to === "failed");
+    expect(failure?.note).toMatch(/docker container create narwhal-engine-1 exceeded its deadline of 1500 ms/);
+    expect(r.stderr).toMatch(/retry 1\/3/); // the retry policy of this run, not of the run that created the actor
+    const containers = await ours();
+    expect(containers.map((c) => c.Labels["io.narwhal.engine"]).sort()).toEqual(["engine-1", "engine-2"]);
+    expect(containers.find((c) => c.Labels["io.narwhal.engine"] === "engine-1")!.Id).toBe(e1.container_id);
+  });
+});
