@@ -11,9 +11,22 @@ import { reconcileOnce, reconcileWatch } from "./reconcile.js";
 import { renderStatusText, statusView } from "./status-view.js";
 import { down } from "./down.js";
 import { appIdentity } from "../app.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
 
 const out = (s: string) => process.stdout.write(s.endsWith("\n") ? s : s + "\n");
 const err = (s: string) => process.stderr.write(s.endsWith("\n") ? s : s + "\n");
+
+/** Commands that act write their log to the state directory too; the logger is flushed however they end. */
+async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger) => Promise<number>): Promise<number> {
+  const config = configFrom(opts);
+  const log = loggerFor(config, true);
+  try {
+    return await fn(config, log);
+  } finally {
+    await log.close();
+  }
+}
 
 const desiredOpt = () => new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
 const stateOpt = () => new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state");
@@ -66,15 +79,9 @@ async function run(argv: string[]): Promise<number> {
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
-      act(async (opts) => {
-        const config = configFrom(opts);
-        const log = loggerFor(config, true);
-        try {
-          return opts.once ? await reconcileOnce(config, log, String(opts.format), out) : await reconcileWatch(config, log);
-        } finally {
-          await log.close();
-        }
-      }),
+      act((opts) =>
+        withLogger(opts, (config, log) => (opts.once ? reconcileOnce(config, log, String(opts.format), out) : reconcileWatch(config, log))),
+      ),
     );
 
   program
@@ -115,17 +122,13 @@ async function run(argv: string[]): Promise<number> {
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
-      act(async (opts) => {
-        const config = configFrom(opts);
-        const log = loggerFor(config, true);
-        try {
+      act((opts) =>
+        withLogger(opts, async (config, log) => {
           const stopped = await down(config, log);
           out(opts.format === "json" ? JSON.stringify({ stopped }) : stopped.length ? `stopped: ${stopped.join(", ")}` : "no engine was running");
           return EXIT.ok;
-        } finally {
-          await log.close();
-        }
-      }),
+        }),
+      ),
     );
 
   try {

@@ -36,6 +36,18 @@ export function validEnv(): Record<string, string> {
   };
 }
 
+/** A valid seed 003 §16 runtime object (shared by the plan fixtures). */
+export function validRuntime() {
+  return {
+    expected_packages: { vllm: "0.11.0", nixl: "0.6.1" },
+    model_dtype: "bfloat16" as const,
+    kv_cache_dtype: "auto",
+    block_size: 16,
+    environment: { NCCL_DEBUG: "WARN" },
+    extra_args: ["--max-model-len", "4096"],
+  };
+}
+
 export function validRecord(role: string, gpus: string[]): Obj {
   return {
     role,
@@ -49,14 +61,7 @@ export function validRecord(role: string, gpus: string[]): Obj {
     network_mode: "host",
     transfer: { transport: "ucx_tcp", net_devices: ["${NARWHAL_FABRIC_INTERFACE}"], devices: [] },
     sources: {},
-    runtime: {
-      expected_packages: { vllm: "0.11.0", nixl: "0.6.1" },
-      model_dtype: "bfloat16",
-      kv_cache_dtype: "auto",
-      block_size: 16,
-      environment: { NCCL_DEBUG: "WARN" },
-      extra_args: ["--max-model-len", "4096"],
-    },
+    runtime: validRuntime(),
   };
 }
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor, type Snapshot } from "xstate";
 import { engineMachine, isSettled, type StepInput } from "../../machines/engine.js";
 import { PhaseError, type Step } from "../../src/errors.js";
-import type { EngineHandle, Inspection, PreparedRun } from "../../src/phases/types.js";
+import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../../src/phases/types.js";
 
 interface World {
   calls: Array<{ step: string; input: StepInput }>;
@@ -29,11 +29,11 @@ function actors(w: World) {
   return {
     inspect: step("inspect", (i) => ({ engine: i.engine, group_signature: "0123456789abcdef" }) as Inspection),
     prepare: step("prepare", (i): PreparedRun => ({ engine: i.engine, dir: `/runs/${++w.runs}`, input_hash: i.desiredHash, plan_sha256: "p", launch_token: `t${w.runs}` })),
-    check: step("check", () => ({ plan_sha256: "p", vllm_api_version: "0.11.0" }) as never),
+    check: step("check", () => ({ plan_sha256: "p", vllm_api_version: "0.11.0" }) as CheckResult),
     start: step("start", (i): EngineHandle => ({ kind: "native", pid: 100 + w.runs, pgid: 100 + w.runs, boot_id: "b", start_ticks: 1, launch_token: i.run!.launch_token })),
-    probe: step("probe", () => ({}) as never),
-    capture: step("capture", () => ({ block_size: 16 }) as never),
-    stop: step("stop", () => undefined),
+    probe: step("probe", () => ({}) as ProbeResult),
+    capture: step("capture", () => ({ block_size: 16 }) as CacheLayout),
+    stop: step<void>("stop", () => undefined),
   };
 }
 

@@ -5,6 +5,7 @@ import { Secret, type EngineSpec, type LaunchRecord } from "../../src/desired/ty
 import type { Inspection } from "../../src/phases/types.js";
 import type { ModelMeta } from "../../src/phases/model-meta.js";
 import type { AppIdentity, PlanInputs } from "../../src/phases/plan.js";
+import { validRuntime } from "../desired/fixtures.js";
 
 export const API_KEY = "sk-narwhal-test-7f3a9c";
 export const MODEL_DIR = "/host/model/dir";
@@ -24,14 +25,7 @@ export function launchRecord(over: Partial<LaunchRecord> = {}): LaunchRecord {
     accelerator_devices: ["/dev/nvidia0", "/dev/nvidia1"],
     network_mode: "host",
     transfer: { transport: "ucx_tcp", net_devices: ["eth0"], devices: [] },
-    runtime: {
-      expected_packages: { vllm: "0.11.0", nixl: "0.6.1" },
-      model_dtype: "bfloat16",
-      kv_cache_dtype: "auto",
-      block_size: 16,
-      environment: { NCCL_DEBUG: "WARN" },
-      extra_args: ["--max-model-len", "4096"],
-    },
+    runtime: validRuntime(),
     sources: {},
     ...over,
   };
