@@ -184,15 +184,20 @@ export const engineMachine = setup({
     ],
     REMOVE: { target: ".removing" },
   },
+  // Every working state takes RESUME by re-entering itself: a snapshot built from observation
+  // (controller/adopt.ts), unlike a persisted one, has no running step, and re-entry invokes it.
   states: {
     pending: {
+      on: { RESUME: { target: "pending", reenter: true } },
       entry: assign({ ...freshAttempt }),
       invoke: { src: "inspect", input: stepInput, onDone: { target: "inspected", actions: assign({ inspection: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } } },
     },
     inspected: {
+      on: { RESUME: { target: "inspected", reenter: true } },
       invoke: { src: "prepare", input: stepInput, onDone: { target: "prepared", actions: assign({ run: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "inspected" } } } },
     },
     prepared: {
+      on: { RESUME: { target: "prepared", reenter: true } },
       invoke: {
         src: "check",
         input: stepInput,
@@ -204,6 +209,7 @@ export const engineMachine = setup({
       },
     },
     checked: {
+      on: { RESUME: { target: "checked", reenter: true } },
       invoke: {
         src: "start",
         input: stepInput,
@@ -213,11 +219,11 @@ export const engineMachine = setup({
       },
     },
     started: {
-      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) } },
+      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) }, RESUME: { target: "started", reenter: true } },
       invoke: { src: "probe", input: stepInput, onDone: { target: "probed", actions: assign({ probe: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "started" } } } },
     },
     probed: {
-      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) } },
+      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) }, RESUME: { target: "probed", reenter: true } },
       invoke: { src: "capture", input: stepInput, onDone: { target: "captured", actions: assign({ layout: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "probed" } } } },
     },
     captured: {

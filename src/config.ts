@@ -15,6 +15,8 @@ export interface Config {
   /** Grace period before SIGKILL when stopping an engine. */
   stopGraceMs: number;
   docker: DockerConfig;
+  /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
+  failpoints?: string;
 }
 
 /** Per-call deadlines for the Docker Engine API (ms). */
@@ -75,6 +77,7 @@ export function loadConfig(
       resyncMs: intFrom(env, "NARWHAL_RESYNC_MS", 10_000),
     },
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),
+    failpoints: env.NARWHAL_FAILPOINTS || undefined,
     docker: {
       host: env.DOCKER_HOST || undefined,
       tlsVerify: env.DOCKER_TLS_VERIFY === "1",

@@ -15,6 +15,7 @@ import type { EngineBackend, OwnedEngine, RuntimeCheckOutput } from "./types.js"
 import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
+import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { API_KEY_FILE } from "../phases/prepare.js";
 import { LABEL, engineLabels, checkLabels, parseImageRef } from "./container-labels.js";
 
@@ -28,13 +29,17 @@ export interface ContainerBackendOptions {
   stateDir: string;
   docker: DockerConfig;
   stopGraceMs: number;
+  failpoint?: Failpoint;
 }
 
 export class ContainerBackend implements EngineBackend {
   readonly kind = "container" as const;
   private readonly clients = new Map<string, DockerCalls>();
 
-  constructor(private readonly opts: ContainerBackendOptions) {}
+  private readonly failpoint: Failpoint;
+  constructor(private readonly opts: ContainerBackendOptions) {
+    this.failpoint = opts.failpoint ?? noFailpoints;
+  }
 
   /** The bounded-call client for a node's endpoint (undefined = DOCKER_HOST or the local socket). */
   client(host?: string): DockerCalls {
@@ -126,6 +131,7 @@ export class ContainerBackend implements EngineBackend {
     const key = (await fs.readFile(path.join(run.dir, API_KEY_FILE), "utf8").catch(() => null))?.trim();
     let id: string | undefined;
     try {
+      this.failpoint("docker:create:before");
       id = await docker.create(
         {
           name: `narwhal-${run.engine}`,
@@ -144,9 +150,12 @@ export class ContainerBackend implements EngineBackend {
         },
         signal,
       );
+      this.failpoint("docker:create:after");
       await writeFileExclusive(idFile, id + "\n");
       if (key) await docker.putArchive(id, tarArchive([{ name: "run/", mode: 0o755 }, { name: "run/secrets/", mode: 0o700 }, { name: SECRET_PATH, data: key, mode: 0o400 }]), "/", signal);
+      this.failpoint("docker:start:before");
       await docker.start(id, signal);
+      this.failpoint("docker:start:after");
       return handleOf(id);
     } catch (err) {
       // Observe again before acting: remove whatever this attempt created (by its token), under fresh deadlines.
@@ -212,9 +221,13 @@ export class ContainerBackend implements EngineBackend {
     const docker = this.client(handle.docker_host);
     const info = await docker.inspectContainer(handle.container_id);
     if (!info) return;
+    this.failpoint("docker:stop:before");
     await docker.stop(handle.container_id, Math.ceil(graceMs / 1000));
+    this.failpoint("docker:stop:after");
     await this.saveLog(docker, handle.container_id, (info.Config.Labels ?? {})[LABEL.run]);
+    this.failpoint("docker:remove:before");
     await docker.remove(handle.container_id);
+    this.failpoint("docker:remove:after");
   }
 
   async startupLog(_run: PreparedRun, handle: EngineHandle): Promise<string> {
@@ -231,6 +244,7 @@ export class ContainerBackend implements EngineBackend {
         const staleCheck = purpose === "check" && Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000;
         if (purpose !== "engine" && !staleCheck) continue;
         owned.push({
+          ...(c.labels[LABEL.run] ? { run_dir: c.labels[LABEL.run] } : {}),
           engine: c.labels[LABEL.engine] ?? "?",
           launch_token: purpose === "engine" ? (c.labels[LABEL.token] ?? "") : `check:${c.id}`,
           handle: { kind: "container", container_id: c.id, launch_token: c.labels[LABEL.token] ?? "", ...(host ? { docker_host: host } : {}) },

@@ -14,6 +14,7 @@ import { PhaseError } from "../errors.js";
 import type { EngineBackend, OwnedEngine, RuntimeCheckOutput } from "./types.js";
 import { isSameProcess, listPids, readBootId, readProcEnviron, readProcStat } from "./proc.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
+import { noFailpoints, type Failpoint } from "../failpoints.js";
 
 export const PROCESS_FILE = "native-process.json";
 export const ENGINE_LOG = "engine.log";
@@ -23,6 +24,7 @@ const CLK_TCK = 100; // USER_HZ on every Linux ABI narwhal supports
 export interface NativeBackendOptions {
   stateDir: string;
   hostEnv: Record<string, string>;
+  failpoint?: Failpoint;
 }
 
 async function engineEnv(run: PreparedRun, hostEnv: Record<string, string>, stateDir: string): Promise<Record<string, string>> {
@@ -33,7 +35,10 @@ async function engineEnv(run: PreparedRun, hostEnv: Record<string, string>, stat
 
 export class NativeBackend implements EngineBackend {
   readonly kind = "native" as const;
-  constructor(private readonly opts: NativeBackendOptions) {}
+  private readonly failpoint: Failpoint;
+  constructor(private readonly opts: NativeBackendOptions) {
+    this.failpoint = opts.failpoint ?? noFailpoints;
+  }
 
   async runtimeIdentity(spec: EngineSpec): Promise<string> {
     let python = spec.python;
@@ -95,12 +100,14 @@ export class NativeBackend implements EngineBackend {
     const log = await fs.open(path.join(run.dir, ENGINE_LOG), "a", 0o600);
     try {
       const [cmd, ...args] = plan.command;
+      this.failpoint("native:spawn:before");
       const child = spawn(cmd!, args, { env, cwd: run.dir, detached: true, stdio: ["ignore", log.fd, log.fd] });
       const pid = await new Promise<number>((resolve, reject) => {
         child.once("error", (err) => reject(new PhaseError(run.engine, "start", `cannot execute ${cmd}: ${err.message}`, { input: "NARWHAL_NATIVE_PYTHON", retryable: false, fix: "Point NARWHAL_NATIVE_PYTHON at the checked Python runtime." })));
         child.once("spawn", () => resolve(child.pid!));
       });
       child.unref();
+      this.failpoint("native:spawn:after");
       const stat = await readProcStat(pid);
       const handle: EngineHandle = { kind: "native", pid, pgid: pid, boot_id: await readBootId(), start_ticks: stat?.startTicks ?? -1, launch_token: run.launch_token };
       await writeFileExclusive(path.join(run.dir, PROCESS_FILE), JSON.stringify(handle, null, 2) + "\n");
@@ -142,6 +149,7 @@ export class NativeBackend implements EngineBackend {
         if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
       }
     };
+    this.failpoint("native:stop:before");
     signalGroup("SIGTERM");
     const deadline = Date.now() + graceMs;
     while (Date.now() < deadline && ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid)))) {
@@ -151,6 +159,7 @@ export class NativeBackend implements EngineBackend {
       signalGroup("SIGKILL");
       for (let i = 0; i < 50 && (await this.isAlive(handle)); i++) await new Promise((r) => setTimeout(r, 100));
     }
+    this.failpoint("native:stop:after");
   }
 
   async startupLog(run: PreparedRun): Promise<string> {
@@ -169,7 +178,9 @@ export class NativeBackend implements EngineBackend {
       if (!env?.NARWHAL_LAUNCH_TOKEN || env.NARWHAL_STATE_DIR !== this.opts.stateDir || !env.NARWHAL_ENGINE) continue;
       const stat = await readProcStat(pid);
       if (!stat || stat.state === "Z" || stat.pgid !== pid) continue;
+      const runDir = await fs.readlink(`/proc/${pid}/cwd`).catch(() => undefined);
       owned.push({
+        ...(runDir ? { run_dir: runDir } : {}),
         engine: env.NARWHAL_ENGINE,
         launch_token: env.NARWHAL_LAUNCH_TOKEN,
         handle: { kind: "native", pid, pgid: pid, boot_id: bootId, start_ticks: stat.startTicks, launch_token: env.NARWHAL_LAUNCH_TOKEN },

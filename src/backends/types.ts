@@ -17,6 +17,8 @@ export interface OwnedEngine {
   engine: string;
   launch_token: string;
   handle: EngineHandle;
+  /** The run directory it was started from, when the engine says (process cwd, container label). */
+  run_dir?: string;
 }
 
 export interface EngineBackend {

@@ -7,6 +7,7 @@ import type { EngineBackend } from "../backends/types.js";
 import type { EngineSpec } from "../desired/types.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
+import { failpoints, noFailpoints, type Failpoint } from "../failpoints.js";
 
 export interface GlobalOptions {
   desired?: string;
@@ -22,10 +23,14 @@ export function loggerFor(config: Config, withFile: boolean): Logger {
   return createLogger({ level: config.logLevel, stateDir: withFile ? config.stateDir : undefined });
 }
 
-export function backendsFor(config: Config): Record<EngineSpec["backend"], EngineBackend> {
-  return { native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv }), container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs }) };
+export function backendsFor(config: Config, failpoint: Failpoint = noFailpoints): Record<EngineSpec["backend"], EngineBackend> {
+  return {
+    native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, failpoint }),
+    container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs, failpoint }),
+  };
 }
 
 export function controllerFor(config: Config, log: Logger): Controller {
-  return new Controller({ config, log, app: appIdentity(), scriptPath: checkScriptPath(), backends: backendsFor(config) });
+  const failpoint = failpoints(config.failpoints);
+  return new Controller({ config, log, app: appIdentity(), scriptPath: checkScriptPath(), backends: backendsFor(config, failpoint), failpoint });
 }

@@ -10,12 +10,28 @@ import { StateStore } from "../state/store.js";
 import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { phaseActors } from "./phase-actors.js";
 import { recordFrom } from "./record.js";
+import { adoptFromRun } from "./adopt.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
+import type { Failpoint } from "../failpoints.js";
 import type { EngineHandle } from "../phases/types.js";
 
 type EngineActor = Actor<typeof engineMachine>;
+
+interface Created {
+  name: string;
+  actor: EngineActor;
+  /** The snapshot it was restored or adopted from (null: a fresh engine). */
+  restored: ReturnType<EngineActor["getSnapshot"]> | null;
+  lost: boolean;
+  /** Built from observation: its current step must be invoked anew. */
+  adopted: boolean;
+  desiredHash: string;
+  backend: string;
+  /** Known to the state file but no longer desired. */
+  remove?: boolean;
+}
 
 export interface ControllerOptions {
   config: Config;
@@ -23,6 +39,7 @@ export interface ControllerOptions {
   app: AppIdentity;
   scriptPath: string;
   backends: Record<EngineSpec["backend"], EngineBackend>;
+  failpoint?: Failpoint;
 }
 
 export class Controller {
@@ -52,7 +69,7 @@ export class Controller {
 
   async open(): Promise<void> {
     this.lock = await acquireStateLock(this.opts.config.stateDir);
-    this.store = await StateStore.open(this.opts.config.stateDir);
+    this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
     if (this.store.movedAside) this.opts.log.warn(`state file did not parse; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
   }
 
@@ -70,28 +87,45 @@ export class Controller {
     this.secrets = desired.secrets;
     this.opts.log.addSecrets(desired.secrets);
     for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);
-    if (this.actors.size === 0) await this.sweepOrphans();
+    const first = this.actors.size === 0;
+    // On the first apply, observe the world before any actor acts: engines this state directory
+    // started are adopted (when the state file has no snapshot of them) or stopped as orphans.
+    const owned = first ? await this.listOwned() : [];
+    const created: Created[] = [];
     for (const spec of desired.specs) {
       const actor = this.actors.get(spec.name);
-      if (!actor) await this.resume(spec.name, spec.input_hash);
-      else actor.send({ type: "DESIRED_CHANGED", desiredHash: spec.input_hash });
+      if (actor) actor.send({ type: "DESIRED_CHANGED", desiredHash: spec.input_hash });
+      else created.push(await this.build(spec.name, spec.input_hash, owned));
     }
-    const known = new Set([...this.actors.keys(), ...Object.keys(this.store.data.engines)]);
+    const known = new Set([...this.actors.keys(), ...Object.keys(this.store.data.engines), ...owned.map((o) => o.owned.engine)]);
     for (const name of known) {
       if (this.specs.has(name)) continue;
-      if (!this.actors.has(name)) await this.resume(name, this.store.engine(name)?.desired_hash ?? "");
-      this.actors.get(name)?.send({ type: "REMOVE" });
+      if (!this.actors.has(name) && this.store.engine(name)) created.push({ ...(await this.build(name, this.store.engine(name)?.desired_hash ?? "", owned)), remove: true });
+      else this.actors.get(name)?.send({ type: "REMOVE" });
     }
+    if (first) await this.stopOrphans(owned);
+    for (const c of created) this.begin(c);
     this.notify();
   }
 
-  /** Create an engine's actor, from its persisted snapshot when there is one. */
-  private async resume(name: string, desiredHash: string): Promise<void> {
+  /** Create (not start) an engine's actor: from its persisted snapshot, or adopted from what runs. */
+  private async build(name: string, desiredHash: string, owned: Array<{ owned: OwnedEngine }>): Promise<Created> {
     const record = this.store.engine(name);
     const input = { engine: name, desiredHash, retry: this.opts.config.retry };
-    const snapshot = record?.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext> }) | undefined;
+    let snapshot = record?.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext> }) | undefined | null;
     // The retry policy is this controller's configuration, not history: a restored actor takes the current one.
     if (snapshot?.context) snapshot.context.retry = this.opts.config.retry;
+    let adoptedNow = false;
+    if (!snapshot) {
+      for (const o of owned.filter((x) => x.owned.engine === name)) {
+        const adopted = await adoptFromRun(o.owned, name, desiredHash, this.opts.config.retry);
+        if (!adopted) continue;
+        this.opts.log.warn(`no state recorded; adopting the running engine from ${adopted.context.run?.dir ?? adopted.context.retiring?.run?.dir} at ${adopted.value}`, { engine: name });
+        snapshot = this.machine.resolveState(adopted) as unknown as Snapshot<unknown>;
+        adoptedNow = true;
+        break;
+      }
+    }
     let actor: EngineActor;
     try {
       actor = snapshot ? createActor(this.machine, { snapshot, input }) : createActor(this.machine, { input });
@@ -100,15 +134,25 @@ export class Controller {
       actor = createActor(this.machine, { input });
     }
     this.actors.set(name, actor);
+    // Observe before trusting the snapshot: a recorded engine that is gone is lost.
+    // Checked before start() so that the restored step never acts on a dead engine.
+    const restored = actor.getSnapshot();
+    const handle = restored.context.handle;
+    const lost = handle !== null && !(await this.alive(handle));
+    return { name, actor, restored: snapshot ? restored : null, adopted: adoptedNow, lost, desiredHash, backend: this.specs.get(name)?.backend ?? record?.backend ?? "native" };
+  }
+
+  /** Subscribe (persisting every transition), start, and send what observation found. */
+  private begin({ name, actor, restored, adopted, lost, desiredHash, backend, remove }: Created): void {
     let lastPhase = "";
-    const backendKind = this.specs.get(name)?.backend ?? record?.backend ?? "native";
     actor.subscribe({
       next: (snap) => {
         const phase = String(snap.value);
         void this.store
-          .update(name, (prev) => (phase === "removed" ? null : recordFrom(prev, phase, snap.context, backendKind, actor.getPersistedSnapshot())))
+          .update(name, (prev) => (phase === "removed" ? null : recordFrom(prev, phase, snap.context, backend, actor.getPersistedSnapshot())))
           .catch((err) => this.opts.log.error(`cannot write the state file: ${(err as Error).message}`, { engine: name }));
         if (phase !== lastPhase) {
+          this.opts.failpoint?.(`transition:${phase}`);
           this.logTransition(name, lastPhase, phase, snap.context);
           lastPhase = phase;
         }
@@ -117,16 +161,13 @@ export class Controller {
       },
       error: (err) => this.opts.log.error(`engine actor crashed: ${String(err)}`, { engine: name }),
     });
-    // Observe before trusting the snapshot: a recorded engine that is gone is lost.
-    // Checked before start() so that the restored step never acts on a dead engine.
-    const restored = actor.getSnapshot();
-    const handle = restored.context.handle;
-    const lost = handle !== null && !(await this.alive(handle));
     actor.start();
+    if (adopted && !lost) actor.send({ type: "RESUME" });
     if (lost) actor.send({ type: "ENGINE_LOST", reason: "not running after controller restart" });
     // A failure recorded by an earlier controller run gets a fresh attempt: rerunning is the operator's request.
-    if (restored.value === "failed") actor.send({ type: restored.context.terminal ? "RETRY" : "RESUME" });
-    if (snapshot && desiredHash && restored.context.desiredHash !== desiredHash) actor.send({ type: "DESIRED_CHANGED", desiredHash });
+    if (restored?.value === "failed") actor.send({ type: restored.context.terminal ? "RETRY" : "RESUME" });
+    if (restored && desiredHash && restored.context.desiredHash !== desiredHash) actor.send({ type: "DESIRED_CHANGED", desiredHash });
+    if (remove) actor.send({ type: "REMOVE" });
   }
 
   private logTransition(name: string, from: string, to: string, ctx: EngineContext): void {
@@ -145,7 +186,7 @@ export class Controller {
         actor.send({ type: "ENGINE_LOST", reason: "process exited" });
       }
     }
-    await this.sweepOrphans();
+    await this.stopOrphans(await this.listOwned());
   }
 
   /** An engine whose liveness cannot be observed (daemon unreachable) counts as alive: never act on a guess. */
@@ -158,34 +199,41 @@ export class Controller {
     }
   }
 
-  /** Stop engines this state directory started that no actor owns (e.g. after a crash mid-replace). */
-  private async sweepOrphans(): Promise<void> {
-    const tokens = new Set<string>();
-    for (const actor of this.actors.values()) {
-      const c = actor.getSnapshot().context;
-      if (c.run) tokens.add(c.run.launch_token);
-      if (c.handle) tokens.add(c.handle.launch_token);
-      if (c.retiring) tokens.add(c.retiring.handle.launch_token);
-    }
-    for (const record of Object.values(this.store.data.engines)) {
-      const snap = record.snapshot as { context?: EngineContext } | undefined;
-      if (snap?.context?.run) tokens.add(snap.context.run.launch_token);
-      if (snap?.context?.retiring) tokens.add(snap.context.retiring.handle.launch_token);
-      if (record.handle) tokens.add(record.handle.launch_token);
-    }
+  private async listOwned(): Promise<Array<{ backend: EngineBackend; owned: OwnedEngine }>> {
+    const all: Array<{ backend: EngineBackend; owned: OwnedEngine }> = [];
     for (const backend of new Set(Object.values(this.opts.backends))) {
-      let found: OwnedEngine[];
       try {
-        found = await backend.listOwned();
+        for (const owned of await backend.listOwned()) all.push({ backend, owned });
       } catch (err) {
         this.opts.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
-        continue;
       }
-      for (const owned of found) {
-        if (tokens.has(owned.launch_token)) continue;
-        this.opts.log.warn(`stopping orphaned engine process (launch token ${owned.launch_token.slice(0, 8)})`, { engine: owned.engine });
-        await backend.stop(owned.handle, this.opts.config.stopGraceMs);
-      }
+    }
+    return all;
+  }
+
+  /** Launch tokens some actor or record still stands for: everything else running is an orphan. */
+  private claimedTokens(): Set<string> {
+    const tokens = new Set<string>();
+    const claim = (c: Partial<EngineContext> | undefined) => {
+      if (c?.run) tokens.add(c.run.launch_token);
+      if (c?.handle) tokens.add(c.handle.launch_token);
+      if (c?.retiring) tokens.add(c.retiring.handle.launch_token);
+    };
+    for (const actor of this.actors.values()) claim(actor.getSnapshot().context);
+    for (const record of Object.values(this.store.data.engines)) {
+      claim((record.snapshot as { context?: EngineContext } | undefined)?.context);
+      if (record.handle) tokens.add(record.handle.launch_token);
+    }
+    return tokens;
+  }
+
+  /** Stop engines this state directory started that no actor owns (e.g. after a crash mid-replace). */
+  private async stopOrphans(owned: Array<{ backend: EngineBackend; owned: OwnedEngine }>): Promise<void> {
+    const tokens = this.claimedTokens();
+    for (const { backend, owned: o } of owned) {
+      if (tokens.has(o.launch_token)) continue;
+      this.opts.log.warn(`stopping orphaned engine (launch token ${o.launch_token.slice(0, 8)})`, { engine: o.engine });
+      await backend.stop(o.handle, this.opts.config.stopGraceMs).catch((err) => this.opts.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: o.engine }));
     }
   }
 

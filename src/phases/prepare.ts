@@ -15,6 +15,7 @@ import { PhaseError } from "../errors.js";
 export const LAUNCH_FILE = "launch.json";
 export const ENV_FILE = "container.env";
 export const API_KEY_FILE = "api-key";
+export const INSPECTION_FILE = "inspection.json";
 
 export function sha256(data: string | Buffer): string {
   return createHash("sha256").update(data).digest("hex");
@@ -64,6 +65,8 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     [
       { name: LAUNCH_FILE, data: planBytes, mode: 0o444 },
       { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
+      // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
+      { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o644 },
       // Containers read the key from a file copied in at start, never from Config.Env.
       ...(spec.backend === "container" && spec.api_key ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }] : []),
     ],

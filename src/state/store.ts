@@ -9,6 +9,7 @@ import type { Adapter } from "lowdb";
 import type { ErrorRecord } from "../errors.js";
 import type { EngineHandle, Inspection, CacheLayout, CheckResult } from "../phases/types.js";
 import { writeFileAtomic } from "./atomic-file.js";
+import { noFailpoints, type Failpoint } from "../failpoints.js";
 
 export const STATE_VERSION = 1;
 const HISTORY_LIMIT = 50;
@@ -90,14 +91,17 @@ export class StateStore {
   /** Writes are chained so two transitions never interleave their renames. */
   private chain: Promise<void> = Promise.resolve();
 
-  private constructor(readonly stateDir: string) {
+  private constructor(
+    readonly stateDir: string,
+    private readonly failpoint: Failpoint,
+  ) {
     this.db = new Low<StateFile>(new AtomicJsonFile(stateFilePath(stateDir)), { version: STATE_VERSION, engines: {} });
   }
 
   /** Open (or create) the state file. A file that does not parse is moved aside, never silently reset. */
-  static async open(stateDir: string): Promise<StateStore> {
+  static async open(stateDir: string, failpoint: Failpoint = noFailpoints): Promise<StateStore> {
     await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
-    const store = new StateStore(stateDir);
+    const store = new StateStore(stateDir, failpoint);
     try {
       await store.db.read();
     } catch (err) {
@@ -138,7 +142,13 @@ export class StateStore {
   }
 
   flush(): Promise<void> {
-    this.chain = this.chain.catch(() => undefined).then(() => this.db.write());
+    this.chain = this.chain
+      .catch(() => undefined)
+      .then(async () => {
+        this.failpoint("state:write:before");
+        await this.db.write();
+        this.failpoint("state:write:after");
+      });
     return this.chain;
   }
 }
