@@ -1,0 +1,73 @@
+// Kill-point campaign on the native backend: SIGKILL the controller at every
+// transition and around every side effect, rerun, and check that nothing was
+// lost or duplicated.
+import { afterAll, describe, expect, it } from "vitest";
+import { simFleet, type SimFleet } from "./sim-fleet.js";
+import { engineProcesses, teardown } from "./cli.js";
+import { assertConverged, killAt, killSpec, reconcileOnce, type KillPoint } from "./campaign.js";
+
+const ENGINES = ["engine-1", "engine-2"];
+const native = (stateDir: string) => async () => (await engineProcesses(stateDir)).map((p) => ({ engine: p.engine, id: String(p.pid) }));
+const tally = { points: new Set<string>(), runs: 0 };
+
+const at = (names: string[], hits: number[]): KillPoint[] => names.flatMap((name) => hits.map((hit) => ({ name, hit })));
+
+const COLD: KillPoint[] = [
+  ...at(["transition:inspected", "transition:prepared", "transition:checked", "transition:started", "transition:probed", "transition:captured"], [1, 2]),
+  ...at(["native:spawn:before", "native:spawn:after"], [1, 2]),
+  ...at(["state:write:before", "state:write:after"], [1, 5, 9, 13]),
+];
+
+const REPLACE: KillPoint[] = [
+  ...at(["transition:pending", "transition:replacing", "native:stop:before", "native:stop:after", "native:spawn:before", "native:spawn:after", "transition:checked", "transition:captured"], [1]),
+  ...at(["state:write:after"], [2, 6]),
+];
+
+describe("kill-point campaign (native)", () => {
+  afterAll(() => {
+    console.log(`kill-point campaign (native): ${tally.points.size} kill points, ${tally.runs} killed runs, each followed by a clean rerun`);
+  });
+
+  describe("cold start", () => {
+    for (const point of COLD) {
+      it(`SIGKILL at ${killSpec(point)}, then rerun`, async () => {
+        const fleet = await simFleet();
+        try {
+          await killAt(fleet, point);
+          tally.points.add(killSpec(point));
+          tally.runs++;
+          const r = await reconcileOnce(fleet);
+          expect(r.code, r.stderr.slice(-3000)).toBe(0);
+          await assertConverged(fleet, ENGINES, native(fleet.stateDir));
+        } finally {
+          await teardown(fleet.stateDir);
+        }
+      });
+    }
+  });
+
+  describe("replacement of engine-2", () => {
+    let fleet: SimFleet;
+    let engine1 = "";
+    let generation = 0;
+    afterAll(() => teardown(fleet.stateDir));
+
+    for (const point of REPLACE) {
+      it(`SIGKILL at ${killSpec(point)}, then rerun`, async () => {
+        if (!fleet) {
+          fleet = await simFleet();
+          expect((await reconcileOnce(fleet)).code).toBe(0);
+          engine1 = (await assertConverged(fleet, ENGINES, native(fleet.stateDir)))["engine-1"]!.id;
+        }
+        await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", String(100 + ++generation)] }] });
+        await killAt(fleet, point);
+        tally.points.add(`replace/${killSpec(point)}`);
+        tally.runs++;
+        const r = await reconcileOnce(fleet);
+        expect(r.code, r.stderr.slice(-3000)).toBe(0);
+        const live = await assertConverged(fleet, ENGINES, native(fleet.stateDir));
+        expect(live["engine-1"]!.id, "the unchanged engine is never touched").toBe(engine1);
+      });
+    }
+  });
+});
