@@ -20,6 +20,9 @@ export interface RetryPolicy {
   maxAttempts: number;
 }
 
+/** An engine that served this long before it died is not crash-looping: its restart budget starts over. */
+export const STABLE_RUN_MS = 10 * 60_000;
+
 export interface EngineContext {
   engine: string;
   desiredHash: string;
@@ -44,6 +47,8 @@ export interface EngineContext {
   attempts: number;
   /** Backoff deadline (epoch ms); kept in context so it survives a restart. */
   retryAt: number | null;
+  /** When the engine last reached `captured` (epoch ms): a crash after a stable run starts a fresh budget. */
+  capturedAt: number | null;
   terminal: boolean;
   retry: RetryPolicy;
 }
@@ -138,6 +143,29 @@ export const engineMachine = setup({
         ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
       };
     }),
+    /** The engine died: a failure of its own (step "observe"), retried from a fresh run with backoff. */
+    recordLoss: assign(({ context, event }) => {
+      const reason = (event as { reason?: string }).reason ?? "exited";
+      const stable = context.capturedAt !== null && Date.now() - context.capturedAt > STABLE_RUN_MS;
+      const attempts = (stable ? 0 : context.attempts) + 1;
+      const terminal = attempts >= context.retry.maxAttempts;
+      return {
+        handle: null,
+        runningHash: null,
+        error: {
+          name: "EngineLost",
+          message: `the engine is no longer running: ${reason}`,
+          retryable: true,
+          engine: context.engine,
+          step: "observe" as const,
+          fix: "Read engine.log in the run directory for the cause; narwhal restarts the engine from a fresh run with backoff.",
+        },
+        attempts,
+        terminal,
+        retryFrom: "pending" as const,
+        retryAt: terminal ? null : Date.now() + backoffMs(attempts, context.retry, Math.random()),
+      };
+    }),
   },
   guards: {
     hashChanged: ({ context, event }) => event.type === "DESIRED_CHANGED" && event.desiredHash !== context.desiredHash,
@@ -160,6 +188,7 @@ export const engineMachine = setup({
     retryFrom: null,
     attempts: 0,
     retryAt: null,
+    capturedAt: null,
     terminal: false,
     retry: input.retry,
   }),
@@ -219,16 +248,17 @@ export const engineMachine = setup({
       },
     },
     started: {
-      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) }, RESUME: { target: "started", reenter: true } },
+      on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } }, RESUME: { target: "started", reenter: true } },
       invoke: { src: "probe", input: stepInput, onDone: { target: "probed", actions: assign({ probe: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "started" } } } },
     },
     probed: {
-      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) }, RESUME: { target: "probed", reenter: true } },
+      on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } }, RESUME: { target: "probed", reenter: true } },
       invoke: { src: "capture", input: stepInput, onDone: { target: "captured", actions: assign({ layout: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "probed" } } } },
     },
     captured: {
-      entry: assign({ attempts: 0, error: null, retryFrom: null, retryAt: null, terminal: false }),
-      on: { ENGINE_LOST: { target: "pending", actions: assign({ handle: null, runningHash: null }) } },
+      // attempts are kept: a crash-looping engine must exhaust its budget (recordLoss resets it after a stable run).
+      entry: assign({ error: null, retryFrom: null, retryAt: null, terminal: false, capturedAt: () => Date.now() }),
+      on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } } },
     },
     failed: {
       on: {

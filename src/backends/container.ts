@@ -11,7 +11,7 @@ import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
 import { PhaseError } from "../errors.js";
 import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
-import type { EngineBackend, OwnedEngine, RuntimeCheckOutput } from "./types.js";
+import type { EngineBackend, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
 import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
@@ -214,6 +214,13 @@ export class ContainerBackend implements EngineBackend {
     if (handle.kind !== "container") return null;
     const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);
     return info?.State.Running ? Date.parse(info.State.StartedAt) / 1000 : null;
+  }
+
+  async describeProcess(handle: EngineHandle): Promise<ProcessDescription> {
+    if (handle.kind !== "container") return { pid: null, args: [] };
+    const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);
+    if (!info) return { pid: null, args: [], container_id: handle.container_id };
+    return { pid: info.State.Running && info.State.Pid > 0 ? info.State.Pid : null, args: info.Config.Cmd ?? [], container_id: info.Id, image_id: info.Image };
   }
 
   async stop(handle: EngineHandle, graceMs: number): Promise<void> {

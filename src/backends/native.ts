@@ -11,7 +11,7 @@ import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { parseEnvFile } from "../phases/plan.js";
 import { PhaseError } from "../errors.js";
-import type { EngineBackend, OwnedEngine, RuntimeCheckOutput } from "./types.js";
+import type { EngineBackend, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
 import { isSameProcess, listPids, readBootId, readProcEnviron, readProcStat } from "./proc.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
@@ -138,6 +138,13 @@ export class NativeBackend implements EngineBackend {
     const stat = await fs.readFile("/proc/stat", "utf8");
     const btime = Number(/^btime (\d+)$/m.exec(stat)?.[1]);
     return Number.isFinite(btime) ? btime + handle.start_ticks / CLK_TCK : null;
+  }
+
+  async describeProcess(handle: EngineHandle): Promise<ProcessDescription> {
+    if (handle.kind !== "native") return { pid: null, args: [] };
+    const alive = await this.isAlive(handle);
+    const cmdline = alive ? await fs.readFile(`/proc/${handle.pid}/cmdline`, "utf8").catch(() => "") : "";
+    return { pid: alive ? handle.pid : null, args: cmdline.split("\0").filter((a, i, all) => a !== "" || i < all.length - 1), boot_id: handle.boot_id, start_ticks: handle.start_ticks };
   }
 
   async stop(handle: EngineHandle, graceMs: number): Promise<void> {

@@ -21,6 +21,18 @@ export interface OwnedEngine {
   run_dir?: string;
 }
 
+/** A running engine's process as the host sees it: evidence for shared startup. */
+export interface ProcessDescription {
+  /** Linux PID on the host (a container's main process), null when not running. */
+  pid: number | null;
+  /** The serving arguments the process runs with. */
+  args: string[];
+  container_id?: string;
+  image_id?: string;
+  boot_id?: string;
+  start_ticks?: number;
+}
+
 export interface EngineBackend {
   readonly kind: EngineSpec["backend"];
   /** Image id, or the native runtime's identity; part of the group signature. */
@@ -35,6 +47,8 @@ export interface EngineBackend {
   identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]>;
   /** Unix time the engine process started, to compare with /metrics' process_start_time_seconds. */
   processStartTime(handle: EngineHandle): Promise<number | null>;
+  /** The engine's process identity (PID, arguments; container and image id or boot id and start tick). */
+  describeProcess(handle: EngineHandle): Promise<ProcessDescription>;
   /** Stop gracefully, then forcibly after graceMs. Stopping a stopped engine succeeds. */
   stop(handle: EngineHandle, graceMs: number): Promise<void>;
   /** The engine's startup log (stdout+stderr). */

@@ -51,6 +51,7 @@ export async function adoptFromRun(owned: OwnedEngine, engine: string, desiredHa
     retryFrom: null,
     attempts: 0,
     retryAt: null,
+    capturedAt: null,
     terminal: false,
     retry,
   };

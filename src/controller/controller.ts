@@ -11,20 +11,36 @@ import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { phaseActors } from "./phase-actors.js";
 import { recordFrom } from "./record.js";
 import { adoptFromRun } from "./adopt.js";
+import { readPlan } from "../phases/prepare.js";
+import { httpRequest, joinUrl } from "../phases/http.js";
 import type { Config } from "../config.js";
-import type { Logger } from "../log.js";
+import { redactText, type Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { Failpoint } from "../failpoints.js";
 import type { EngineHandle } from "../phases/types.js";
 
 type EngineActor = Actor<typeof engineMachine>;
 
+const UNHEALTHY_STRIKES = 2;
+
+/** null when the engine's /health answers 200, else what it did instead. */
+async function checkHealth(runDir: string): Promise<string | null> {
+  try {
+    const { plan } = await readPlan(runDir);
+    const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { signal: new AbortController().signal, timeoutMs: 5000 });
+    return res.status === 200 ? null : `/health answered ${res.status}`;
+  } catch (err) {
+    return `/health did not answer: ${(err as Error).message}`;
+  }
+}
+
 interface Created {
   name: string;
   actor: EngineActor;
   /** The snapshot it was restored or adopted from (null: a fresh engine). */
   restored: ReturnType<EngineActor["getSnapshot"]> | null;
-  lost: boolean;
+  /** Why the recorded engine is not running (null: it is, or there is none). */
+  lost: string | null;
   /** Built from observation: its current step must be invoked anew. */
   adopted: boolean;
   desiredHash: string;
@@ -49,6 +65,8 @@ export class Controller {
   private specs = new Map<string, EngineSpec>();
   private secrets: string[] = [];
   private readonly settleWaiters = new Set<() => void>();
+  /** Consecutive failed health checks per engine (watch mode). */
+  private readonly unhealthy = new Map<string, number>();
   private readonly machine;
 
   constructor(private readonly opts: ControllerOptions) {
@@ -138,7 +156,7 @@ export class Controller {
     // Checked before start() so that the restored step never acts on a dead engine.
     const restored = actor.getSnapshot();
     const handle = restored.context.handle;
-    const lost = handle !== null && !(await this.alive(handle));
+    const lost = handle !== null && !(await this.alive(handle)) ? await this.lostReason(restored.context) : null;
     return { name, actor, restored: snapshot ? restored : null, adopted: adoptedNow, lost, desiredHash, backend: this.specs.get(name)?.backend ?? record?.backend ?? "native" };
   }
 
@@ -162,8 +180,8 @@ export class Controller {
       error: (err) => this.opts.log.error(`engine actor crashed: ${String(err)}`, { engine: name }),
     });
     actor.start();
-    if (adopted && !lost) actor.send({ type: "RESUME" });
-    if (lost) actor.send({ type: "ENGINE_LOST", reason: "not running after controller restart" });
+    if (adopted && lost === null) actor.send({ type: "RESUME" });
+    if (lost !== null) actor.send({ type: "ENGINE_LOST", reason: `found stopped at controller start (${lost})` });
     // A failure recorded by an earlier controller run gets a fresh attempt: rerunning is the operator's request.
     if (restored?.value === "failed") actor.send({ type: restored.context.terminal ? "RETRY" : "RESUME" });
     if (restored && desiredHash && restored.context.desiredHash !== desiredHash) actor.send({ type: "DESIRED_CHANGED", desiredHash });
@@ -177,16 +195,42 @@ export class Controller {
     } else this.opts.log.info(`${from || "(restored)"} → ${to}`, { engine: name });
   }
 
-  /** Drift: any engine recorded as running that is gone is restarted from a fresh run; orphans are stopped. */
+  /**
+   * Drift: an engine recorded as running that is gone, or that stays unhealthy (its /health not
+   * 200 on two resyncs in a row: vLLM answers 503 once its engine core died), is restarted from a
+   * fresh run after a backoff; orphans are stopped.
+   */
   async resync(): Promise<void> {
     for (const [name, actor] of this.actors) {
-      const { handle } = actor.getSnapshot().context;
-      if (handle && !(await this.alive(handle))) {
-        this.opts.log.warn(`engine process is gone; restarting it from a fresh run`, { engine: name });
-        actor.send({ type: "ENGINE_LOST", reason: "process exited" });
+      const snap = actor.getSnapshot();
+      const { handle, run } = snap.context;
+      if (!handle) continue;
+      if (!(await this.alive(handle))) {
+        const reason = await this.lostReason(snap.context);
+        this.opts.log.warn(`engine is gone (${reason}); restarting it from a fresh run after a backoff`, { engine: name });
+        actor.send({ type: "ENGINE_LOST", reason });
+        continue;
+      }
+      if (snap.value !== "captured" || !run) continue;
+      const health = await checkHealth(run.dir);
+      const strikes = health === null ? 0 : (this.unhealthy.get(name) ?? 0) + 1;
+      this.unhealthy.set(name, strikes);
+      if (strikes >= UNHEALTHY_STRIKES) {
+        this.unhealthy.delete(name);
+        this.opts.log.warn(`engine is alive but unhealthy (${health}); stopping it and restarting from a fresh run`, { engine: name });
+        await this.opts.backends[handle.kind].stop(handle, this.opts.config.stopGraceMs).catch(() => undefined);
+        actor.send({ type: "ENGINE_LOST", reason: `unhealthy: ${health}` });
       }
     }
     await this.stopOrphans(await this.listOwned());
+  }
+
+  /** What the engine's own log says last, so a lost engine's failure names its cause. */
+  private async lostReason(ctx: EngineContext): Promise<string> {
+    if (!ctx.handle || !ctx.run) return "exited";
+    const log = await this.opts.backends[ctx.handle.kind].startupLog(ctx.run, ctx.handle).catch(() => "");
+    const last = log.trimEnd().split("\n").filter(Boolean).slice(-3).join(" | ");
+    return last ? `exited; last log lines: ${redactText(last, this.secrets)}` : "exited";
   }
 
   /** An engine whose liveness cannot be observed (daemon unreachable) counts as alive: never act on a guess. */

@@ -12,6 +12,8 @@ export interface EnvFileResult {
 }
 
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Names that could reach an object's prototype if the variables are ever merged with Object.assign. */
+const PROTOTYPE_NAMES = new Set(["__proto__", "constructor", "prototype"]);
 
 /** Parse dotenv-ish text: `KEY=VALUE`, `# comments`, optional quotes, optional `export `. */
 export function parseEnvFile(text: string, file = "deployment.env"): EnvFileResult {
@@ -35,6 +37,7 @@ export function parseEnvFile(text: string, file = "deployment.env"): EnvFileResu
     if (!KEY.test(key)) {
       return void issue(`"${key}" is not a variable name (letters, digits, _; no spaces around "=")`);
     }
+    if (PROTOTYPE_NAMES.has(key)) issue(`"${key}" is not allowed as a variable name (it could alter object prototypes); rename it`, key);
     const parsed = parseValue(body.slice(eq + 1));
     if (typeof parsed !== "string") return void issue(parsed.error, key);
     if (firstLine.has(key)) {

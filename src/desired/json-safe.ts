@@ -1,10 +1,19 @@
 // Reading desired files "at the door" (DESIGN principle 5): size and depth caps
 // before parsing, strict UTF-8, no BOM (the seed's Python tools read the same
-// files with json.loads, which rejects a BOM), and no keys that could reach an
-// object's prototype once the data is spread or merged somewhere downstream.
+// files with json.loads, which rejects a BOM), no NUL characters, no keys
+// that could reach an object's prototype once the data is spread or merged
+// somewhere downstream, and no key given twice in one object.
+//
+// A desired file is read only from inside the desired directory: a symlink
+// may point elsewhere *within* the tree (Kubernetes ConfigMap volumes link
+// fleet.json → ..data/fleet.json), never out of it, so a tree cannot make
+// narwhal read — and echo into its error messages — an arbitrary host file.
 
-import { readFile, stat } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import { lstat, open, readlink, realpath, type FileHandle } from "node:fs/promises";
+import { dirname, isAbsolute, relative, sep } from "node:path";
 import type { ValidationIssue } from "../errors.js";
+import { findDuplicateKeys } from "./json-duplicate-keys.js";
 import { findJsonError } from "./json-error-position.js";
 import { jsonPath } from "./schemas.js";
 
@@ -14,31 +23,89 @@ const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 
 export type ReadResult = { text: string; issues: [] } | { text?: undefined; issues: ValidationIssue[] };
 
-/** Read a UTF-8 text file with the size cap; problems become issues, not throws. */
-export async function readTextFile(absPath: string, file: string): Promise<ReadResult> {
+/** `p` lies strictly inside directory `root` (both already real paths). */
+function isInside(root: string, p: string): boolean {
+  const rel = relative(root, p);
+  return rel !== "" && !isAbsolute(rel) && rel.split(sep)[0] !== "..";
+}
+
+function kindOf(st: Stats): string {
+  if (st.isDirectory()) return "a directory";
+  if (st.isFIFO()) return "a named pipe";
+  if (st.isSocket()) return "a socket";
+  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
+  return "not a regular file";
+}
+
+/**
+ * Read a UTF-8 text file with the size cap; problems become issues, not throws.
+ * `root` is the desired directory the file must resolve inside (default: its own directory).
+ */
+export async function readTextFile(absPath: string, file: string, root = dirname(absPath)): Promise<ReadResult> {
   const issue = (message: string): ReadResult => ({ issues: [{ file, path: "$", message, rule: "syntax" }] });
+  let fh: FileHandle | undefined;
   try {
-    const st = await stat(absPath);
-    if (!st.isFile()) return issue("is not a regular file");
+    let target = absPath;
+    if ((await lstat(absPath)).isSymbolicLink()) {
+      const link = await readlink(absPath);
+      let real: string;
+      try {
+        real = await realpath(absPath);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "ENOENT") return issue(`is a symbolic link to ${link}, which does not exist; point it at a file inside the desired directory`);
+        return issue(`is a symbolic link to ${link} that cannot be resolved (${code ?? String(err)})`);
+      }
+      const realRoot = await realpath(root);
+      if (!isInside(realRoot, real)) {
+        return issue(`is a symbolic link to ${link}, outside the desired directory; narwhal reads desired state only from inside it, so copy the file in`);
+      }
+      target = real;
+    }
+    // O_NOFOLLOW: the file must not turn into a symlink between the check and
+    // the open; O_NONBLOCK: a named pipe must not block the controller.
+    fh = await open(target, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const st = await fh.stat();
+    if (!st.isFile()) return issue(`is ${kindOf(st)}, not a regular file`);
     if (st.size > MAX_FILE_BYTES) return issue(`is ${st.size} bytes; the limit is ${MAX_FILE_BYTES} (1 MiB)`);
-    const bytes = await readFile(absPath);
+    const bytes = await readCapped(fh);
     if (bytes.length > MAX_FILE_BYTES) return issue(`is larger than ${MAX_FILE_BYTES} bytes (1 MiB)`);
     if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
       return issue("starts with a UTF-8 byte-order mark; save it as UTF-8 without BOM");
     }
+    let text: string;
     try {
-      return { text: new TextDecoder("utf-8", { fatal: true }).decode(bytes), issues: [] };
+      text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
     } catch {
       return issue("is not valid UTF-8");
     }
+    const nul = text.indexOf("\0");
+    if (nul >= 0) return issue(`contains a NUL byte at ${lineCol(text, nul)}; desired files are text`);
+    return { text, issues: [] };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return issue("is missing; create it (see examples/)");
+    if (code === "ELOOP") return issue("became a symbolic link while being read; save it again");
     return issue(`cannot be read (${code ?? String(err)})`);
+  } finally {
+    await fh?.close();
   }
 }
 
-/** Parse JSON text with depth and key checks. Issues carry line:column where known. */
+/** At most MAX_FILE_BYTES + 1 bytes: a file that grows while read is still caught. */
+async function readCapped(fh: FileHandle): Promise<Buffer> {
+  const buf = Buffer.alloc(MAX_FILE_BYTES + 1);
+  let n = 0;
+  for (;;) {
+    const { bytesRead } = await fh.read(buf, n, buf.length - n, n);
+    if (bytesRead === 0) break;
+    n += bytesRead;
+    if (n === buf.length) break;
+  }
+  return buf.subarray(0, n);
+}
+
+/** Parse JSON text with depth, key and NUL checks. Issues carry line:column where known. */
 export function parseJsonSafely(text: string, file: string): { value?: unknown; issues: ValidationIssue[] } {
   const issue = (message: string, path = "$"): ValidationIssue => ({ file, path, message, rule: "syntax" });
   if (text.trim() === "") return { issues: [issue("is empty; it must hold a JSON object")] };
@@ -56,19 +123,34 @@ export function parseJsonSafely(text: string, file: string): { value?: unknown; 
     return { issues: [issue(describeSyntaxError(text, err as Error))] };
   }
   const issues: ValidationIssue[] = [];
-  walkKeys(value, [], (segments, key) => {
-    issues.push(issue(`key "${key}" is not allowed (it could alter object prototypes); rename it`, jsonPath([...segments, key])));
+  walk(value, [], {
+    forbiddenKey: (segments, key) =>
+      issues.push(issue(`key "${key}" is not allowed (it could alter object prototypes); rename it`, jsonPath([...segments, key]))),
+    nul: (segments) =>
+      issues.push(issue("contains a NUL character (\\u0000); no argument, path or environment value can hold one", jsonPath(segments))),
   });
+  for (const d of findDuplicateKeys(text)) {
+    issues.push(issue(`key "${d.key}" is given twice in one object (at ${lineCol(text, d.firstOffset)} and ${lineCol(text, d.offset)}); ` +
+      "JSON readers keep only the last, so remove or rename one", jsonPath([...d.segments, d.key])));
+  }
   return issues.length > 0 ? { issues } : { value, issues };
 }
 
-function walkKeys(value: unknown, segments: PropertyKey[], onForbidden: (segments: PropertyKey[], key: string) => void): void {
-  if (Array.isArray(value)) {
-    value.forEach((v, i) => walkKeys(v, [...segments, i], onForbidden));
+interface WalkHandlers {
+  forbiddenKey(segments: PropertyKey[], key: string): void;
+  nul(segments: PropertyKey[]): void;
+}
+
+function walk(value: unknown, segments: PropertyKey[], on: WalkHandlers): void {
+  if (typeof value === "string") {
+    if (value.includes("\0")) on.nul(segments);
+  } else if (Array.isArray(value)) {
+    value.forEach((v, i) => walk(v, [...segments, i], on));
   } else if (value !== null && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) {
-      if (FORBIDDEN_KEYS.has(k)) onForbidden(segments, k);
-      else walkKeys(v, [...segments, k], onForbidden);
+      if (FORBIDDEN_KEYS.has(k)) on.forbiddenKey(segments, k);
+      else if (k.includes("\0")) on.nul([...segments, k]);
+      else walk(v, [...segments, k], on);
     }
   }
 }
@@ -99,7 +181,7 @@ function describeSyntaxError(text: string, err: Error): string {
   return `is not valid JSON at ${lineCol(text, at.offset)}: ${at.reason}`;
 }
 
-function lineCol(text: string, offset: number): string {
+export function lineCol(text: string, offset: number): string {
   const before = text.slice(0, offset);
   const line = before.split("\n").length;
   const col = offset - before.lastIndexOf("\n");

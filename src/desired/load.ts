@@ -33,26 +33,39 @@ export interface ValidationResult {
 }
 
 /** Load and validate; throws DesiredStateError carrying every issue. */
-export async function loadDesired(dir: string): Promise<DesiredState> {
-  const result = await validateDesired(dir);
+/**
+ * Inputs that take the place of parts of desired/ for one engine's manual
+ * preparation (`narwhal engine prepare`): a role shell's launch record
+ * (NARWHAL_ENGINE_LAUNCH_CONFIG) and its startup environment.
+ */
+export interface DesiredOverrides {
+  /** Variables that take precedence over deployment.env's. */
+  variables?: Readonly<Record<string, string>>;
+  /** Edits the parsed engine-launch.json document before substitution and validation. */
+  editLaunch?: (document: unknown) => unknown;
+}
+
+export async function loadDesired(dir: string, overrides: DesiredOverrides = {}): Promise<DesiredState> {
+  const result = await validateDesired(dir, overrides);
   if (!result.state) throw new DesiredStateError(result.issues);
   return result.state;
 }
 
 /** Load and validate without throwing on invalid input (for `narwhal validate`). */
-export async function validateDesired(dir: string): Promise<ValidationResult> {
+export async function validateDesired(dir: string, overrides: DesiredOverrides = {}): Promise<ValidationResult> {
   const absDir = resolve(dir);
   const [envText, fleetText, launchText] = await Promise.all(
-    [ENV_FILE, FLEET_FILE, LAUNCH_FILE].map((f) => readTextFile(join(absDir, f), f)),
+    [ENV_FILE, FLEET_FILE, LAUNCH_FILE].map((f) => readTextFile(join(absDir, f), f, absDir)),
   );
   const issues: ValidationIssue[] = [...envText!.issues, ...fleetText!.issues, ...launchText!.issues];
 
   const env = parseEnvFile(envText!.text ?? "", ENV_FILE);
   issues.push(...env.issues);
-  const vars = resolvePathVariables(absDir, env.variables);
+  const vars = resolvePathVariables(absDir, Object.assign(Object.create(null) as Record<string, string>, env.variables, overrides.variables));
 
   const fleetRaw = fleetText!.text === undefined ? undefined : parseJsonSafely(fleetText!.text, FLEET_FILE);
-  const launchRaw = launchText!.text === undefined ? undefined : parseJsonSafely(launchText!.text, LAUNCH_FILE);
+  const launchParsed = launchText!.text === undefined ? undefined : parseJsonSafely(launchText!.text, LAUNCH_FILE);
+  const launchRaw = launchParsed && overrides.editLaunch && launchParsed.value !== undefined ? { ...launchParsed, value: overrides.editLaunch(launchParsed.value) } : launchParsed;
   issues.push(...(fleetRaw?.issues ?? []), ...(launchRaw?.issues ?? []));
 
   const { derived, unavailable } = deriveEndpoints(vars, engineIndices(fleetRaw?.value, launchRaw?.value));
@@ -130,6 +143,11 @@ export function zodIssues(file: string, error: z.ZodError): ValidationIssue[] {
   return error.issues.flatMap((i) => {
     if (i.code === "unrecognized_keys") {
       return i.keys.map((k) => ({ file, path: jsonPath([...i.path, k]), message: `unknown field "${k}"; remove it or check its spelling`, rule: "schema" }));
+    }
+    if (i.code === "invalid_key") {
+      // A record key that fails its pattern: say what the key must look like, not zod's "Invalid key in record".
+      const why = i.issues.map((k) => k.message).join("; ");
+      return [{ file, path: jsonPath(i.path), message: `key ${JSON.stringify(String(i.path[i.path.length - 1]))} is not allowed: ${why}`, rule: "schema" }];
     }
     return [{ file, path: jsonPath(i.path), message: i.message, rule: "schema" }];
   });

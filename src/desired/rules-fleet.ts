@@ -74,14 +74,16 @@ export const fleetRules: FleetRule[] = [
     check: ({ fleet, launch }) => {
       const out: ValidationIssue[] = [];
       for (const [node, pairs] of byNode(pairEngines(fleet, launch))) {
-        const owner = new Map<string, string>();
+        const owner = new Map<string, { name: string; shared?: string }>();
         for (const p of pairs) {
+          // Engines that declare the same shared_device GPU share it on purpose (start-shared checks their budget).
+          const shared = p.record.shared_device?.gpu_uuid.toLowerCase();
           p.record.gpu_ids.forEach((id, i) => {
             const other = owner.get(id);
-            if (other !== undefined && other !== p.name) {
+            if (other !== undefined && other.name !== p.name && !(shared !== undefined && other.shared === shared)) {
               out.push({ file: LAUNCH_FILE, path: recPath(p.name, "gpu_ids", i), rule: "gpu-ids-disjoint-per-host",
-                message: `${p.name}: GPU "${id}" on node ${node} is already allocated to ${other}; concurrent engines need disjoint GPUs` });
-            } else owner.set(id, p.name);
+                message: `${p.name}: GPU "${id}" on node ${node} is already allocated to ${other.name}; concurrent engines need disjoint GPUs (or the same shared_device)` });
+            } else if (other === undefined) owner.set(id, { name: p.name, ...(shared === undefined ? {} : { shared }) });
           });
         }
       }

@@ -43,6 +43,29 @@ export function flagName(arg: string): string | undefined {
   return name.startsWith("--") ? "--" + name.slice(2).replace(/_/g, "-") : name;
 }
 
+/**
+ * The launcher-managed flag an extra_args element would set as vLLM's parser
+ * reads it, and why: written out ("--port", "--port=1", "--tensor_parallel_size"),
+ * one key of a JSON flag in vLLM's dotted form ("--kv-transfer-config.kv_role"),
+ * an abbreviation argparse expands (allow_abbrev is on in vLLM: "--tensor-parallel"),
+ * or "--config", which loads arguments from a file narwhal cannot check.
+ */
+export function managedFlagOf(arg: string): { flag: string; how: "exact" | "dotted" | "abbreviation" | "config" } | undefined {
+  const name = flagName(arg);
+  if (name === undefined || name === "-" || name === "--") return undefined;
+  const base = name.startsWith("--") ? (name.split(".", 1)[0] as string) : name;
+  if (LAUNCHER_MANAGED_FLAGS.has(base)) return { flag: base, how: base === name ? "exact" : "dotted" };
+  if (base === "--config") return { flag: base, how: "config" };
+  const dashes = base.startsWith("--") ? 2 : 1;
+  const body = base.slice(dashes);
+  if (body.length === 0) return undefined;
+  for (const m of LAUNCHER_MANAGED_FLAGS) {
+    const mDashes = m.startsWith("--") ? 2 : 1;
+    if (mDashes === dashes && m.startsWith(base)) return { flag: m, how: "abbreviation" };
+  }
+  return undefined;
+}
+
 /** What preparation derives under `environment` and `vllm_args` (seed 003 §15.1). */
 export function derivedLaunchFields(r: Pick<ParsedLaunchRecord, "gpu_visibility_env" | "gpu_ids" | "transfer" | "tensor_parallel_size">) {
   return {
@@ -125,11 +148,16 @@ export const recordRules: RecordRule[] = [
     name: "extra-args-managed",
     needs: "launch",
     check: ({ launch }) => eachRecord(launch, (name, r) => r.runtime.extra_args.flatMap((arg, i) => {
-      const flag = flagName(arg);
-      return flag !== undefined && LAUNCHER_MANAGED_FLAGS.has(flag)
-        ? [issue("extra-args-managed", name, ["runtime", "extra_args", i],
-          `${name}: ${flag} is set by the launcher; remove it from runtime.extra_args (change the launch record field or deployment variable instead)`)]
-        : [];
+      const managed = managedFlagOf(arg);
+      if (!managed) return [];
+      const { flag, how } = managed;
+      const fix = "remove it from runtime.extra_args (change the launch record field or deployment variable instead)";
+      const message =
+        how === "config" ? `${name}: --config loads vLLM arguments from a file narwhal cannot check against the launcher-managed flags; write them in runtime.extra_args instead`
+        : how === "abbreviation" ? `${name}: ${JSON.stringify(arg)} abbreviates ${flag} (vLLM's parser expands unambiguous prefixes), which is set by the launcher; ${fix}`
+        : how === "dotted" ? `${name}: ${JSON.stringify(arg)} sets part of ${flag}, which is set by the launcher; ${fix}`
+        : `${name}: ${flag} is set by the launcher; ${fix}`;
+      return [issue("extra-args-managed", name, ["runtime", "extra_args", i], message)];
     })),
   },
   {

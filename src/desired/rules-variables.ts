@@ -66,6 +66,16 @@ export const variableRules: VariableRule[] = [
     },
   },
   {
+    // deployment.env values reach container.env (one KEY=VALUE per line) and the
+    // seed's shell tools, which read a "\n" escape literally; a line break from
+    // a double-quoted "\n" would mean one thing here and another there.
+    name: "single-line-values",
+    check: (vars) =>
+      Object.keys(vars).filter((name) => /[\r\n]/.test(vars[name] as string)).map((name) =>
+        at(name, `${name} contains a line break (a "\\n" escape in double quotes); values must be single-line, so write it on one line without "\\n"`,
+          "single-line-values")),
+  },
+  {
     name: "non-empty-values",
     check: (vars) =>
       ["NARWHAL_MODEL_REVISION", "NARWHAL_MODEL_PATH", "NARWHAL_NATIVE_PYTHON", "NARWHAL_ENGINE_API_KEY"]

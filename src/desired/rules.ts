@@ -5,6 +5,7 @@
 import type { ValidationIssue } from "../errors.js";
 import { fleetRules } from "./rules-fleet.js";
 import { recordRules } from "./rules-record.js";
+import { launchExtraRules } from "./rules-launch-extras.js";
 import { variableRules } from "./rules-variables.js";
 import type { EngineLaunchFile, FleetFile } from "./schemas.js";
 
@@ -23,6 +24,7 @@ export interface RuleInput {
 export const RULE_NAMES: readonly string[] = [
   ...variableRules.map((r) => r.name),
   ...recordRules.map((r) => r.name),
+  ...launchExtraRules.map((r) => r.name),
   ...fleetRules.map((r) => r.name),
 ];
 
@@ -31,7 +33,7 @@ export function runRules(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
   const issues: ValidationIssue[] = variableRules.flatMap((r) => r.check(vars));
   if (launch) {
-    for (const rule of recordRules) {
+    for (const rule of [...recordRules, ...launchExtraRules]) {
       if (rule.needs === "launch") issues.push(...rule.check({ vars, launch }));
       else if (fleet) issues.push(...rule.check({ vars, launch, fleet }));
     }

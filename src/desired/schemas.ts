@@ -5,23 +5,31 @@
 // one value at a time and would stop the operator at the first problem.
 
 import { z } from "zod";
+import { SharedDeviceSchema } from "./launch-extras.js";
 
-/** Fleet iid "n<k>", the k shared with engine-<k> and NARWHAL_NODE_<k>_* variables. */
-export const IID_PATTERN = /^n([1-9][0-9]*)$/;
-/** Launch record key "engine-<k>". */
-export const ENGINE_NAME_PATTERN = /^engine-([1-9][0-9]*)$/;
+/**
+ * Fleet iid "n<k>", the k shared with engine-<k> and NARWHAL_NODE_<k>_* variables.
+ * k has at most four digits: it is parsed as a number, and "n99999999999999999999"
+ * would round onto another engine's index.
+ */
+export const IID_PATTERN = /^n([1-9][0-9]{0,3})$/;
+/** Launch record key "engine-<k>" (same k as the iid). */
+export const ENGINE_NAME_PATTERN = /^engine-([1-9][0-9]{0,3})$/;
 
 const nonEmpty = z.string().min(1, "must not be empty");
 const role = z
   .string()
   .regex(/^[a-z][a-z0-9_-]*$/, "must be a lower-case word such as prefill or decode")
   .describe("Serving role, e.g. prefill or decode; the fleet and launch records must agree");
-const absolutePath = z.string().regex(/^\//, "must be an absolute host path such as /dev/kfd");
+const absolutePath = z.string().regex(/^\//, "must be an absolute host path such as /dev/kfd")
+  .regex(/^[^\x00-\x1f\x7f]*$/, "must not contain control characters");
+/** A value the launcher writes into container.env, one KEY=VALUE per line. */
+const envValue = z.string().regex(/^[^\r\n\x00]*$/, "must be a single line: container.env holds one KEY=VALUE per line");
 const positiveInt = z.number().int().positive();
 
 export const FleetEngineSchema = z
   .object({
-    iid: z.string().regex(IID_PATTERN, 'must be "n<k>" with k ≥ 1, matching launch record engine-<k>')
+    iid: z.string().regex(IID_PATTERN, 'must be "n<k>" with 1 ≤ k ≤ 9999, matching launch record engine-<k>')
       .describe("Instance id n<k>; pairs with launch record engine-<k> and NARWHAL_NODE_<k>_* variables"),
     url: nonEmpty.describe("Engine HTTP URL, usually \"${NARWHAL_NODE_<k>_URL}\" (seed 003 §14)"),
     attestation_url: nonEmpty.describe("Attestation sidecar URL, usually \"${NARWHAL_NODE_<k>_ATTESTATION_URL}\""),
@@ -34,7 +42,7 @@ export const FleetNodeSchema = z
   .object({
     name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "must be a host name (letters, digits, . _ -)")
       .describe("Host name of the node; engines on one node share GPUs and ports"),
-    engines: z.array(z.string().regex(IID_PATTERN, 'must be an iid "n<k>"')).min(1)
+    engines: z.array(z.string().regex(IID_PATTERN, 'must be an iid "n<k>" (1 ≤ k ≤ 9999)')).min(1)
       .describe("iids of the engines this host runs"),
     sysfs_root: nonEmpty.optional().describe("sysfs tree host inspection scans; default /sys; relative = desired dir"),
     nvidia_smi: nonEmpty.optional().describe("nvidia-smi command; default nvidia-smi; a relative path with / resolves against the desired dir"),
@@ -82,7 +90,7 @@ export const RuntimeSchema = z
     model_dtype: z.enum(["bfloat16", "float16"]).describe("Model dtype (--dtype)"),
     kv_cache_dtype: nonEmpty.describe("\"auto\" or the requested cache dtype (--kv-cache-dtype)"),
     block_size: positiveInt.describe("Requested KV block size (--block-size)"),
-    environment: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), z.string())
+    environment: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), envValue)
       .default({}).describe("Image-local ROCm/CUDA, UCX, NIXL and library-path settings (never launcher-managed ones)"),
     extra_args: z.array(z.string()).default([])
       .describe("Model-specific vLLM arguments (never launcher-managed flags)"),
@@ -93,7 +101,8 @@ export const RuntimeSchema = z
 export const TransferSchema = z
   .object({
     transport: z.enum(["ucx_tcp", "ucx_rdma"]).describe("UCX over TCP or RDMA"),
-    net_devices: z.array(nonEmpty).min(1, "name the fabric interface(s), e.g. \"${NARWHAL_FABRIC_INTERFACE}\"")
+    net_devices: z.array(nonEmpty.regex(/^[^\s\x00-\x1f\x7f]+$/, "must be an interface or HCA:port name, without spaces or control characters"))
+      .min(1, "name the fabric interface(s), e.g. \"${NARWHAL_FABRIC_INTERFACE}\"")
       .describe("Ethernet interfaces (TCP) or HCA:port names (RDMA); joined into UCX_NET_DEVICES"),
     devices: z.array(absolutePath).describe("Transport character devices (RDMA); empty for TCP"),
   })
@@ -117,6 +126,7 @@ export const LaunchRecordSchema = z
     sources: z.record(nonEmpty, z.string()).default({})
       .describe("Records the allocation, devices and transfer were derived from (informational)"),
     runtime: RuntimeSchema,
+    shared_device: SharedDeviceSchema.optional(),
     // Derived by preparation (seed 003 §15.1). Accepted so generated records
     // load unchanged, but rules.ts rejects any value that disagrees with the
     // derivation: two sources of truth for one launch would drift.
@@ -130,7 +140,7 @@ export const LaunchRecordSchema = z
 
 export const EngineLaunchSchema = z
   .object({
-    engines: z.record(z.string().regex(ENGINE_NAME_PATTERN, 'engine names are "engine-<k>"'), LaunchRecordSchema)
+    engines: z.record(z.string().regex(ENGINE_NAME_PATTERN, 'engine names are "engine-<k>" with 1 ≤ k ≤ 9999'), LaunchRecordSchema)
       .refine((e) => Object.keys(e).length > 0, "list at least one engine")
       .describe("Launch records keyed engine-<k>"),
   })

@@ -9,6 +9,7 @@ import { derivedLaunchFields } from "./rules-record.js";
 import type { EngineLaunchFile, FleetFile, FleetNode } from "./schemas.js";
 import { Secret, type EngineSpec, type LaunchRecord, type NodeSpec } from "./types.js";
 import { parseEndpoint, type Endpoint } from "./urls.js";
+import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
 
 export const DEFAULT_READY_SECONDS = 180;
 export const DEFAULT_NATIVE_PYTHON = "python3";
@@ -43,7 +44,13 @@ function endpoint(url: string, what: string): Endpoint {
   return e;
 }
 
-function launchRecord(p: EnginePair): LaunchRecord {
+/** Role-environment additions (NARWHAL_ENGINE_ARGS / NARWHAL_ENGINE_ENV); rules-launch-extras.ts rejected bad ones. */
+interface EngineExtras {
+  args: string[];
+  env: Record<string, string>;
+}
+
+function launchRecord(p: EnginePair, extras: EngineExtras): LaunchRecord {
   const r = p.record;
   const derived = derivedLaunchFields(r);
   return {
@@ -62,10 +69,12 @@ function launchRecord(p: EnginePair): LaunchRecord {
       model_dtype: r.runtime.model_dtype,
       kv_cache_dtype: r.runtime.kv_cache_dtype,
       block_size: r.runtime.block_size,
-      environment: { ...r.runtime.environment },
-      extra_args: [...r.runtime.extra_args],
+      // Added values come after the record's own; derived settings are applied later by the plan and win.
+      environment: { ...r.runtime.environment, ...extras.env },
+      extra_args: [...r.runtime.extra_args, ...extras.args],
     },
     sources: { ...r.sources },
+    ...(r.shared_device === undefined ? {} : { shared_device: { ...r.shared_device } }),
     environment: derived.environment,
     vllm_args: derived.vllm_args,
   };
@@ -78,6 +87,10 @@ export function buildSpecs(dir: string, fleet: FleetFile, launch: EngineLaunchFi
   const revision = get("NARWHAL_MODEL_REVISION");
   const modelPath = get("NARWHAL_MODEL_PATH");
   const ready = get("NARWHAL_READY_SECONDS");
+  const args = parseEngineArgs(get(ENGINE_ARGS_VARIABLE));
+  const env = parseEngineEnv(get(ENGINE_ENV_VARIABLE));
+  if ("error" in args || "error" in env) throw new Error(`internal: ${ENGINE_ARGS_VARIABLE}/${ENGINE_ENV_VARIABLE} passed validation but do not parse`);
+  const extras: EngineExtras = { args: args.value, env: { ...env.value } };
 
   return pairEngines(fleet, launch).map((p) => {
     if (!p.node) throw new Error(`internal: ${p.iid} passed validation without a node`);
@@ -103,7 +116,7 @@ export function buildSpecs(dir: string, fleet: FleetFile, launch: EngineLaunchFi
       nixl_host: http.host,
       transfer_ports: transferPortsOf(vars, p.k).ports,
       fabric_interface: get("NARWHAL_FABRIC_INTERFACE") ?? "",
-      launch: launchRecord(p),
+      launch: launchRecord(p, extras),
       model: {
         dir: get("NARWHAL_MODEL_DIR") ?? "",
         config_sha256: get("NARWHAL_MODEL_CONFIG_SHA256") ?? "",

@@ -6,6 +6,8 @@
 // come from parsing it. The derived variables are added before substitution so
 // fleet.json can say "url": "${NARWHAL_NODE_1_URL}".
 
+import { isIP, isIPv4 } from "node:net";
+
 export const DEFAULT_NIXL_PORT = 5600;
 
 export const nodeVar = (k: number, suffix: string): string => `NARWHAL_NODE_${k}_${suffix}`;
@@ -60,6 +62,8 @@ export function deriveEndpoints(vars: Readonly<Record<string, string>>, indices:
       const port = parsePort(portText);
       if (ip === undefined || ip === "") {
         unavailable.set(name, `it is derived from ${ipVar}, which is not set; set ${ipVar} or ${name}`);
+      } else if (!isIpAddress(ip)) {
+        unavailable.set(name, `it is derived from ${ipVar}=${JSON.stringify(ip)}, which is not an IP address; write the node's IPv4 or IPv6 address, without port`);
       } else if (portText === undefined) {
         unavailable.set(name, `it is derived from ${portName}, which is not set`);
       } else if (port === undefined) {
@@ -80,8 +84,21 @@ export interface Endpoint {
   path: string;
 }
 
+/** An IPv4 address in dotted-quad form or an IPv6 address (optionally bracketed), as seed 003 §14 writes NARWHAL_NODE_<k>_IP. */
+export function isIpAddress(value: string): boolean {
+  if (value.startsWith("[") && value.endsWith("]")) return isIP(value.slice(1, -1)) === 6;
+  return isIP(value) !== 0;
+}
+
+/** The host exactly as written in a URL (before the WHATWG parser normalises it). */
+function writtenHost(url: string): string | undefined {
+  return /^[A-Za-z][A-Za-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)/.exec(url)?.[1];
+}
+
 /** Parse an engine or attestation URL; a string error says what is wrong. */
 export function parseEndpoint(url: string): Endpoint | string {
+  // The URL parser silently drops tabs and newlines; the launcher and the shell tools would not.
+  if (/[\s\x00-\x1f\x7f]/.test(url)) return `${JSON.stringify(url)} contains whitespace or control characters`;
   let u: URL;
   try {
     u = new URL(url);
@@ -92,6 +109,11 @@ export function parseEndpoint(url: string): Endpoint | string {
   if (u.username || u.password) return `"${url}" must not carry credentials; the API key is passed separately`;
   if (u.search || u.hash) return `"${url}" must not have a query or fragment`;
   if (!u.hostname) return `"${url}" has no host`;
+  const written = writtenHost(url);
+  // "10.0.3" or "0x0a.0.0.3" parse as 10.0.0.3: one engine, two spellings that other tools read differently.
+  if (isIPv4(u.hostname) && written !== u.hostname) {
+    return `"${url}": host "${written ?? ""}" is read as ${u.hostname}; write the address as four decimal numbers`;
+  }
   const scheme = u.protocol === "https:" ? "https" : "http";
   const port = u.port === "" ? (scheme === "https" ? 443 : 80) : Number(u.port);
   const host = u.hostname.startsWith("[") ? u.hostname.slice(1, -1).replace("%25", "%") : u.hostname;

@@ -28,6 +28,10 @@ export interface LaunchPlan {
   created_at: string;
   application: AppIdentity;
   endpoint: string;
+  /** The attestation sidecar's URL as prepared (NARWHAL_NODE_<n>_ATTESTATION_URL may override it at shared startup). */
+  attestation_url: string;
+  /** The node's GPU tools, for readings taken on this host after preparation (shared startup). */
+  node: { name: string; nvidia_smi: string; rocminfo: string };
   image: { ref: string; id: string } | null;
   /** The node's Docker endpoint (DOCKER_HOST syntax) for the container backend; absent = default. */
   docker_host?: string;
@@ -42,7 +46,17 @@ export interface LaunchPlan {
   network_mode: "host";
   gpu: { visibility_env: string; ids: string[]; tensor_parallel_size: number; accelerator: string };
   ports: { http: number; attestation: number; nixl_side_channel: number; transfer: number[] };
-  model: { dir: string; path: string; config_sha256: string; served_name: string; revision: string | null; trust_remote_code: boolean; conv_ssm: boolean };
+  model: {
+    dir: string;
+    path: string;
+    config_sha256: string;
+    /** sha256 of the GGUF file NARWHAL_MODEL_PATH selects (seed 001), null for a model directory. */
+    file_sha256: string | null;
+    served_name: string;
+    revision: string | null;
+    trust_remote_code: boolean;
+    conv_ssm: boolean;
+  };
   kv_transfer_config: Record<string, unknown>;
   /** What check_runtime.py needs, in the runtime's own paths. */
   check: { expected_packages: Record<string, string>; model_dir: string; tokenizer: string; hf_config_path: string | null };
@@ -107,10 +121,12 @@ export interface PlanInputs {
   app: AppIdentity;
   launchToken: string;
   createdAt: string;
+  /** sha256 of the host file NARWHAL_MODEL_PATH names (GGUF), when set. */
+  modelFileSha256?: string | null;
 }
 
 /** Build launch.json's content and the engine's full environment (secrets included, for container.env only). */
-export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt }: PlanInputs): { plan: LaunchPlan; env: Record<string, string> } {
+export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt, modelFileSha256 }: PlanInputs): { plan: LaunchPlan; env: Record<string, string> } {
   const launch = spec.launch;
   const modelPath = inRuntime(spec, spec.model.path ?? spec.model.dir);
   const modelDir = inRuntime(spec, spec.model.dir);
@@ -156,6 +172,8 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     created_at: createdAt,
     application: app,
     endpoint: spec.url,
+    attestation_url: spec.attestation_url,
+    node: { name: spec.node.name, nvidia_smi: spec.node.nvidia_smi, rocminfo: spec.node.rocminfo },
     image: spec.backend === "container" ? { ref: launch.image ?? "", id: inspection.image_id } : null,
     ...(spec.backend === "container" && spec.node.docker_host ? { docker_host: spec.node.docker_host } : {}),
     runtime_identity: inspection.image_id,
@@ -172,6 +190,7 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
       dir: spec.model.dir,
       path: modelPath,
       config_sha256: inspection.model_config_sha256,
+      file_sha256: modelFileSha256 ?? null,
       served_name: spec.model.served_name,
       revision: spec.model.revision ?? null,
       trust_remote_code: meta.auto_map,

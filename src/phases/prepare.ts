@@ -9,7 +9,8 @@ import type { EngineSpec } from "../desired/types.js";
 import type { Inspection, PreparedRun } from "./types.js";
 import { buildLaunchPlan, renderEnvFile, lastFlagValue, type AppIdentity, type LaunchPlan } from "./plan.js";
 import { readModelMeta } from "./model-meta.js";
-import { createRunDir, removePartialRuns } from "../state/run-dir.js";
+import { createDirAtomically, createRunDir, pathExists, removePartialRuns, type RunFile } from "../state/run-dir.js";
+import { sha256File } from "./host/model-hash.js";
 import { PhaseError } from "../errors.js";
 
 export const LAUNCH_FILE = "launch.json";
@@ -42,14 +43,28 @@ export interface PrepareOptions {
   /** The run this engine prepared last, if any (from the machine's context). */
   existing?: PreparedRun | null;
   now?: Date;
+  /**
+   * Create exactly this directory instead of one under the state directory
+   * (`narwhal engine prepare --out DIR`). It must not exist: preparation requires a fresh --out.
+   */
+  out?: string;
+}
+
+function refuseOut(engine: string, out: string): PhaseError {
+  return new PhaseError(engine, "prepare", `--out ${out} already exists`, {
+    retryable: false,
+    input: "--out",
+    fix: "Preparation requires a fresh --out: name a directory that does not exist yet. Each run directory is immutable.",
+  });
 }
 
 export async function prepare(spec: EngineSpec, inspection: Inspection, opts: PrepareOptions): Promise<PreparedRun> {
-  if (opts.existing && (await reusable(opts.existing, spec))) return opts.existing;
+  if (opts.out && (await pathExists(opts.out))) throw refuseOut(spec.name, opts.out);
+  if (!opts.out && opts.existing && (await reusable(opts.existing, spec))) return opts.existing;
   if (inspection.engine !== spec.name) {
     throw new PhaseError(spec.name, "prepare", `inspection belongs to ${inspection.engine}`, { retryable: false });
   }
-  await removePartialRuns(opts.stateDir, spec.name);
+  if (!opts.out) await removePartialRuns(opts.stateDir, spec.name);
   const extra = spec.launch.runtime.extra_args;
   const hostTokenizer = spec.backend === "native" ? lastFlagValue(extra, "--tokenizer") : undefined;
   const hostHfConfig = spec.backend === "native" ? lastFlagValue(extra, "--hf-config-path") : undefined;
@@ -73,4 +88,16 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     now,
   );
   return { engine: spec.name, dir, input_hash: spec.input_hash, plan_sha256: sha256(planBytes), launch_token: launchToken };
+}
+
+async function ggufSha256(spec: EngineSpec): Promise<string> {
+  try {
+    return await sha256File(spec.model.path!);
+  } catch (err) {
+    throw new PhaseError(spec.name, "prepare", `model file ${spec.model.path} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`, {
+      retryable: false,
+      input: "NARWHAL_MODEL_PATH",
+      fix: "Point NARWHAL_MODEL_PATH at the local GGUF file inside the model's snapshot directory.",
+    });
+  }
 }

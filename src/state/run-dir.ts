@@ -26,7 +26,18 @@ export async function createRunDir(stateDir: string, engine: string, inputHash: 
   let name = `${utcStamp(now)}-${inputHash.slice(0, 8)}`;
   // Two prepares within one second for the same hash (a retry) get distinct names.
   for (let n = 2; await pathExists(path.join(root, name)); n++) name = `${utcStamp(now)}-${inputHash.slice(0, 8)}-${n}`;
-  const tmp = path.join(root, `.${name}.partial`);
+  const final = path.join(root, name);
+  await createDirAtomically(final, files);
+  return final;
+}
+
+/**
+ * Create the directory `final` holding `files`: built under a hidden sibling
+ * (`.<name>.partial`), then renamed, so it appears whole or not at all.
+ */
+export async function createDirAtomically(final: string, files: RunFile[]): Promise<void> {
+  const root = path.dirname(final);
+  const tmp = path.join(root, `.${path.basename(final)}.partial`);
   await fs.rm(tmp, { recursive: true, force: true });
   await fs.mkdir(tmp, { mode: 0o700 });
   for (const f of files) {
@@ -40,13 +51,11 @@ export async function createRunDir(stateDir: string, engine: string, inputHash: 
     }
   }
   await fsyncDir(tmp);
-  const final = path.join(root, name);
   await fs.rename(tmp, final);
   await fsyncDir(root);
-  return final;
 }
 
-async function pathExists(p: string): Promise<boolean> {
+export async function pathExists(p: string): Promise<boolean> {
   try {
     await fs.access(p);
     return true;

@@ -136,15 +136,30 @@ describe("engine machine", () => {
     expect(steps(w).at(-1)).toBe("stop");
   });
 
-  it("restarts a lost engine from a fresh run", async () => {
+  it("restarts a lost engine from a fresh run, after a backoff", async () => {
     const w = world();
     const a = spawnEngine(w);
     await settled(a);
-    a.send({ type: "ENGINE_LOST", reason: "exited" });
+    a.send({ type: "ENGINE_LOST", reason: "exited with status 1" });
+    expect(a.getSnapshot().value).toBe("failed");
+    expect(a.getSnapshot().context.error).toMatchObject({ step: "observe", message: "the engine is no longer running: exited with status 1", retryable: true });
     const s = await settled(a);
     expect(s.value).toBe("captured");
     expect(steps(w).filter((x) => x === "stop")).toEqual([]);
     expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("gives up on a crash-looping engine once its attempts are spent", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    for (let i = 1; i <= retry.maxAttempts; i++) {
+      await waitFor(a, (s) => s.value === "captured", { timeout: 5000 });
+      a.send({ type: "ENGINE_LOST", reason: `crash ${i}` });
+    }
+    const s = await settled(a);
+    expect(s.value).toBe("failed");
+    expect(s.context.terminal).toBe(true);
+    expect(s.context.error!.message).toMatch(/crash 3/);
   });
 
   it("re-runs the interrupted step after a persisted snapshot is restored", async () => {

@@ -1,0 +1,46 @@
+// What every `narwhal engine` action gets: configuration, both backends, the
+// scripts it runs in the engine's runtime, and a signal that SIGINT/SIGTERM
+// abort (start-shared then cleans up what it started before exiting).
+import path from "node:path";
+import type { Config } from "../../config.js";
+import type { EngineBackend } from "../../backends/types.js";
+import type { EngineSpec } from "../../desired/types.js";
+import type { AppIdentity } from "../../phases/plan.js";
+import { INSPECT_SCRIPT } from "../../phases/runtime-inspect.js";
+import { appIdentity, checkScriptPath } from "../../app.js";
+import { backendsFor, configFrom } from "../runtime.js";
+
+export interface ActionContext {
+  config: Config;
+  backends: Record<EngineSpec["backend"], EngineBackend>;
+  signal: AbortSignal;
+  app: AppIdentity;
+  checkScript: string;
+  inspectScript: string;
+  /** The startup environment (process.env). */
+  env: Readonly<Record<string, string | undefined>>;
+}
+
+/** Run `fn` with a context whose signal aborts on SIGINT/SIGTERM. */
+export async function withActionContext<T>(opts: { state?: string }, fn: (ctx: ActionContext) => Promise<T>): Promise<T> {
+  const config = configFrom({ state: opts.state });
+  const controller = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => controller.abort(new Error(`interrupted by ${sig}`));
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  try {
+    const checkScript = checkScriptPath();
+    return await fn({
+      config,
+      backends: backendsFor(config),
+      signal: controller.signal,
+      app: appIdentity(),
+      checkScript,
+      inspectScript: path.join(path.dirname(checkScript), INSPECT_SCRIPT),
+      env: process.env,
+    });
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}

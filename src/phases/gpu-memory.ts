@@ -1,0 +1,52 @@
+// Whole-device GPU memory readings through the node's nvidia-smi, for shared
+// startup's budget: `--query-gpu=uuid,memory.total,memory.used
+// --format=csv,noheader,nounits` prints one "uuid, total, used" line (MiB) per
+// GPU in index order. The parser is pure so recorded output tests it directly.
+import { NarwhalError } from "../errors.js";
+import type { ObservedGpu } from "./types.js";
+import { runTool, type ToolRunOptions } from "./host/run-tool.js";
+
+export const GPU_MEMORY_QUERY_ARGS = ["--query-gpu=uuid,memory.total,memory.used", "--format=csv,noheader,nounits"] as const;
+
+export interface GpuMemory {
+  index: number;
+  uuid: string;
+  total_mib: number;
+  used_mib: number;
+}
+
+export interface GpuMemoryReading {
+  at: string;
+  gpus: GpuMemory[];
+}
+
+export function parseGpuMemoryCsv(text: string): GpuMemory[] {
+  const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== "");
+  return lines.map((line, index) => {
+    const [uuid = "", total = "", used = ""] = line.split(",").map((v) => v.trim());
+    const totalMib = Number(total);
+    const usedMib = Number(used);
+    if (!uuid || !/^\d+$/.test(total) || !/^\d+$/.test(used)) {
+      throw new NarwhalError(`nvidia-smi memory line ${index + 1} "${line}" is not "uuid, total MiB, used MiB"`, {
+        input: "node.nvidia_smi",
+        fix: `Check that node.nvidia_smi runs NVIDIA's nvidia-smi and that "${GPU_MEMORY_QUERY_ARGS.join(" ")}" works on this host.`,
+        retryable: false,
+      });
+    }
+    return { index, uuid, total_mib: totalMib, used_mib: usedMib };
+  });
+}
+
+export async function readGpuMemory(nvidiaSmi: string, opts: ToolRunOptions): Promise<GpuMemoryReading> {
+  const raw = await runTool(nvidiaSmi, [...GPU_MEMORY_QUERY_ARGS], "node.nvidia_smi", opts);
+  return { at: new Date().toISOString(), gpus: parseGpuMemoryCsv(raw) };
+}
+
+/** The reading's GPUs in the shape GPU-id resolution takes (index order = CUDA ordinals). */
+export function observedGpus(reading: GpuMemoryReading): ObservedGpu[] {
+  return reading.gpus.map((g) => ({ index: g.index, uuid: g.uuid, name: g.uuid }));
+}
+
+export function gpuByUuid(reading: GpuMemoryReading, uuid: string): GpuMemory | undefined {
+  return reading.gpus.find((g) => g.uuid.toLowerCase() === uuid.toLowerCase());
+}
