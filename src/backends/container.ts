@@ -172,10 +172,11 @@ export class ContainerBackend implements EngineBackend {
     if (!existing) return;
     const labels = existing.Config.Labels ?? {};
     if (labels[LABEL.state] !== this.opts.stateDir) {
-      throw new PhaseError(plan.engine, "start", `a container named ${name} (${existing.Id.slice(0, 12)}) exists that this narwhal did not create`, {
+      const owner = labels[LABEL.state] ? `the narwhal controller of state directory ${labels[LABEL.state]}` : "no narwhal controller";
+      throw new PhaseError(plan.engine, "start", `a container named ${name} (${existing.Id.slice(0, 12)}) already exists and belongs to ${owner}`, {
         retryable: false,
         input: name,
-        fix: "Inspect that container and remove or rename it; narwhal never touches containers without its labels.",
+        fix: "Stop the other fleet's engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.",
       });
     }
     if (existing.State.Running) {

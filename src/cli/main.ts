@@ -10,6 +10,7 @@ import { configFrom, loggerFor, type GlobalOptions } from "./runtime.js";
 import { reconcileOnce, reconcileWatch } from "./reconcile.js";
 import { renderStatusText, statusView } from "./status-view.js";
 import { down } from "./down.js";
+import { engineCommand } from "./engine/command.js";
 import { appIdentity } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -130,6 +131,9 @@ async function run(argv: string[]): Promise<number> {
         }),
       ),
     );
+
+  // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
+  program.addCommand(engineCommand(act, out, err));
 
   try {
     await program.parseAsync(argv);

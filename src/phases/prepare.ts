@@ -71,22 +71,27 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
   const meta = await readModelMeta(spec.model.dir, hostTokenizer, hostHfConfig);
   const now = opts.now ?? new Date();
   const launchToken = randomBytes(16).toString("hex");
-  const { plan, env } = buildLaunchPlan({ spec, inspection, meta, app: opts.app, launchToken, createdAt: now.toISOString() });
+  // A GGUF file (NARWHAL_MODEL_PATH) is identified by its own digest; config.json alone does not pin it.
+  const modelFileSha256 = spec.model.path ? await ggufSha256(spec) : null;
+  const { plan, env } = buildLaunchPlan({ spec, inspection, meta, app: opts.app, launchToken, createdAt: now.toISOString(), modelFileSha256 });
   const planBytes = JSON.stringify(plan, null, 2) + "\n";
-  const dir = await createRunDir(
-    opts.stateDir,
-    spec.name,
-    spec.input_hash,
-    [
-      { name: LAUNCH_FILE, data: planBytes, mode: 0o444 },
-      { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
-      // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
-      { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o644 },
-      // Containers read the key from a file copied in at start, never from Config.Env.
-      ...(spec.backend === "container" && spec.api_key ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }] : []),
-    ],
-    now,
-  );
+  const files: RunFile[] = [
+    { name: LAUNCH_FILE, data: planBytes, mode: 0o444 },
+    { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
+    // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
+    { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o644 },
+    // Containers read the key from a file copied in at start, never from Config.Env.
+    ...(spec.backend === "container" && spec.api_key ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }] : []),
+  ];
+  let dir: string;
+  if (opts.out) {
+    dir = path.resolve(opts.out);
+    await fs.mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
+    if (await pathExists(dir)) throw refuseOut(spec.name, opts.out);
+    await createDirAtomically(dir, files);
+  } else {
+    dir = await createRunDir(opts.stateDir, spec.name, spec.input_hash, files, now);
+  }
   return { engine: spec.name, dir, input_hash: spec.input_hash, plan_sha256: sha256(planBytes), launch_token: launchToken };
 }
 
