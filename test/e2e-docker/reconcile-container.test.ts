@@ -61,6 +61,9 @@ describe("reconcile --once with the container backend", () => {
     expect(engines["engine-1"]!.group_signature).toBe(engines["engine-2"]!.group_signature);
     expect(await ours("check")).toEqual([]); // every temporary check container was removed
     expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8")).not.toContain(KEY);
+    expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.log"), "utf8")).not.toContain(KEY);
+    expect(r.stdout + r.stderr).not.toContain(KEY);
+    for (const e of Object.values(engines)) expect(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8")).not.toContain(KEY);
   });
 
   it("makes no Docker write calls on a second run", async () => {
