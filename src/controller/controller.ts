@@ -5,34 +5,21 @@
 import { createActor, type Actor, type Snapshot } from "xstate";
 import { engineMachine, isSettled, type EngineContext } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
-import type { EngineBackend, OwnedEngine } from "../backends/types.js";
+import type { EngineBackend } from "../backends/types.js";
 import { StateStore } from "../state/store.js";
 import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { phaseActors } from "./phase-actors.js";
 import { recordFrom } from "./record.js";
 import { adoptFromRun } from "./adopt.js";
-import { readPlan } from "../phases/prepare.js";
-import { httpRequest, joinUrl } from "../phases/http.js";
+import { World, claimedTokens, type Owned } from "./world.js";
 import type { Config } from "../config.js";
-import { redactText, type Logger } from "../log.js";
+import type { Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { Failpoint } from "../failpoints.js";
-import type { EngineHandle } from "../phases/types.js";
 
 type EngineActor = Actor<typeof engineMachine>;
 
 const UNHEALTHY_STRIKES = 2;
-
-/** null when the engine's /health answers 200, else what it did instead. */
-async function checkHealth(runDir: string): Promise<string | null> {
-  try {
-    const { plan } = await readPlan(runDir);
-    const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { signal: new AbortController().signal, timeoutMs: 5000 });
-    return res.status === 200 ? null : `/health answered ${res.status}`;
-  } catch (err) {
-    return `/health did not answer: ${(err as Error).message}`;
-  }
-}
 
 interface Created {
   name: string;
@@ -68,8 +55,10 @@ export class Controller {
   /** Consecutive failed health checks per engine (watch mode). */
   private readonly unhealthy = new Map<string, number>();
   private readonly machine;
+  private readonly world: World;
 
   constructor(private readonly opts: ControllerOptions) {
+    this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
     this.machine = engineMachine.provide({
       actors: phaseActors({
         stateDir: opts.config.stateDir,
@@ -108,7 +97,7 @@ export class Controller {
     const first = this.actors.size === 0;
     // On the first apply, observe the world before any actor acts: engines this state directory
     // started are adopted (when the state file has no snapshot of them) or stopped as orphans.
-    const owned = first ? await this.listOwned() : [];
+    const owned = first ? await this.world.listOwned() : [];
     const created: Created[] = [];
     for (const spec of desired.specs) {
       const actor = this.actors.get(spec.name);
@@ -121,13 +110,13 @@ export class Controller {
       if (!this.actors.has(name) && this.store.engine(name)) created.push({ ...(await this.build(name, this.store.engine(name)?.desired_hash ?? "", owned)), remove: true });
       else this.actors.get(name)?.send({ type: "REMOVE" });
     }
-    if (first) await this.stopOrphans(owned);
+    if (first) await this.world.stopOrphans(owned, this.claimed());
     for (const c of created) this.begin(c);
     this.notify();
   }
 
   /** Create (not start) an engine's actor: from its persisted snapshot, or adopted from what runs. */
-  private async build(name: string, desiredHash: string, owned: Array<{ owned: OwnedEngine }>): Promise<Created> {
+  private async build(name: string, desiredHash: string, owned: Owned): Promise<Created> {
     const record = this.store.engine(name);
     const input = { engine: name, desiredHash, retry: this.opts.config.retry };
     let snapshot = record?.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext> }) | undefined | null;
@@ -156,7 +145,7 @@ export class Controller {
     // Checked before start() so that the restored step never acts on a dead engine.
     const restored = actor.getSnapshot();
     const handle = restored.context.handle;
-    const lost = handle !== null && !(await this.alive(handle)) ? await this.lostReason(restored.context) : null;
+    const lost = handle !== null && !(await this.world.alive(handle)) ? await this.world.lostReason(restored.context, this.secrets) : null;
     return { name, actor, restored: snapshot ? restored : null, adopted: adoptedNow, lost, desiredHash, backend: this.specs.get(name)?.backend ?? record?.backend ?? "native" };
   }
 
@@ -205,80 +194,32 @@ export class Controller {
       const snap = actor.getSnapshot();
       const { handle, run } = snap.context;
       if (!handle) continue;
-      if (!(await this.alive(handle))) {
-        const reason = await this.lostReason(snap.context);
+      if (!(await this.world.alive(handle))) {
+        const reason = await this.world.lostReason(snap.context, this.secrets);
         this.opts.log.warn(`engine is gone (${reason}); restarting it from a fresh run after a backoff`, { engine: name });
         actor.send({ type: "ENGINE_LOST", reason });
         continue;
       }
       if (snap.value !== "captured" || !run) continue;
-      const health = await checkHealth(run.dir);
+      const health = await this.world.health(run.dir);
       const strikes = health === null ? 0 : (this.unhealthy.get(name) ?? 0) + 1;
       this.unhealthy.set(name, strikes);
       if (strikes >= UNHEALTHY_STRIKES) {
         this.unhealthy.delete(name);
         this.opts.log.warn(`engine is alive but unhealthy (${health}); stopping it and restarting from a fresh run`, { engine: name });
-        await this.opts.backends[handle.kind].stop(handle, this.opts.config.stopGraceMs).catch(() => undefined);
+        await this.world.stop(handle).catch(() => undefined);
         actor.send({ type: "ENGINE_LOST", reason: `unhealthy: ${health}` });
       }
     }
-    await this.stopOrphans(await this.listOwned());
+    await this.world.stopOrphans(await this.world.listOwned(), this.claimed());
   }
 
-  /** What the engine's own log says last, so a lost engine's failure names its cause. */
-  private async lostReason(ctx: EngineContext): Promise<string> {
-    if (!ctx.handle || !ctx.run) return "exited";
-    const log = await this.opts.backends[ctx.handle.kind].startupLog(ctx.run, ctx.handle).catch(() => "");
-    const last = log.trimEnd().split("\n").filter(Boolean).slice(-3).join(" | ");
-    return last ? `exited; last log lines: ${redactText(last, this.secrets)}` : "exited";
-  }
-
-  /** An engine whose liveness cannot be observed (daemon unreachable) counts as alive: never act on a guess. */
-  private async alive(handle: EngineHandle): Promise<boolean> {
-    try {
-      return await this.opts.backends[handle.kind].isAlive(handle);
-    } catch (err) {
-      this.opts.log.warn(`cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`);
-      return true;
-    }
-  }
-
-  private async listOwned(): Promise<Array<{ backend: EngineBackend; owned: OwnedEngine }>> {
-    const all: Array<{ backend: EngineBackend; owned: OwnedEngine }> = [];
-    for (const backend of new Set(Object.values(this.opts.backends))) {
-      try {
-        for (const owned of await backend.listOwned()) all.push({ backend, owned });
-      } catch (err) {
-        this.opts.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
-      }
-    }
-    return all;
-  }
-
-  /** Launch tokens some actor or record still stands for: everything else running is an orphan. */
-  private claimedTokens(): Set<string> {
-    const tokens = new Set<string>();
-    const claim = (c: Partial<EngineContext> | undefined) => {
-      if (c?.run) tokens.add(c.run.launch_token);
-      if (c?.handle) tokens.add(c.handle.launch_token);
-      if (c?.retiring) tokens.add(c.retiring.handle.launch_token);
-    };
-    for (const actor of this.actors.values()) claim(actor.getSnapshot().context);
-    for (const record of Object.values(this.store.data.engines)) {
-      claim((record.snapshot as { context?: EngineContext } | undefined)?.context);
-      if (record.handle) tokens.add(record.handle.launch_token);
-    }
-    return tokens;
-  }
-
-  /** Stop engines this state directory started that no actor owns (e.g. after a crash mid-replace). */
-  private async stopOrphans(owned: Array<{ backend: EngineBackend; owned: OwnedEngine }>): Promise<void> {
-    const tokens = this.claimedTokens();
-    for (const { backend, owned: o } of owned) {
-      if (tokens.has(o.launch_token)) continue;
-      this.opts.log.warn(`stopping orphaned engine (launch token ${o.launch_token.slice(0, 8)})`, { engine: o.engine });
-      await backend.stop(o.handle, this.opts.config.stopGraceMs).catch((err) => this.opts.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: o.engine }));
-    }
+  private claimed(): Set<string> {
+    const records = Object.values(this.store.data.engines);
+    return claimedTokens(
+      [...[...this.actors.values()].map((a) => a.getSnapshot().context), ...records.map((r) => (r.snapshot as { context?: EngineContext } | null)?.context)],
+      records.map((r) => r.handle),
+    );
   }
 
   private notify(): void {

@@ -1,0 +1,87 @@
+// Observing the world the controller acts on: whether a recorded engine still
+// runs (and is healthy), why it stopped, which engines this state directory
+// owns, and which of those no record claims (orphans). Observation wins over
+// any snapshot; an engine that cannot be observed is never acted on by guess.
+import type { EngineContext } from "../../machines/engine.js";
+import type { EngineSpec } from "../desired/types.js";
+import type { EngineBackend, OwnedEngine } from "../backends/types.js";
+import type { EngineHandle } from "../phases/types.js";
+import { readPlan } from "../phases/prepare.js";
+import { httpRequest, joinUrl } from "../phases/http.js";
+import { redactText, type Logger } from "../log.js";
+
+export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
+
+/** Launch tokens that some engine context still stands for: anything else running is an orphan. */
+export function claimedTokens(contexts: Iterable<Partial<EngineContext> | undefined>, handles: Iterable<EngineHandle | null> = []): Set<string> {
+  const tokens = new Set<string>();
+  for (const c of contexts) {
+    if (c?.run) tokens.add(c.run.launch_token);
+    if (c?.handle) tokens.add(c.handle.launch_token);
+    if (c?.retiring) tokens.add(c.retiring.handle.launch_token);
+  }
+  for (const h of handles) if (h) tokens.add(h.launch_token);
+  return tokens;
+}
+
+export class World {
+  constructor(
+    private readonly backends: Record<EngineSpec["backend"], EngineBackend>,
+    private readonly log: Logger,
+    private readonly stopGraceMs: number,
+  ) {}
+
+  /** An engine whose liveness cannot be observed (daemon unreachable) counts as alive: never act on a guess. */
+  async alive(handle: EngineHandle): Promise<boolean> {
+    try {
+      return await this.backends[handle.kind].isAlive(handle);
+    } catch (err) {
+      this.log.warn(`cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`);
+      return true;
+    }
+  }
+
+  /** What the engine's own log says last, so a lost engine's failure names its cause. */
+  async lostReason(ctx: EngineContext, secrets: string[]): Promise<string> {
+    if (!ctx.handle || !ctx.run) return "exited";
+    const log = await this.backends[ctx.handle.kind].startupLog(ctx.run, ctx.handle).catch(() => "");
+    const last = log.trimEnd().split("\n").filter(Boolean).slice(-3).join(" | ");
+    return last ? `exited; last log lines: ${redactText(last, secrets)}` : "exited";
+  }
+
+  /** null when the engine's /health answers 200, else what it did instead. */
+  async health(runDir: string): Promise<string | null> {
+    try {
+      const { plan } = await readPlan(runDir);
+      const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { signal: new AbortController().signal, timeoutMs: 5000 });
+      return res.status === 200 ? null : `/health answered ${res.status}`;
+    } catch (err) {
+      return `/health did not answer: ${(err as Error).message}`;
+    }
+  }
+
+  stop(handle: EngineHandle): Promise<void> {
+    return this.backends[handle.kind].stop(handle, this.stopGraceMs);
+  }
+
+  async listOwned(): Promise<Owned> {
+    const all: Owned = [];
+    for (const backend of new Set(Object.values(this.backends))) {
+      try {
+        for (const owned of await backend.listOwned()) all.push({ backend, owned });
+      } catch (err) {
+        this.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
+      }
+    }
+    return all;
+  }
+
+  /** Stop engines this state directory started that nothing claims (e.g. after a crash mid-replace). */
+  async stopOrphans(owned: Owned, claimed: Set<string>): Promise<void> {
+    for (const { backend, owned: o } of owned) {
+      if (claimed.has(o.launch_token)) continue;
+      this.log.warn(`stopping orphaned engine (launch token ${o.launch_token.slice(0, 8)})`, { engine: o.engine });
+      await backend.stop(o.handle, this.stopGraceMs).catch((err) => this.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: o.engine }));
+    }
+  }
+}
