@@ -60,14 +60,14 @@ export async function assertConverged(
   const out: Record<string, { id: string; run_dir: string }> = {};
   for (const name of engines) {
     const e = view.engines.find((x) => x.engine === name);
-    expect(e?.phase, `${name} after rerun`).toBe("captured");
+    expect(e?.phase, `${name} after rerun: ${JSON.stringify(e?.last_error)} ${JSON.stringify(e?.history.slice(-6))}`).toBe("captured");
     const id = String(e!.pid ?? e!.container_id);
     out[name] = { id, run_dir: e!.run_dir! };
     const planBytes = await fs.readFile(path.join(e!.run_dir!, "launch.json"));
     expect(sha256(planBytes)).toBe(e!.plan_sha256);
   }
   const live = await running();
-  expect(live.map((p) => p.engine).sort(), "exactly one engine per desired record, no orphans").toEqual([...engines].sort());
+  expect(live.map((p) => p.engine).sort(), `exactly one engine per desired record, no orphans: ${JSON.stringify(live)}`).toEqual([...engines].sort());
   for (const p of live) expect(p.id).toBe(out[p.engine]!.id);
   await assertEvidenceIntact(fleet.stateDir);
   return out;
