@@ -92,6 +92,7 @@ export class ContainerBackend implements EngineBackend {
       ]);
       await docker.putArchive(id, files, "/", signal);
       await docker.start(id, signal);
+      this.failpoint("docker:check:running");
       const code = await docker.wait(id, signal);
       const logs = await docker.logs(id, signal);
       return { inspection_id: id, exit_code: code, stdout: logs, stderr: "" };
@@ -232,7 +233,9 @@ export class ContainerBackend implements EngineBackend {
     this.failpoint("docker:stop:before");
     await docker.stop(handle.container_id, Math.ceil(graceMs / 1000));
     this.failpoint("docker:stop:after");
-    await this.saveLog(docker, handle.container_id, (info.Config.Labels ?? {})[LABEL.run]);
+    const labels = info.Config.Labels ?? {};
+    // An engine's log is evidence of its run; a leftover check container's output already is (image-check.log).
+    if (labels[LABEL.purpose] === "engine") await this.saveLog(docker, handle.container_id, labels[LABEL.run]);
     this.failpoint("docker:remove:before");
     await docker.remove(handle.container_id);
     this.failpoint("docker:remove:after");
@@ -243,13 +246,13 @@ export class ContainerBackend implements EngineBackend {
     return this.client(handle.docker_host).logs(handle.container_id);
   }
 
-  async listOwned(): Promise<OwnedEngine[]> {
+  async listOwned(opts: { startup?: boolean } = {}): Promise<OwnedEngine[]> {
     const owned: OwnedEngine[] = [];
     for (const [host, docker] of this.clients) {
       for (const c of await docker.list([`${LABEL.state}=${this.opts.stateDir}`])) {
         const purpose = c.labels[LABEL.purpose];
-        // A check container older than the check deadline was left by a killed controller.
-        const staleCheck = purpose === "check" && Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000;
+        // A check container left by a killed controller: at startup every one is (no check runs yet), later only past its deadline.
+        const staleCheck = purpose === "check" && (opts.startup || Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000);
         if (purpose !== "engine" && !staleCheck) continue;
         owned.push({
           ...(c.labels[LABEL.run] ? { run_dir: c.labels[LABEL.run] } : {}),

@@ -55,6 +55,7 @@ export class NativeBackend implements EngineBackend {
     const env = await engineEnv(run, this.opts.hostEnv, this.opts.stateDir);
     const inspectionId = randomUUID();
     return new Promise((resolve) => {
+      setImmediate(() => this.failpoint("native:check:running"));
       execFile(
         plan.command[0]!,
         [scriptPath, inputPath],

@@ -53,8 +53,11 @@ export interface EngineBackend {
   stop(handle: EngineHandle, graceMs: number): Promise<void>;
   /** The engine's startup log (stdout+stderr). */
   startupLog(run: PreparedRun, handle: EngineHandle): Promise<string>;
-  /** Every engine this state directory owns that is running now. */
-  listOwned(): Promise<OwnedEngine[]>;
+  /**
+   * Every engine this state directory owns, plus leftovers of its temporary inspections: all of
+   * them when `startup` (the lock holder has started none yet), else only those past their deadline.
+   */
+  listOwned(opts?: { startup?: boolean }): Promise<OwnedEngine[]>;
   /** Learn the endpoints the desired engines use (the container backend lists orphans on each). */
   knowHosts?(specs: EngineSpec[]): void;
 }

@@ -97,7 +97,7 @@ export class Controller {
     const first = this.actors.size === 0;
     // On the first apply, observe the world before any actor acts: engines this state directory
     // started are adopted (when the state file has no snapshot of them) or stopped as orphans.
-    const owned = first ? await this.world.listOwned() : [];
+    const owned = first ? await this.world.listOwned(true) : [];
     const created: Created[] = [];
     for (const spec of desired.specs) {
       const actor = this.actors.get(spec.name);

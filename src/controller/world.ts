@@ -64,11 +64,11 @@ export class World {
     return this.backends[handle.kind].stop(handle, this.stopGraceMs);
   }
 
-  async listOwned(): Promise<Owned> {
+  async listOwned(startup = false): Promise<Owned> {
     const all: Owned = [];
     for (const backend of new Set(Object.values(this.backends))) {
       try {
-        for (const owned of await backend.listOwned()) all.push({ backend, owned });
+        for (const owned of await backend.listOwned({ startup })) all.push({ backend, owned });
       } catch (err) {
         this.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
       }

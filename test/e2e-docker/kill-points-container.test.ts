@@ -11,7 +11,7 @@ const ENGINES = ["engine-1", "engine-2"];
 const tally = { points: new Set<string>(), runs: 0 };
 const at = (names: string[], hits: number[]): KillPoint[] => names.flatMap((name) => hits.map((hit) => ({ name, hit })));
 
-const COLD = at(["docker:create:before", "docker:create:after", "docker:start:before", "docker:start:after"], [1]);
+const COLD = at(["docker:check:running", "docker:create:before", "docker:create:after", "docker:start:before", "docker:start:after"], [1]);
 const REPLACE = at(["docker:stop:before", "docker:stop:after", "docker:remove:before", "docker:remove:after", "docker:create:after"], [1]);
 
 describe("kill-point campaign (container)", () => {

@@ -14,7 +14,7 @@ const at = (names: string[], hits: number[]): KillPoint[] => names.flatMap((name
 
 const COLD: KillPoint[] = [
   ...at(["transition:inspected", "transition:prepared", "transition:checked", "transition:started", "transition:probed", "transition:captured"], [1, 2]),
-  ...at(["native:spawn:before", "native:spawn:after"], [1, 2]),
+  ...at(["native:check:running", "native:spawn:before", "native:spawn:after"], [1, 2]),
   ...at(["state:write:before", "state:write:after"], [1, 5, 9, 13]),
 ];
 
