@@ -7,14 +7,21 @@ import { z } from "zod";
 /** A plain non-negative decimal as written ("0.3", "1"); JSON numbers are taken as their shortest text. */
 const DECIMAL_TEXT = /^\d+(?:\.\d+)?$/;
 
+/** A decimal fraction of device memory in (0, 1], kept as its decimal text so sums stay exact. */
+const fraction = z.union([z.string(), z.number()])
+  .transform((v) => (typeof v === "number" ? String(v) : v.trim()))
+  .refine((v) => DECIMAL_TEXT.test(v) && Number(v) > 0 && Number(v) <= 1, "must be a decimal fraction of device memory in (0, 1], e.g. \"0.45\"");
+
 export const SharedDeviceSchema = z
   .object({
     gpu_uuid: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9:._-]*$/, "must be the full GPU UUID, e.g. GPU-4f1a7c2e-8b3d-4e6f-9a0b-1c2d3e4f5a6b")
       .describe("UUID of the one GPU the sharing engines use; every selected device must resolve to it"),
-    device_allowance: z.union([z.string(), z.number()])
-      .transform((v) => (typeof v === "number" ? String(v) : v.trim()))
-      .refine((v) => DECIMAL_TEXT.test(v) && Number(v) > 0 && Number(v) <= 1, "must be a decimal fraction of device memory in (0, 1], e.g. \"0.9\"")
+    device_allowance: fraction
       .describe("Fraction of total device memory the sharing engines may use together; their gpu_memory_utilization sum must not exceed it"),
+    // Here, not in runtime.extra_args: the group signature (seed 000) hashes the whole runtime object,
+    // and engines sharing a GPU must share their group while each takes its own fraction.
+    gpu_memory_utilization: fraction
+      .describe("This engine's fraction of total device memory; the launcher passes it as --gpu-memory-utilization"),
   })
   .strict()
   .describe("One GPU shared by two to eight engines (narwhal engine start-shared)");
@@ -64,5 +71,3 @@ export function parseEngineEnv(text: string | undefined): { value: Record<string
   }
   return { value: out };
 }
-
-export const isDecimalFraction = (v: string | undefined): v is string => v !== undefined && DECIMAL_TEXT.test(v) && Number(v) > 0 && Number(v) <= 1;

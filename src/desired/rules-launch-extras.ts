@@ -5,7 +5,7 @@
 import path from "node:path";
 import type { ValidationIssue } from "../errors.js";
 import { pairEngines } from "./engine-pairs.js";
-import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, isDecimalFraction, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
+import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
 import { flagName, LAUNCHER_MANAGED_ENV, LAUNCH_FILE, managedFlagOf, recPath, type RecordRule } from "./rules-record.js";
 import { ENV_FILE } from "./rules-variables.js";
 import type { ParsedLaunchRecord } from "./schemas.js";
@@ -95,13 +95,23 @@ export const launchExtraRules: RecordRule[] = [
       if (r.gpu_ids.length !== 1) {
         out.push(recIssue("shared-device", name, ["gpu_ids"], `${name}: an engine with shared_device selects exactly one GPU (its TP size is 1), not ${r.gpu_ids.length}`));
       }
-      const util = flagValue(servingArgs(r, vars), "--gpu-memory-utilization");
-      if (!isDecimalFraction(util)) {
-        out.push(recIssue("shared-device", name, ["runtime", "extra_args"], util === undefined
-          ? `${name}: an engine with shared_device states its share of device memory: add "--gpu-memory-utilization", "<fraction>" to runtime.extra_args`
-          : `${name}: --gpu-memory-utilization ${util} is not a decimal fraction in (0, 1]`));
+      if (flagValue(servingArgs(r, vars), "--gpu-memory-utilization") !== undefined) {
+        out.push(recIssue("shared-device", name, ["runtime", "extra_args"],
+          `${name}: --gpu-memory-utilization is set by the launcher from shared_device.gpu_memory_utilization for an engine with shared_device; remove it from runtime.extra_args and NARWHAL_ENGINE_ARGS`));
       }
       return out;
+    }),
+  },
+  {
+    name: "rocm-dri-per-gpu",
+    needs: "launch",
+    // rocm-devices asks for /dev/kfd and some DRI device; each selected GPU needs its own render node
+    // (mapping /dev/dri whole exposes every GPU of the host, which is allowed but never narrower).
+    check: ({ launch }) => Object.entries(launch.engines).flatMap(([name, r]) => {
+      if (r.gpu_visibility_env !== "ROCR_VISIBLE_DEVICES" || r.accelerator_devices.includes("/dev/dri")) return [];
+      const render = r.accelerator_devices.filter((d) => /^\/dev\/dri\/renderD\d+$/.test(d));
+      return render.length >= r.gpu_ids.length ? [] : [recIssue("rocm-dri-per-gpu", name, ["accelerator_devices"],
+        `${name}: ${r.gpu_ids.length} selected GPU(s) but ${render.length} DRI render node(s); map /dev/dri/renderD<n> of every selected GPU`)];
     }),
   },
   {

@@ -36,7 +36,7 @@ export interface LaunchRecord {
   /** Allocation, device and transfer definitions that produced the record. */
   sources: Record<string, string>;
   /** Two to eight engines share this one GPU within an allowance (narwhal engine start-shared). */
-  shared_device?: { gpu_uuid: string; device_allowance: string };
+  shared_device?: { gpu_uuid: string; device_allowance: string; gpu_memory_utilization: string };
   /**
    * Derived by preparation (seed 003 §15.1): {<gpu_visibility_env>: gpu_ids joined
    * with ",", UCX_NET_DEVICES: net_devices joined}. spec.ts always fills it;

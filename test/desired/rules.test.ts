@@ -214,6 +214,10 @@ describe("rules", () => {
       "non-empty-values", "port-variables", "ports-unique-per-host", "ready-seconds", "required-variables",
       "rocm-devices", "role-matches-fleet", "runtime-env-managed", "tp-equals-gpu-count", "transfer-devices",
       "unique-names", "url-format", "url-matches-variables",
-    ]);
+      // Tested in test/engine/launch-rules.test.ts.
+      "engine-args-env", "gguf-model", "rocm-dri-per-gpu", "shared-device", "shared-device-consistent",
+      // Tested in test/desired-corpus (newline-in-value trees).
+      "single-line-values",
+    ].sort());
   });
 });
