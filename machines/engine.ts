@@ -37,7 +37,7 @@ export interface EngineContext {
    * inspected, prepared and checked, and is stopped just before the new one
    * starts. An invalid or failing new plan therefore never takes it down.
    */
-  retiring: { handle: EngineHandle; run: PreparedRun | null } | null;
+  retiring: Retiring | null;
   probe: ProbeResult | null;
   layout: CacheLayout | null;
   error: ErrorRecord | null;
@@ -51,6 +51,16 @@ export interface EngineContext {
   capturedAt: number | null;
   terminal: boolean;
   retry: RetryPolicy;
+}
+
+/** The engine a replacement will stop, and what to restore if the desired state reverts to it. */
+export interface Retiring {
+  handle: EngineHandle;
+  run: PreparedRun | null;
+  /** The input hash it serves. */
+  hash?: string | null;
+  /** Its captured evidence, when it had reached `captured`: reverting the desired state resumes it as is. */
+  restorable?: Pick<EngineContext, "inspection" | "checked" | "probe" | "layout"> | null;
 }
 
 export interface EngineInput {
@@ -195,6 +205,20 @@ export const engineMachine = setup({
   initial: "pending",
   on: {
     DESIRED_CHANGED: [
+      // The desired state went back to what the retiring engine serves: keep it, drop the replacement.
+      {
+        guard: ({ context, event }) => !!context.retiring?.restorable && event.desiredHash === context.retiring.hash,
+        target: ".captured",
+        actions: assign(({ context }) => ({
+          ...context.retiring!.restorable!,
+          desiredHash: context.retiring!.hash!,
+          handle: context.retiring!.handle,
+          run: context.retiring!.run,
+          runningHash: context.retiring!.hash!,
+          retiring: null,
+          attempts: 0,
+        })),
+      },
       // A new input hash invalidates everything from inspection on. A running engine is kept as
       // `retiring` until the new plan is checked; then it is stopped and the new one started.
       {
@@ -202,7 +226,14 @@ export const engineMachine = setup({
         target: ".pending",
         actions: assign(({ context, event }) => ({
           desiredHash: (event as { desiredHash: string }).desiredHash,
-          retiring: context.handle ? { handle: context.handle, run: context.run } : context.retiring,
+          retiring: context.handle
+            ? {
+                handle: context.handle,
+                run: context.run,
+                hash: context.runningHash,
+                restorable: context.layout ? { inspection: context.inspection, checked: context.checked, probe: context.probe, layout: context.layout } : null,
+              }
+            : context.retiring,
           handle: null,
           attempts: 0,
           error: null,

@@ -191,3 +191,32 @@ describe("engine machine after a terminal failure", () => {
     expect(steps(w)).toEqual(["inspect", "prepare", "check", "check", "start", "probe", "capture"]);
   });
 });
+
+describe("engine machine when the desired state reverts mid-replacement", () => {
+  it("keeps the retiring engine and drops the replacement, restarting nothing", async () => {
+    // The first check passes; the replacement's check hangs, so the revert arrives mid-replacement.
+    let checks = 0;
+    const w2 = world();
+    const m2 = engineMachine.provide({
+      actors: {
+        ...actors(w2),
+        check: fromPromise<CheckResult, StepInput>(() => (++checks === 1 ? Promise.resolve({ plan_sha256: "p" } as CheckResult) : new Promise(() => undefined))),
+      },
+    });
+    const b = createActor(m2, { input: { engine: "engine-1", desiredHash: "h1", retry } });
+    b.start();
+    await waitFor(b, (s) => s.value === "captured");
+    const before = b.getSnapshot().context;
+    b.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
+    await waitFor(b, (s) => s.value === "prepared"); // the replacement's check is in flight
+    b.send({ type: "DESIRED_CHANGED", desiredHash: "h1" });
+    const s = b.getSnapshot();
+    expect(s.value).toBe("captured");
+    expect(s.context.handle).toEqual(before.handle);
+    expect(s.context.run).toEqual(before.run);
+    expect(s.context.layout).toEqual(before.layout);
+    expect(s.context.retiring).toBeNull();
+    expect(s.context.runningHash).toBe("h1");
+    expect(steps(w2).filter((x) => x === "stop" || x === "start")).toEqual(["start"]);
+  });
+});
