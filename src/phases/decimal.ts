@@ -19,11 +19,6 @@ export function parseDecimal(text: string): Decimal | undefined {
   return { units: BigInt(m[1]! + fraction), scale: fraction.length };
 }
 
-/** A JSON number or string as its decimal text: 0.3 → "0.3" (the shortest round-trip form, as written). */
-export function decimalText(value: number | string): string {
-  return typeof value === "number" ? String(value) : value.trim();
-}
-
 function rescale(d: Decimal, scale: number): bigint {
   return d.units * 10n ** BigInt(scale - d.scale);
 }

@@ -3,20 +3,14 @@
 // engine machine's own steps: start (launch + readiness), capture (identity,
 // TP ranks, startup log and /metrics geometry), and the backend's stop, which
 // for a container also removes it and keeps its log as engine.log.
-import type { EngineBackend } from "../backends/types.js";
 import type { CacheLayout, EngineHandle } from "./types.js";
-import { start } from "./start.js";
+import { start, type StartOptions } from "./start.js";
 import { capture, LAYOUT_FILE } from "./capture.js";
 import { loadCheckedRun, recordedHandle, refuseExisting, refuseUsed } from "./checked-run.js";
 import { ActionError } from "./action-error.js";
 
-export interface MeasureCacheOptions {
-  backend: EngineBackend;
-  signal: AbortSignal;
-  readySeconds: number;
-  stopGraceMs: number;
-  secrets?: string[];
-}
+/** The sizing engine starts like any engine: same backend, readiness budget and stop grace. */
+export type MeasureCacheOptions = StartOptions;
 
 export interface MeasureCacheResult {
   layout: CacheLayout;
@@ -35,7 +29,7 @@ export async function measureCache(dir: string, opts: MeasureCacheOptions): Prom
   let layout: CacheLayout | undefined;
   let failure: unknown;
   try {
-    handle = await start(run, { backend: opts.backend, signal: opts.signal, readySeconds: opts.readySeconds, stopGraceMs: opts.stopGraceMs, secrets: opts.secrets ?? [] });
+    handle = await start(run, opts);
     layout = await capture(run, { backend: opts.backend, handle, groupSignature: plan.group_signature, signal: opts.signal });
   } catch (err) {
     failure = err;

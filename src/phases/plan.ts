@@ -148,6 +148,8 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     "--no-enable-prefix-caching",
     "--kv-transfer-config", JSON.stringify(KV_TRANSFER_CONFIG),
     ...(meta.auto_map ? ["--trust-remote-code"] : []),
+    // An engine sharing its GPU takes exactly its recorded fraction of device memory.
+    ...(launch.shared_device ? ["--gpu-memory-utilization", launch.shared_device.gpu_memory_utilization] : []),
     ...extra,
   ];
   const environment: Record<string, string> = {

@@ -55,7 +55,8 @@ export function sharedBudget(members: SharedPlan[], backend: LaunchPlan["backend
     problems.push(`start-shared takes ${MIN_SHARED} to ${MAX_SHARED} plans, got ${members.length}`);
   }
   const dirs = duplicates(members.map((m) => ({ engine: m.plan.engine, value: m.dir })));
-  problems.push(...dirs.map((d) => `the same run directory is selected twice: ${d}`));
+  // One plan selected twice explains every other clash it would report.
+  if (dirs.length) return { problems: [...problems, ...dirs.map((d) => `the same run directory is selected twice: ${d}`)] };
   for (const { plan } of members) {
     if (plan.backend !== backend) problems.push(`${plan.engine} is a ${plan.backend} plan; shared startup with --backend ${backend} requires every selected plan to use that backend`);
     if (!plan.launch_record.shared_device) problems.push(`${plan.engine} has no shared_device block in its launch record`);
@@ -78,7 +79,8 @@ export function sharedBudget(members: SharedPlan[], backend: LaunchPlan["backend
 
   const utilizations = members.map(({ plan }) => ({ engine: plan.engine, gpu_memory_utilization: planUtilization(plan) ?? "" }));
   const parsed: Decimal[] = [];
-  for (const u of utilizations) {
+  for (const [i, u] of utilizations.entries()) {
+    if (!members[i]!.plan.launch_record.shared_device) continue; // reported above
     const d = parseDecimal(u.gpu_memory_utilization);
     if (!d || compareDecimals(d, integerDecimal(0)) <= 0 || compareDecimals(d, integerDecimal(1)) > 0) {
       problems.push(`${u.engine}: --gpu-memory-utilization ${u.gpu_memory_utilization || "(not set)"} is not a decimal fraction in (0, 1]; each shared engine states its share of device memory`);
@@ -88,9 +90,10 @@ export function sharedBudget(members: SharedPlan[], backend: LaunchPlan["backend
   if (shared && !allowance) problems.push(`${first!.engine}: shared_device.device_allowance ${shared.device_allowance} is not a decimal`);
   const sum = addDecimals(parsed);
   if (allowance && parsed.length === members.length && compareDecimals(sum, allowance) > 0) {
+    // The sum as it will be judged, term by term, so an operator sees which share to lower.
     problems.push(`the gpu_memory_utilization sum ${utilizations.map((u) => u.gpu_memory_utilization).join(" + ")} = ${formatDecimal(sum)} exceeds shared_device.device_allowance ${shared!.device_allowance}`);
   }
-  if (problems.length || !shared || !first) return { problems };
+  if (problems.length || !shared || !first) return { problems: [...new Set(problems)] };
   return {
     problems,
     budget: { gpu_uuid: shared.gpu_uuid, device_allowance: shared.device_allowance, group_signature: first.group_signature, utilizations, sum: formatDecimal(sum) },

@@ -64,6 +64,8 @@ export interface SharedStartRecord {
   /** native-stop.json written for a previously ready native engine. */
   native_stop?: string;
   post_cleanup?: Reading | { error: string };
+  /** The engine a failed start left behind (container id or process), when it never got as far as identity. */
+  handle?: EngineHandle;
 }
 
 export interface Launched {
@@ -85,7 +87,8 @@ export interface CleanupOptions {
 const messageOf = (err: unknown) => (err instanceof NarwhalError ? err.describe() : err instanceof Error ? err.message : String(err));
 
 async function undo(entry: Launched, opts: CleanupOptions): Promise<Pick<SharedStartRecord, "cleanup_status" | "cleanup_error" | "native_stop">> {
-  const handle = entry.handle ?? (await recordedHandle(entry.run, entry.plan).catch(() => null));
+  // A start that failed never returned its handle; the run directory recorded it.
+  const handle = (entry.handle ??= await recordedHandle(entry.run, entry.plan).catch(() => null));
   if (!handle) return { cleanup_status: "nothing-started" };
   try {
     if (handle.kind === "container") {
@@ -121,9 +124,10 @@ export async function cleanUpShared(launched: Launched[], cause: unknown, opts: 
   const cleanupErrors: string[] = [];
   for (const entry of launched) {
     const outcome = outcomes.get(entry)!;
-    if (outcome.cleanup_error) cleanupErrors.push(`${entry.plan.engine} (${entry.handle?.kind === "container" ? entry.handle.container_id : entry.run.dir}): ${outcome.cleanup_error}`);
+    if (outcome.cleanup_error) cleanupErrors.push(`${entry.plan.engine} (${entry.handle?.kind === "container" ? `container ${entry.handle.container_id}` : `pid ${entry.handle?.pid}`}): ${outcome.cleanup_error}`);
     const record: SharedStartRecord = {
       ...entry.record,
+      ...(entry.handle && !entry.record.identity ? { handle: entry.handle } : {}),
       status: "failed",
       cause: entry === failing ? causeText : `shared startup failed at ${failing?.plan.engine}: ${causeText}`,
       ...outcome,

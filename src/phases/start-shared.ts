@@ -10,9 +10,8 @@
 // everything this invocation started, in reverse launch order
 // (shared-cleanup.ts). Reusable: the reconciler calls it with run directories.
 import path from "node:path";
-import type { EngineBackend } from "../backends/types.js";
 import type { EngineHandle } from "./types.js";
-import { start } from "./start.js";
+import { start, type StartOptions } from "./start.js";
 import { probe } from "./probe.js";
 import { loadCheckedRun, refuseExisting, refuseUsed, type CheckedRun } from "./checked-run.js";
 import { allowanceMib, MAX_SHARED, MIN_SHARED, planUtilization, sharedBudget, type SharedBudget } from "./shared-budget.js";
@@ -28,13 +27,8 @@ import { cleanUpShared, SHARED_START_FILE, type Launched, type SharedStartRecord
 export { SHARED_START_FILE, SHARED_START_SCHEMA, type SharedStartRecord } from "./shared-cleanup.js";
 const ACTION = "start-shared";
 
-export interface StartSharedOptions {
-  backend: EngineBackend;
-  signal: AbortSignal;
-  /** Seconds allowed per engine for readiness and identity checks (--ready-seconds). */
-  readySeconds: number;
-  stopGraceMs: number;
-  secrets?: string[];
+/** Each engine starts as `start` starts one; readySeconds is the budget per engine (--ready-seconds). */
+export interface StartSharedOptions extends StartOptions {
   /** Startup environment: NARWHAL_NODE_<n>_ATTESTATION_URL takes precedence over the prepared URL. */
   env?: Readonly<Record<string, string | undefined>>;
   /** nvidia-smi for memory readings; default the plans' node.nvidia_smi. */
@@ -140,7 +134,7 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
       }
       opts.progress?.(`starting ${plan.engine} (${i + 1}/${members.length}) on ${budget.gpu_uuid}`);
       const began = Date.now();
-      const handle: EngineHandle = await start(run, { backend: opts.backend, signal: opts.signal, readySeconds: opts.readySeconds, stopGraceMs: opts.stopGraceMs, secrets: opts.secrets ?? [] });
+      const handle: EngineHandle = await start(run, opts);
       entry.handle = handle;
       const probed = await probe(run, { backend: opts.backend, handle, signal: opts.signal });
       const identity = await opts.backend.identityProblems(handle, plan);

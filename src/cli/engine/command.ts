@@ -1,6 +1,7 @@
 // `narwhal engine <action>`: the seed's narwhal-engine command (seed 001), its
 // actions, option names and help wording. Errors go to main.ts's one error
 // boundary; every action prints an engine result (result.ts).
+import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { appIdentity } from "../../app.js";
 import { MAX_SHARED, MIN_SHARED } from "../../phases/shared-budget.js";
@@ -55,14 +56,18 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
     .addHelpText("after", `\nPreparation requires a fresh --out; subsequent actions use --run. Each inspection output is retained in its launch directory, so select a fresh prepared and checked directory when recapturing it.`);
 
   const formatOpt = () => new Option("--format <format>", "Select json for versioned command results.").choices(["text", "json"]).default("text");
-  const stateOpt = () => new Option("--state <dir>", "state directory that scopes ownership of what the actions start (env NARWHAL_STATE)").default(undefined, "./state");
+  const stateOpt = () => new Option("--state <dir>", "ownership scope of the engines and containers an action starts (default: the launch directory's parent, so a reconciler's state never adopts or removes them)");
   const runOpt = (many = false) => new Option("--run <dir>", many ? "Select an existing launch directory; repeat two to eight times for start-shared." : "Select an existing launch directory (required after preparation).").argParser(collect);
   const readyOpt = () => new Option("--ready-seconds <n>", "Positive integer seconds allowed per engine's readiness and identity checks.").argParser(positiveInteger).default(180);
   const backendOpt = (what: string) => new Option("--backend <backend>", what).choices(["container", "native"]);
 
   const run = (result: (ctx: ActionContext, opts: Opts) => Promise<EngineResult>) =>
     act(async (opts) => {
-      const r = await withActionContext({ state: opts.state }, (ctx) => result(ctx, opts));
+      // Scoped apart from `narwhal reconcile`'s state directory (NARWHAL_STATE is not read here):
+      // a reconciler treats engines of its own scope that it does not know as orphans and removes them.
+      const first = (opts.run as string[] | undefined)?.[0] ?? (opts.out as string | undefined);
+      const scope = opts.state ?? (first ? path.dirname(path.resolve(first)) : process.cwd());
+      const r = await withActionContext({ state: path.resolve(scope) }, (ctx) => result(ctx, opts));
       out(renderResult(r, opts.format ?? "text"));
       return 0;
     });

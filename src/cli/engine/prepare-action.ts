@@ -11,6 +11,7 @@ import { parseJsonSafely } from "../../desired/json-safe.js";
 import { DesiredStateError } from "../../errors.js";
 import { inspect } from "../../phases/inspect.js";
 import { prepare, ENV_FILE, LAUNCH_FILE, API_KEY_FILE, readPlan } from "../../phases/prepare.js";
+import { LAUNCH_FILE as RECORDS_FILE } from "../../desired/rules.js";
 import { refusal } from "../../phases/action-error.js";
 import { exists } from "../../state/atomic-file.js";
 import { engineResult, type EngineResult } from "./result.js";
@@ -48,7 +49,7 @@ async function recordFromEnv(file: string): Promise<{ record: Record<string, unk
 
 /** The engine a bare record belongs to: the only engine, or the one whose desired record has its role. */
 async function inferEngine(desiredDir: string, role: unknown): Promise<string> {
-  const doc = JSON.parse(await fs.readFile(path.join(desiredDir, LAUNCH_FILE), "utf8").catch(() => "{}")) as { engines?: Record<string, { role?: unknown }> };
+  const doc = JSON.parse(await fs.readFile(path.join(desiredDir, RECORDS_FILE), "utf8").catch(() => "{}")) as { engines?: Record<string, { role?: unknown }> };
   const names = Object.keys(doc.engines ?? {});
   const byRole = names.filter((n) => doc.engines![n]!.role === role);
   if (names.length === 1) return names[0]!;
@@ -104,7 +105,7 @@ export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptio
     summary: [
       `${spec.backend} plan ${prepared.plan_sha256.slice(0, 12)} for ${spec.role} on ${inspection.accelerator} (${plan.gpu.visibility_env}=${plan.gpu.ids.join(",")})`,
       `group ${plan.group_signature}, model ${plan.model.path}${plan.model.file_sha256 ? ` sha256 ${plan.model.file_sha256.slice(0, 12)}` : ""}, revision ${plan.model.revision ?? "-"}`,
-      `launch record from ${fromEnv ? `NARWHAL_ENGINE_LAUNCH_CONFIG=${configFile}` : path.join(desiredDir, LAUNCH_FILE)}`,
+      `launch record from ${fromEnv ? `NARWHAL_ENGINE_LAUNCH_CONFIG=${configFile}` : path.join(desiredDir, RECORDS_FILE)}`,
     ],
     details: {
       backend: spec.backend,
@@ -114,7 +115,7 @@ export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptio
       launch_token: prepared.launch_token,
       model: plan.model,
       application: plan.application,
-      record_source: fromEnv ? path.resolve(configFile!) : path.join(desiredDir, LAUNCH_FILE),
+      record_source: fromEnv ? path.resolve(configFile!) : path.join(desiredDir, RECORDS_FILE),
     },
   });
 }

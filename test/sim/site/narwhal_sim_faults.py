@@ -2,22 +2,31 @@
 
 NARWHAL_SIM_FAULTS is a comma-separated list of switches, each either a bare
 name (``crash_at_start``) or ``name=value`` (``slow_start=5``). A name may repeat
-(``missing_metric=a,missing_metric=b``). See test/sim/README.md for the list.
+(``missing_metric=a,missing_metric=b``); ``name@engine-2`` applies only to the engine
+whose NARWHAL_ENGINE is engine-2. See test/sim/README.md for the list.
 """
 import os
 
 KNOWN = {
     "slow_start", "crash_at_start", "crash_after", "dead_after", "wrong_version",
     "missing_metric", "tokenizer_error", "no_nixl", "no_ssm_layout",
+    "gpu_extra_mib",  # read by the nvidia-smi stand-in (test/sim/bin), not by the engine
 }
 
 
 def faults(environ=None):
     """Return {name: [values]} for the switches set in the environment."""
-    raw = (environ if environ is not None else os.environ).get("NARWHAL_SIM_FAULTS", "")
+    env = environ if environ is not None else os.environ
+    raw = env.get("NARWHAL_SIM_FAULTS", "")
     found = {}
     for item in raw.split(","):
         item = item.strip()
+        if "@" in item:
+            # "switch@engine-2" applies only to the engine the launcher names engine-2 (NARWHAL_ENGINE),
+            # so engines of one group (same runtime environment) can fail one at a time.
+            item, scope = item.rsplit("@", 1)
+            if scope.strip() != env.get("NARWHAL_ENGINE"):
+                continue
         if not item:
             continue
         name, _, value = item.partition("=")

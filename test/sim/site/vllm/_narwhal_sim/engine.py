@@ -239,6 +239,7 @@ def _connector(kv, facts, args, tp):
     from vllm.distributed.kv_transfer.kv_connector.base import KVConnectorRole
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
     from vllm import envs
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector import NIXL_CONNECTOR_VERSION
 
     config = types.SimpleNamespace(kv_transfer_config=kv)
     try:
@@ -254,7 +255,7 @@ def _connector(kv, facts, args, tp):
     side = _bind_side_channel(host, port)
     emit("INFO", "Starting listening on path: tcp://%s:%d", f"[{host}]" if is_ipv6(host) else host, port,
          prefix="EngineCore_DP0", where="nixl_connector.py:737")
-    meta = {"engine_id": kv.engine_id, "vllm_version": version.__version__, "connector_version": 1,
+    meta = {"engine_id": kv.engine_id, "vllm_version": version.__version__, "connector_version": NIXL_CONNECTOR_VERSION,
             "model": args.model, "dtype": facts["dtype"], "num_kv_heads": facts["kv_heads"],
             "head_size": facts["head_dim"], "num_layers": facts["layers"], "attn_backend": "FLASH_ATTN",
             "cache_dtype": facts["cache_dtype"], "block_size": facts["block_size"], "tp_size": tp,

@@ -17,6 +17,8 @@ except ImportError:
     nixl_agent_config = None
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+# Bumped by vLLM when the NIXL handshake metadata changes incompatibly; part of the handshake policy.
+NIXL_CONNECTOR_VERSION = 1
 LOAD_FAILURE_POLICIES = ("recompute", "fail")
 
 
