@@ -14,6 +14,8 @@ export interface Config {
   watch: { debounceMs: number; resyncMs: number };
   /** Grace period before SIGKILL when stopping an engine. */
   stopGraceMs: number;
+  /** How long engines sharing a GPU wait for each other before a shared start. */
+  sharedStartWaitMs: number;
   docker: DockerConfig;
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
@@ -77,6 +79,7 @@ export function loadConfig(
       resyncMs: intFrom(env, "NARWHAL_RESYNC_MS", 10_000),
     },
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),
+    sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
     docker: {
       host: env.DOCKER_HOST || undefined,

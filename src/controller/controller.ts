@@ -11,6 +11,7 @@ import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { phaseActors } from "./phase-actors.js";
 import { recordFrom } from "./record.js";
 import { adoptFromRun } from "./adopt.js";
+import { SharedStarts } from "./shared-starts.js";
 import { World, claimedTokens, type Owned } from "./world.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -70,6 +71,12 @@ export class Controller {
         backend: (kind) => opts.backends[kind],
         persisted: () => this.store.flush(),
         secrets: () => this.secrets,
+        sharedStarts: new SharedStarts({
+          specs: () => [...this.specs.values()],
+          running: (engine) => this.actors.get(engine)?.getSnapshot().context.handle != null,
+          log: opts.log,
+          waitMs: opts.config.sharedStartWaitMs,
+        }),
       }),
     });
   }

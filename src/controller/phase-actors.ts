@@ -12,7 +12,7 @@ import { PhaseError, type Step } from "../errors.js";
 import { inspect } from "../phases/inspect.js";
 import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
-import { start } from "../phases/start.js";
+import type { SharedStarts } from "./shared-starts.js";
 import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
@@ -29,6 +29,8 @@ export interface PhaseDeps {
   /** Resolves once every transition so far is on disk. */
   persisted(): Promise<void>;
   secrets(): string[];
+  /** Engines sharing a GPU start together through start-shared. */
+  sharedStarts: SharedStarts;
 }
 
 async function planPorts(runDir: string): Promise<number[]> {
@@ -83,7 +85,7 @@ export function phaseActors(deps: PhaseDeps) {
     }),
     start: step("start", async (input, signal) => {
       const spec = specFor(input, "start");
-      return start(need(input.run, input.engine, "start", "prepared run"), {
+      return deps.sharedStarts.start(spec, need(input.run, input.engine, "start", "prepared run"), {
         backend: deps.backend(spec.backend),
         signal,
         readySeconds: spec.ready_seconds,

@@ -1,0 +1,115 @@
+// Engines that share one GPU (a `shared_device` block) start together through
+// the start-shared path (seed 001), with its budget checks and readings,
+// instead of one by one: each one's start step waits here until every sharing
+// engine that is not already running has asked (or a short wait passes), then
+// one startShared() launches them in sequence and hands each its engine.
+import type { EngineSpec } from "../desired/types.js";
+import type { EngineHandle, PreparedRun } from "../phases/types.js";
+import { start, type StartOptions } from "../phases/start.js";
+import { startShared } from "../phases/start-shared.js";
+import { PhaseError, NarwhalError } from "../errors.js";
+import type { Logger } from "../log.js";
+import path from "node:path";
+import { exists } from "../state/atomic-file.js";
+import { PROCESS_FILE } from "../backends/native.js";
+import { CONTAINER_ID_FILE } from "../backends/container.js";
+
+interface Request {
+  spec: EngineSpec;
+  run: PreparedRun;
+  opts: StartOptions;
+  resolve(handle: EngineHandle): void;
+  reject(err: unknown): void;
+}
+
+export interface SharedStartsDeps {
+  /** The desired engines now. */
+  specs(): EngineSpec[];
+  /** The engine has a live engine of its own (it will not ask to start). */
+  running(engine: string): boolean;
+  log: Logger;
+  /** How long the first engine of a group waits for the others to be checked. */
+  waitMs: number;
+}
+
+async function startedBefore(runDir: string): Promise<boolean> {
+  for (const f of [PROCESS_FILE, CONTAINER_ID_FILE]) if (await exists(path.join(runDir, f))) return true;
+  return false;
+}
+
+export const sharedKey = (spec: EngineSpec): string | null => (spec.launch.shared_device ? `${spec.node.name}/${spec.launch.shared_device.gpu_uuid}` : null);
+
+export class SharedStarts {
+  private readonly waiting = new Map<string, Request[]>();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+
+  constructor(private readonly deps: SharedStartsDeps) {}
+
+  start(spec: EngineSpec, run: PreparedRun, opts: StartOptions): Promise<EngineHandle> {
+    const key = sharedKey(spec);
+    if (!key) return start(run, opts);
+    return new Promise<EngineHandle>((resolve, reject) => {
+      const request: Request = { spec, run, opts, resolve, reject };
+      const list = (this.waiting.get(key) ?? []).filter((r) => r.spec.name !== spec.name);
+      this.waiting.set(key, [...list, request]);
+      opts.signal.addEventListener("abort", () => this.withdraw(key, request), { once: true });
+      this.evaluate(key);
+    });
+  }
+
+  private withdraw(key: string, request: Request): void {
+    const list = this.waiting.get(key) ?? [];
+    if (!list.includes(request)) return;
+    this.waiting.set(key, list.filter((r) => r !== request));
+    request.reject(request.opts.signal.reason);
+  }
+
+  /** Launch once every sharing engine that is not running has asked; otherwise after the wait. */
+  private evaluate(key: string): void {
+    const asked = new Set((this.waiting.get(key) ?? []).map((r) => r.spec.name));
+    const outstanding = this.deps.specs().filter((s) => sharedKey(s) === key && !asked.has(s.name) && !this.deps.running(s.name));
+    if (outstanding.length === 0) return void this.launch(key);
+    if (!this.timers.has(key)) {
+      this.deps.log.info(`waiting up to ${this.deps.waitMs} ms for ${outstanding.map((s) => s.name).join(", ")} to share ${key}`);
+      this.timers.set(key, setTimeout(() => void this.launch(key), this.deps.waitMs));
+    }
+  }
+
+  private async launch(key: string): Promise<void> {
+    clearTimeout(this.timers.get(key));
+    this.timers.delete(key);
+    const all = this.waiting.get(key) ?? [];
+    this.waiting.delete(key);
+    // A run whose engine was already started (a controller killed mid-start) is adopted by the
+    // plain start's ensure; start-shared only takes unused plans.
+    const batch: Request[] = [];
+    for (const r of all) {
+      if (await startedBefore(r.run.dir)) void start(r.run, r.opts).then(r.resolve, r.reject);
+      else batch.push(r);
+    }
+    if (batch.length === 0) return;
+    if (batch.length === 1) {
+      // The others already run (or never came): a single start; the desired-state rules already bound the budget.
+      const [r] = batch;
+      return start(r!.run, r!.opts).then(r!.resolve, r!.reject);
+    }
+    const first = batch[0]!;
+    try {
+      const result = await startShared(batch.map((r) => r.run.dir), { ...first.opts, env: {} });
+      for (const r of batch) {
+        const record = result.records.find((x) => x.engine === r.spec.name);
+        if (record?.identity) r.resolve(record.identity.handle);
+        else r.reject(new PhaseError(r.spec.name, "start", "start-shared reported no engine for this plan", { retryable: true }));
+      }
+    } catch (err) {
+      const retryable = err instanceof NarwhalError ? err.retryable : true;
+      for (const r of batch) {
+        r.reject(new PhaseError(r.spec.name, "start", `shared start of ${batch.map((b) => b.spec.name).join(", ")} on ${key} failed: ${(err as Error).message}`, {
+          retryable,
+          input: "shared_device",
+          fix: err instanceof NarwhalError && err.fix ? err.fix : "Read shared-start.json in each run directory for the readings and the cause.",
+        }));
+      }
+    }
+  }
+}
