@@ -123,6 +123,25 @@ const freshAttempt = {
   layout: null,
 } as const;
 
+/** A new engine's context: nothing done, nothing running. */
+export function initialContext(input: EngineInput): EngineContext {
+  return {
+    engine: input.engine,
+    desiredHash: input.desiredHash,
+    ...freshAttempt,
+    handle: null,
+    runningHash: null,
+    retiring: null,
+    error: null,
+    retryFrom: null,
+    attempts: 0,
+    retryAt: null,
+    capturedAt: null,
+    terminal: false,
+    retry: input.retry,
+  };
+}
+
 export const engineMachine = setup({
   types: {
     context: {} as EngineContext,
@@ -187,21 +206,7 @@ export const engineMachine = setup({
   },
 }).createMachine({
   id: "engine",
-  context: ({ input }) => ({
-    engine: input.engine,
-    desiredHash: input.desiredHash,
-    ...freshAttempt,
-    handle: null,
-    runningHash: null,
-    retiring: null,
-    error: null,
-    retryFrom: null,
-    attempts: 0,
-    retryAt: null,
-    capturedAt: null,
-    terminal: false,
-    retry: input.retry,
-  }),
+  context: ({ input }) => initialContext(input),
   initial: "pending",
   on: {
     DESIRED_CHANGED: [

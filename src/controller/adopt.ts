@@ -4,7 +4,7 @@
 // and its run directory's evidence says how far it got. Nothing is restarted
 // that is still good; an engine from other inputs is kept as `retiring`.
 import path from "node:path";
-import type { EngineContext, Phase, RetryPolicy } from "../../machines/engine.js";
+import { initialContext, type EngineContext, type Phase, type RetryPolicy } from "../../machines/engine.js";
 import type { OwnedEngine } from "../backends/types.js";
 import type { CacheLayout, CheckResult, Inspection, PreparedRun, ProbeResult } from "../phases/types.js";
 import { INSPECTION_FILE, readPlan } from "../phases/prepare.js";
@@ -36,25 +36,8 @@ export async function adoptFromRun(owned: OwnedEngine, engine: string, desiredHa
     read<CacheLayout>(LAYOUT_FILE),
   ]);
   const run: PreparedRun = { engine, dir: owned.run_dir, input_hash: plan.input_hash, plan_sha256: sha256, launch_token: plan.launch_token };
-  const base: EngineContext = {
-    engine,
-    desiredHash,
-    inspection: null,
-    run: null,
-    checked: null,
-    handle: null,
-    runningHash: plan.input_hash,
-    retiring: null,
-    probe: null,
-    layout: null,
-    error: null,
-    retryFrom: null,
-    attempts: 0,
-    retryAt: null,
-    capturedAt: null,
-    terminal: false,
-    retry,
-  };
+  const base: EngineContext = { ...initialContext({ engine, desiredHash, retry }), runningHash: plan.input_hash };
+
   const current = plan.input_hash === desiredHash && inspection !== null && checked?.plan_sha256 === sha256;
   if (!current) {
     // Serving, but from other inputs (or without its evidence): keep it until its replacement is checked.

@@ -3,10 +3,9 @@
 // this checked plan and that every TP rank came up; then take page geometry
 // from /metrics (vllm:cache_config_info) and capacity from the startup log.
 import path from "node:path";
-import type { CacheLayout, CheckResult, EngineHandle, PreparedRun } from "./types.js";
+import type { CacheLayout, EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { readPlan } from "./prepare.js";
-import { CHECKED_FILE } from "./check.js";
+import { readCheckedPlan } from "./check.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest, joinUrl } from "./http.js";
 import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
@@ -44,9 +43,7 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   const existing = await readJsonIfExists<CacheLayout>(layoutPath);
   if (existing) return existing; // one layout per run; recapturing needs a fresh prepared run
 
-  const { plan, sha256: planSha } = await readPlan(run.dir);
-  const checked = await readJsonIfExists<CheckResult>(path.join(run.dir, CHECKED_FILE));
-  if (!checked || checked.plan_sha256 !== planSha) throw fail("checked.json does not bind this plan", CHECKED_FILE, "Repeat the image check for this plan.");
+  const { plan, planSha } = await readCheckedPlan(run, "capture");
   if (opts.handle.launch_token !== plan.launch_token) throw fail("the recorded engine was not started from this plan", "launch token", "Prepare a fresh run.");
   // Container id, image and plan-hash labels (or pid, start tick and token): the layout must come from this plan's engine.
   const problems = await opts.backend.identityProblems(opts.handle, plan);

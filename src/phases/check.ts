@@ -7,7 +7,7 @@ import path from "node:path";
 import type { CheckResult, PreparedRun } from "./types.js";
 import type { EngineBackend, RuntimeCheckOutput } from "../backends/types.js";
 import { readPlan } from "./prepare.js";
-import { PhaseError } from "../errors.js";
+import { PhaseError, type Step } from "../errors.js";
 import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
 import type { LaunchPlan } from "./plan.js";
 
@@ -67,6 +67,16 @@ function logEntry(out: RuntimeCheckOutput, planSha: string): string {
     out.stderr.trimEnd() ? `--- stderr\n${out.stderr.trimEnd()}` : "",
     "",
   ].filter((l, i, a) => l !== "" || i === a.length - 1).join("\n");
+}
+
+/** The run's plan and its checked.json, which must bind that plan: what every step after check relies on. */
+export async function readCheckedPlan(run: PreparedRun, step: Step): Promise<{ plan: LaunchPlan; planSha: string; checked: CheckResult }> {
+  const { plan, sha256: planSha } = await readPlan(run.dir);
+  const checked = await readJsonIfExists<CheckResult>(path.join(run.dir, CHECKED_FILE));
+  if (!checked || checked.plan_sha256 !== planSha) {
+    throw new PhaseError(run.engine, step, "checked.json does not bind this plan", { retryable: false, input: CHECKED_FILE, fix: "Repeat the image check for this plan." });
+  }
+  return { plan, planSha, checked };
 }
 
 export interface CheckOptions {

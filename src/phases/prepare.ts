@@ -9,7 +9,8 @@ import type { EngineSpec } from "../desired/types.js";
 import type { Inspection, PreparedRun } from "./types.js";
 import { buildLaunchPlan, renderEnvFile, lastFlagValue, type AppIdentity, type LaunchPlan } from "./plan.js";
 import { readModelMeta } from "./model-meta.js";
-import { createDirAtomically, createRunDir, pathExists, removePartialRuns, type RunFile } from "../state/run-dir.js";
+import { createDirAtomically, createRunDir, removePartialRuns, type RunFile } from "../state/run-dir.js";
+import { exists } from "../state/atomic-file.js";
 import { sha256File } from "./host/model-hash.js";
 import { PhaseError } from "../errors.js";
 
@@ -59,7 +60,7 @@ function refuseOut(engine: string, out: string): PhaseError {
 }
 
 export async function prepare(spec: EngineSpec, inspection: Inspection, opts: PrepareOptions): Promise<PreparedRun> {
-  if (opts.out && (await pathExists(opts.out))) throw refuseOut(spec.name, opts.out);
+  if (opts.out && (await exists(opts.out))) throw refuseOut(spec.name, opts.out);
   if (!opts.out && opts.existing && (await reusable(opts.existing, spec))) return opts.existing;
   if (inspection.engine !== spec.name) {
     throw new PhaseError(spec.name, "prepare", `inspection belongs to ${inspection.engine}`, { retryable: false });
@@ -87,7 +88,7 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
   if (opts.out) {
     dir = path.resolve(opts.out);
     await fs.mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
-    if (await pathExists(dir)) throw refuseOut(spec.name, opts.out);
+    if (await exists(dir)) throw refuseOut(spec.name, opts.out);
     await createDirAtomically(dir, files);
   } else {
     dir = await createRunDir(opts.stateDir, spec.name, spec.input_hash, files, now);

@@ -5,15 +5,15 @@
 // is captured with an exclusive create; a repeat uses fresh names.
 import fs from "node:fs/promises";
 import path from "node:path";
-import type { CheckResult, EngineHandle, PreparedRun, ProbeResult } from "./types.js";
+import type { EngineHandle, PreparedRun, ProbeResult } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { readPlan, ENV_FILE } from "./prepare.js";
+import { ENV_FILE } from "./prepare.js";
 import { parseEnvFile } from "./plan.js";
-import { CHECKED_FILE } from "./check.js";
+import { readCheckedPlan } from "./check.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest, joinUrl } from "./http.js";
 import { freshName } from "../state/run-dir.js";
-import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
+import { writeFileExclusive } from "../state/atomic-file.js";
 import { parsePrometheus, sampleValue } from "./prometheus.js";
 
 export const PROBED_FILE = "probed.json";
@@ -30,9 +30,7 @@ export interface ProbeOptions {
 export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<ProbeResult> {
   const fail = (message: string, input: string, fix: string, retryable = false) =>
     new PhaseError(run.engine, "probe", message, { retryable, input, fix });
-  const { plan, sha256: planSha } = await readPlan(run.dir);
-  const checked = await readJsonIfExists<CheckResult>(path.join(run.dir, CHECKED_FILE));
-  if (!checked || checked.plan_sha256 !== planSha) throw fail("checked.json does not bind this plan", CHECKED_FILE, "Repeat the image check for this plan.");
+  const { plan, checked } = await readCheckedPlan(run, "probe");
   const env = parseEnvFile(await fs.readFile(path.join(run.dir, ENV_FILE), "utf8"));
   const headers: Record<string, string> = {};
   if (env.VLLM_API_KEY) headers.Authorization = `Bearer ${env.VLLM_API_KEY}`;

@@ -3,7 +3,7 @@
 // every file added later is created exclusively: evidence is never rewritten.
 import fs from "node:fs/promises";
 import path from "node:path";
-import { fsyncDir } from "./atomic-file.js";
+import { exists, fsyncDir } from "./atomic-file.js";
 
 export function runsRoot(stateDir: string, engine: string): string {
   return path.join(stateDir, "runs", engine);
@@ -25,7 +25,7 @@ export async function createRunDir(stateDir: string, engine: string, inputHash: 
   await fs.mkdir(root, { recursive: true, mode: 0o700 });
   let name = `${utcStamp(now)}-${inputHash.slice(0, 8)}`;
   // Two prepares within one second for the same hash (a retry) get distinct names.
-  for (let n = 2; await pathExists(path.join(root, name)); n++) name = `${utcStamp(now)}-${inputHash.slice(0, 8)}-${n}`;
+  for (let n = 2; await exists(path.join(root, name)); n++) name = `${utcStamp(now)}-${inputHash.slice(0, 8)}-${n}`;
   const final = path.join(root, name);
   await createDirAtomically(final, files);
   return final;
@@ -55,26 +55,18 @@ export async function createDirAtomically(final: string, files: RunFile[]): Prom
   await fsyncDir(root);
 }
 
-export async function pathExists(p: string): Promise<boolean> {
-  try {
-    await fs.access(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * A file name in `dir` that does not exist yet: `health.txt`, then
  * `health.2.txt`, ... Captures are immutable, so a repeated probe uses new names.
  */
 export async function freshName(dir: string, name: string): Promise<string> {
-  if (!(await pathExists(path.join(dir, name)))) return name;
+  if (!(await exists(path.join(dir, name)))) return name;
   const ext = path.extname(name);
   const base = name.slice(0, name.length - ext.length);
   for (let n = 2; ; n++) {
     const candidate = `${base}.${n}${ext}`;
-    if (!(await pathExists(path.join(dir, candidate)))) return candidate;
+    if (!(await exists(path.join(dir, candidate)))) return candidate;
   }
 }
 
