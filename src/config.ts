@@ -19,6 +19,11 @@ export interface Config {
   docker: DockerConfig;
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
+  /**
+   * The role shell's environment, for `narwhal engine` actions only: the seed's operator
+   * inputs (NARWHAL_ENGINE_LAUNCH_CONFIG, NARWHAL_MODEL_REVISION, NARWHAL_ENGINE_ARGS, ...).
+   */
+  startupEnv: Readonly<Record<string, string | undefined>>;
 }
 
 /** Per-call deadlines for the Docker Engine API (ms). */
@@ -81,6 +86,7 @@ export function loadConfig(
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
+    startupEnv: Object.freeze({ ...env }),
     docker: {
       host: env.DOCKER_HOST || undefined,
       tlsVerify: env.DOCKER_TLS_VERIFY === "1",

@@ -17,7 +17,7 @@ export interface ActionContext {
   app: AppIdentity;
   checkScript: string;
   inspectScript: string;
-  /** The startup environment (process.env). */
+  /** The startup environment (config.startupEnv). */
   env: Readonly<Record<string, string | undefined>>;
 }
 
@@ -37,7 +37,7 @@ export async function withActionContext<T>(opts: { state?: string }, fn: (ctx: A
       app: appIdentity(),
       checkScript,
       inspectScript: path.join(path.dirname(checkScript), INSPECT_SCRIPT),
-      env: process.env,
+      env: config.startupEnv,
     });
   } finally {
     process.off("SIGINT", onSignal);
