@@ -173,7 +173,10 @@ export class Controller {
         if (phase === "removed") this.actors.delete(name);
         this.notify();
       },
-      error: (err) => this.opts.log.error(`engine actor crashed: ${String(err)}`, { engine: name }),
+      error: (err) => {
+        this.opts.log.error(`engine actor crashed: ${String(err)}`, { engine: name });
+        this.notify();
+      },
     });
     actor.start();
     if (adopted && lost === null) actor.send({ type: "RESUME" });
@@ -236,7 +239,8 @@ export class Controller {
   settled(): boolean {
     for (const actor of this.actors.values()) {
       const s = actor.getSnapshot();
-      if (!isSettled(String(s.value), s.context)) return false;
+      // An actor that crashed (status "error") will not move again: settled, and reported by its phase.
+      if (s.status === "active" && !isSettled(String(s.value), s.context)) return false;
     }
     return true;
   }
