@@ -5,7 +5,7 @@ import type { ErrorRecord } from "../src/errors.js";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
 
 export type Phase = "pending" | "inspected" | "prepared" | "checked" | "started" | "probed" | "captured";
-export type RetryFrom = Exclude<Phase, "captured">;
+export type RetryFrom = Exclude<Phase, "captured"> | "removing";
 
 export interface RetryPolicy {
   baseMs: number;
@@ -36,6 +36,12 @@ export interface EngineContext {
   error: ErrorRecord | null;
   /** Where a retry resumes. */
   retryFrom: RetryFrom | null;
+  /**
+   * Desired-state events that arrived while a step that cannot be abandoned halfway (start,
+   * stopping the retiring engine) was running: applied as soon as it settles, so nothing it
+   * started is forgotten and nothing it is stopping is kept.
+   */
+  deferred: { desiredHash?: string; remove?: boolean } | null;
   /** Consecutive failures since the engine last reached `captured`. */
   attempts: number;
   /** Backoff deadline (epoch ms); kept in context so it survives a restart. */
@@ -122,6 +128,7 @@ export function initialContext(input: EngineInput): EngineContext {
     retiring: null,
     error: null,
     retryFrom: null,
+    deferred: null,
     attempts: 0,
     retryAt: null,
     capturedAt: null,

@@ -7,7 +7,7 @@
 // The context never holds an engine spec (it carries the API key): actors get
 // the engine name and the desired input hash, and the controller resolves the
 // current spec. So a persisted snapshot is safe to write to disk.
-import { setup, assign, fromPromise } from "xstate";
+import { setup, assign, enqueueActions, fromPromise } from "xstate";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
 import {
   STABLE_RUN_MS, backoffMs, freshAttempt, initialContext, stepInput, toRecord,
@@ -51,6 +51,22 @@ export const engineMachine = setup({
         ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
       };
     }),
+    /** Hold a desired-state event until the running step settles. */
+    defer: assign(({ context, event }) => ({
+      deferred: {
+        ...context.deferred,
+        ...(event.type === "REMOVE" ? { remove: true } : {}),
+        ...(event.type === "DESIRED_CHANGED" ? { desiredHash: event.desiredHash } : {}),
+      },
+    })),
+    /** Replay what was deferred, now that the step has settled. */
+    applyDeferred: enqueueActions(({ context, enqueue }) => {
+      const d = context.deferred;
+      if (!d) return;
+      enqueue.assign({ deferred: null });
+      if (d.remove) enqueue.raise({ type: "REMOVE" });
+      else if (d.desiredHash !== undefined && d.desiredHash !== context.desiredHash) enqueue.raise({ type: "DESIRED_CHANGED", desiredHash: d.desiredHash });
+    }),
     /** The engine died: a failure of its own (step "observe"), retried from a fresh run with backoff. */
     recordLoss: assign(({ context, event }) => {
       const reason = (event as { reason?: string }).reason ?? "exited";
@@ -76,6 +92,8 @@ export const engineMachine = setup({
     }),
   },
   guards: {
+    deferredRemove: ({ context }) => !!context.deferred?.remove,
+    deferredChange: ({ context }) => !!context.deferred?.desiredHash && context.deferred.desiredHash !== context.desiredHash,
     hashChanged: ({ context, event }) => event.type === "DESIRED_CHANGED" && event.desiredHash !== context.desiredHash,
     retiring: ({ context }) => context.retiring !== null,
     retryFrom: ({ context }, params: { from: RetryFrom }) => !context.terminal && context.retryFrom === params.from,
@@ -153,7 +171,8 @@ export const engineMachine = setup({
       },
     },
     checked: {
-      on: { RESUME: { target: "checked", reenter: true } },
+      // The start is not abandoned halfway: an engine it created must be recorded (and then replaced or removed).
+      on: { RESUME: { target: "checked", reenter: true }, DESIRED_CHANGED: { actions: "defer" }, REMOVE: { actions: "defer" } },
       invoke: {
         src: "start",
         input: stepInput,
@@ -163,6 +182,7 @@ export const engineMachine = setup({
       },
     },
     started: {
+      entry: "applyDeferred",
       on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } }, RESUME: { target: "started", reenter: true } },
       invoke: { src: "probe", input: stepInput, onDone: { target: "probed", actions: assign({ probe: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "started" } } } },
     },
@@ -176,6 +196,7 @@ export const engineMachine = setup({
       on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } } },
     },
     failed: {
+      entry: "applyDeferred",
       on: {
         // A dead engine cannot be probed or captured: resume from a fresh run.
         ENGINE_LOST: { actions: assign({ handle: null, runningHash: null, retryFrom: "pending" }) },
@@ -192,15 +213,26 @@ export const engineMachine = setup({
           { guard: { type: "retryFrom", params: { from: "checked" } }, target: "checked" },
           { guard: { type: "retryFrom", params: { from: "started" } }, target: "started" },
           { guard: { type: "retryFrom", params: { from: "probed" } }, target: "probed" },
+          { guard: { type: "retryFrom", params: { from: "removing" } }, target: "removing" },
         ],
       },
     },
     replacing: {
-      // The new plan is checked: stop the engine it replaces, then start the new one.
+      // The new plan is checked: stop the engine it replaces, then start the new one. A stop is not
+      // abandoned halfway either: a revert that arrives now cannot keep the engine being stopped.
+      on: { DESIRED_CHANGED: { actions: "defer" }, REMOVE: { actions: "defer" } },
       invoke: {
         src: "stop",
         input: ({ context }) => ({ ...stepInput({ context }), handle: context.retiring?.handle ?? null }),
-        onDone: { target: "checked", actions: assign({ retiring: null, runningHash: null }) },
+        onDone: [
+          { guard: "deferredRemove", target: "removed", actions: assign({ retiring: null, runningHash: null, deferred: null }) },
+          {
+            guard: "deferredChange",
+            target: "pending",
+            actions: assign(({ context }) => ({ retiring: null, runningHash: null, desiredHash: context.deferred!.desiredHash!, deferred: null })),
+          },
+          { target: "checked", actions: assign({ retiring: null, runningHash: null, deferred: null }) },
+        ],
         onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } },
       },
     },
@@ -211,7 +243,8 @@ export const engineMachine = setup({
         src: "stop",
         input: stepInput,
         onDone: { target: "removed", actions: assign({ handle: null, retiring: null, runningHash: null }) },
-        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } },
+        // A stop that failed is retried as a stop, never by running the procedure for an engine nobody wants.
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "removing" } } },
       },
     },
     removed: { type: "final" },

@@ -63,7 +63,8 @@ export class DockerCalls {
       }
       if (signal?.aborted) throw signal.reason;
       const e = err as { statusCode?: number; message?: string; code?: string };
-      const transient = e.statusCode === undefined || e.statusCode >= 500 || e.code === "ECONNREFUSED" || e.code === "ECONNRESET" || e.code === "ENOENT";
+      // 409 (a name still held by a container being removed) clears by itself; other 4xx are ours to fix.
+      const transient = e.statusCode === undefined || e.statusCode >= 500 || e.statusCode === 409 || e.code === "ECONNREFUSED" || e.code === "ECONNRESET" || e.code === "ENOENT";
       throw new DockerCallError(what, `docker ${what} failed on ${this.endpoint}: ${e.message ?? String(err)}`, e.statusCode, transient);
     }
   }

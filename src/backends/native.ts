@@ -149,7 +149,10 @@ export class NativeBackend implements EngineBackend {
   }
 
   async stop(handle: EngineHandle, graceMs: number): Promise<void> {
-    if (handle.kind !== "native" || !(await this.isAlive(handle))) return; // not ours any more: never signal a reused pid
+    if (handle.kind !== "native") return;
+    // Ours while the leader is (boot id + start tick), or while members of its group still carry its
+    // launch token (workers that outlived their API server). Never signal a reused pid or group.
+    if (!(await this.isAlive(handle)) && !(await groupHasMembers(handle.pgid, handle.launch_token))) return;
     const signalGroup = (sig: NodeJS.Signals) => {
       try {
         process.kill(-handle.pgid, sig);
@@ -160,10 +163,10 @@ export class NativeBackend implements EngineBackend {
     this.failpoint("native:stop:before");
     signalGroup("SIGTERM");
     const deadline = Date.now() + graceMs;
-    while (Date.now() < deadline && ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid)))) {
+    while (Date.now() < deadline && ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token)))) {
       await new Promise((r) => setTimeout(r, 100));
     }
-    if ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid))) {
+    if ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token))) {
       signalGroup("SIGKILL");
       for (let i = 0; i < 50 && (await this.isAlive(handle)); i++) await new Promise((r) => setTimeout(r, 100));
     }
@@ -198,11 +201,11 @@ export class NativeBackend implements EngineBackend {
   }
 }
 
-/** Any live (non-zombie) process still in the group. */
-async function groupHasMembers(pgid: number): Promise<boolean> {
+/** Any live (non-zombie) process still in the group that carries this launch token. */
+async function groupHasMembers(pgid: number, token: string): Promise<boolean> {
   for (const pid of await listPids()) {
     const stat = await readProcStat(pid);
-    if (stat && stat.pgid === pgid && stat.state !== "Z") return true;
+    if (stat && stat.pgid === pgid && stat.state !== "Z" && (await readProcEnviron(pid))?.NARWHAL_LAUNCH_TOKEN === token) return true;
   }
   return false;
 }

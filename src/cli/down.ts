@@ -1,23 +1,43 @@
-// `narwhal down`: stop every engine the state knows (graceful, then SIGKILL),
-// keeping each record's history and run directory as evidence.
+// `narwhal down`: stop every engine the state directory owns (graceful, then
+// SIGKILL): each record's live engine and the one it was replacing, and any
+// engine this state directory started that no record knows (a start cut short
+// by a crash, a lost state file). Records keep their history and run
+// directories as evidence. One engine that cannot be stopped does not stop the rest.
 import { StateStore } from "../state/store.js";
 import { acquireStateLock } from "../state/lock.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import type { EngineContext } from "../../machines/engine.js";
+import type { EngineHandle } from "../phases/types.js";
+import { NarwhalError } from "../errors.js";
 import { backendsFor } from "./runtime.js";
+import { World } from "../controller/world.js";
 
-export async function down(config: Config, log: Logger): Promise<string[]> {
+export interface DownResult {
+  stopped: string[];
+  failed: Array<{ engine: string; error: string }>;
+}
+
+export async function down(config: Config, log: Logger): Promise<DownResult> {
   const lock = await acquireStateLock(config.stateDir);
-  const stopped: string[] = [];
+  const result: DownResult = { stopped: [], failed: [] };
   try {
     const store = await StateStore.open(config.stateDir);
-    const backends = backendsFor(config);
-    for (const record of Object.values(store.data.engines)) {
-      if (record.handle) {
-        log.info("stopping engine", { engine: record.engine });
-        await backends[record.handle.kind].stop(record.handle, config.stopGraceMs);
-        stopped.push(record.engine);
+    const world = new World(backendsFor(config), log, config.stopGraceMs);
+    const stop = async (engine: string, handle: EngineHandle) => {
+      try {
+        log.info("stopping engine", { engine });
+        await world.stop(handle);
+        result.stopped.push(engine);
+      } catch (err) {
+        result.failed.push({ engine, error: (err as Error).message });
+        log.error(`cannot stop: ${(err as Error).message}`, { engine });
       }
+    };
+    for (const record of Object.values(store.data.engines)) {
+      const retiring = (record.snapshot as { context?: EngineContext } | null)?.context?.retiring?.handle ?? null;
+      for (const handle of [record.handle, retiring]) if (handle) await stop(record.engine, handle);
+      if (result.failed.some((f) => f.engine === record.engine)) continue; // keep its record: it still runs
       await store.update(record.engine, (prev) =>
         prev
           ? {
@@ -33,8 +53,17 @@ export async function down(config: Config, log: Logger): Promise<string[]> {
           : null,
       );
     }
+    // Engines no record knows: everything this state directory still owns now is one.
+    for (const { owned } of await world.listOwned(true)) await stop(owned.engine, owned.handle);
   } finally {
     await lock.release();
   }
-  return stopped;
+  if (result.failed.length) {
+    throw new NarwhalError(`could not stop ${result.failed.map((f) => `${f.engine} (${f.error})`).join("; ")}`, {
+      step: "stop",
+      retryable: true,
+      fix: "Inspect the named engines (pid or container id in `narwhal status`) and run `narwhal down` again.",
+    });
+  }
+  return result;
 }

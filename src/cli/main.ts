@@ -125,7 +125,7 @@ async function run(argv: string[]): Promise<number> {
     .action(
       act((opts) =>
         withLogger(opts, async (config, log) => {
-          const stopped = await down(config, log);
+          const { stopped } = await down(config, log);
           out(opts.format === "json" ? JSON.stringify({ stopped }) : stopped.length ? `stopped: ${stopped.join(", ")}` : "no engine was running");
           return EXIT.ok;
         }),

@@ -131,13 +131,18 @@ export class Controller {
     if (snapshot?.context) snapshot.context.retry = this.opts.config.retry;
     let adoptedNow = false;
     if (!snapshot) {
+      // Prefer an engine that serves the current inputs over one kept only until it is replaced.
+      const candidates = [];
       for (const o of owned.filter((x) => x.owned.engine === name)) {
         const adopted = await adoptFromRun(o.owned, name, desiredHash, this.opts.config.retry);
-        if (!adopted) continue;
+        if (adopted) candidates.push(adopted);
+      }
+      candidates.sort((a, b) => Number(a.context.retiring !== null) - Number(b.context.retiring !== null));
+      const adopted = candidates[0];
+      if (adopted) {
         this.opts.log.warn(`no state recorded; adopting the running engine from ${adopted.context.run?.dir ?? adopted.context.retiring?.run?.dir} at ${adopted.value}`, { engine: name });
         snapshot = this.machine.resolveState(adopted) as unknown as Snapshot<unknown>;
         adoptedNow = true;
-        break;
       }
     }
     let actor: EngineActor;
@@ -153,6 +158,7 @@ export class Controller {
     const restored = actor.getSnapshot();
     const handle = restored.context.handle;
     const lost = handle !== null && !(await this.world.alive(handle)) ? await this.world.lostReason(restored.context, this.secrets) : null;
+    if (lost !== null && handle) await this.world.stop(handle).catch(() => undefined);
     return { name, actor, restored: snapshot ? restored : null, adopted: adoptedNow, lost, desiredHash, backend: this.specs.get(name)?.backend ?? record?.backend ?? "native" };
   }
 
@@ -170,7 +176,12 @@ export class Controller {
           this.logTransition(name, lastPhase, phase, snap.context);
           lastPhase = phase;
         }
-        if (phase === "removed") this.actors.delete(name);
+        if (phase === "removed") {
+          this.actors.delete(name);
+          // Removed and desired again (a delete and re-add within one stop): start it over.
+          const spec = this.specs.get(name);
+          if (spec) void this.build(spec.name, spec.input_hash, []).then((c) => this.begin(c));
+        }
         this.notify();
       },
       error: (err) => {
@@ -202,11 +213,15 @@ export class Controller {
   async resync(): Promise<void> {
     for (const [name, actor] of this.actors) {
       const snap = actor.getSnapshot();
+      // An engine no longer desired whose removal failed is asked again on every resync.
+      if (!this.specs.has(name) && snap.value !== "removing" && snap.value !== "removed") actor.send({ type: "REMOVE" });
       const { handle, run } = snap.context;
       if (!handle) continue;
       if (!(await this.world.alive(handle))) {
         const reason = await this.world.lostReason(snap.context, this.secrets);
         this.opts.log.warn(`engine is gone (${reason}); restarting it from a fresh run after a backoff`, { engine: name });
+        // Whatever is left of it (workers that outlived their leader, a dead container) goes first.
+        await this.world.stop(handle).catch(() => undefined);
         actor.send({ type: "ENGINE_LOST", reason });
         continue;
       }

@@ -93,6 +93,8 @@ export class SharedStarts {
       const [r] = batch;
       return start(r!.run, r!.opts).then(r!.resolve, r!.reject);
     }
+    // A stable launch order (by engine name), whatever order the engines were checked in.
+    batch.sort((a, b) => a.spec.name.localeCompare(b.spec.name));
     const first = batch[0]!;
     try {
       const result = await startShared(batch.map((r) => r.run.dir), { ...first.opts, env: {} });

@@ -134,7 +134,8 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
       }
       opts.progress?.(`starting ${plan.engine} (${i + 1}/${members.length}) on ${budget.gpu_uuid}`);
       const began = Date.now();
-      const handle: EngineHandle = await start(run, opts);
+      // start-shared cleans up itself, in reverse launch order, recording each removal's outcome.
+      const handle: EngineHandle = await start(run, { ...opts, stopOnFailure: false });
       entry.handle = handle;
       const probed = await probe(run, { backend: opts.backend, handle, signal: opts.signal });
       const identity = await opts.backend.identityProblems(handle, plan);

@@ -15,6 +15,8 @@ export interface StartOptions {
   stopGraceMs: number;
   /** Values to strip from log excerpts quoted in errors. */
   secrets?: string[];
+  /** Stop what this start created when it fails (default); start-shared does its own ordered cleanup. */
+  stopOnFailure?: boolean;
 }
 
 /** Name the input an exit points at, using vLLM's own wording in the log. */
@@ -46,8 +48,21 @@ function tail(text: string, lines: number): string {
 export async function start(run: PreparedRun, opts: StartOptions): Promise<EngineHandle> {
   const { plan } = await readPlan(run.dir);
   const handle = await opts.backend.ensureStarted(run, plan, opts.signal);
+  try {
+    await waitReady(run, plan.endpoint, handle, opts);
+    return handle;
+  } catch (err) {
+    // A start that fails owns what it started: a retry begins from a fresh run, so the engine
+    // must not be left holding the GPU and ports. Not on cancellation (controller shutdown):
+    // the next controller adopts the engine by its launch token.
+    if (!opts.signal.aborted && opts.stopOnFailure !== false) await opts.backend.stop(handle, opts.stopGraceMs).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandle, opts: StartOptions): Promise<void> {
   const deadline = Date.now() + opts.readySeconds * 1000;
-  const health = joinUrl(plan.endpoint, "/health");
+  const health = joinUrl(endpoint, "/health");
   for (;;) {
     if (!(await opts.backend.isAlive(handle))) {
       const log = await opts.backend.startupLog(run, handle);
@@ -60,13 +75,12 @@ export async function start(run: PreparedRun, opts: StartOptions): Promise<Engin
     }
     try {
       const res = await httpRequest(health, { signal: opts.signal, timeoutMs: 5000 });
-      if (res.status === 200) return handle;
+      if (res.status === 200) return;
     } catch (err) {
       opts.signal.throwIfAborted();
       void err; // not listening yet
     }
     if (Date.now() > deadline) {
-      await opts.backend.stop(handle, opts.stopGraceMs);
       throw new PhaseError(run.engine, "start", `the engine did not answer ${health} within ${opts.readySeconds}s and was stopped`, {
         retryable: true,
         input: "NARWHAL_READY_SECONDS",

@@ -63,6 +63,7 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
+    const seen = await fs.readFile(file, "utf8").catch(() => "");
     const holder = await readHolder(file);
     const stale =
       holder === null ||
@@ -73,8 +74,17 @@ export async function acquireStateLock(stateDir: string): Promise<StateLock> {
         { input: file, fix: "Stop that controller first, or use another --state directory.", retryable: false },
       );
     }
-    // Stale: remove and race for it again; the wx create decides the winner.
-    await fs.rm(file, { force: true });
+    // Stale: move exactly that lock aside and race for it again; link() decides the winner. Moving
+    // (not removing by path) lets a controller that lost the race see it took a fresh lock, and put it back.
+    const aside = `${file}.stale.${process.pid}.${Date.now()}`;
+    try {
+      await fs.rename(file, aside);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw err;
+    }
+    if ((await fs.readFile(aside, "utf8").catch(() => "")) !== seen) await fs.link(aside, file).catch(() => undefined);
+    await fs.rm(aside, { force: true });
   }
   throw new LockHeldError(`could not take the state lock ${file}`, { retryable: true });
 }

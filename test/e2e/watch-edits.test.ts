@@ -52,7 +52,9 @@ describe("watch mode: how edits arrive", () => {
     fleet = await simFleet();
     launchPath = path.join(fleet.dir, LAUNCH);
     base = await readDesired(fleet.dir);
-    controller = startWatch(fleet.dir, fleet.stateDir);
+    // A debounce well above the bursts' 40 ms gaps even on a loaded machine: a gap longer than the
+    // debounce is a real pause in editing, and would rightly reload mid-burst.
+    controller = startWatch(fleet.dir, fleet.stateDir, { NARWHAL_WATCH_DEBOUNCE_MS: "500" });
     await settled();
   });
   afterAll(async () => {

@@ -220,3 +220,61 @@ describe("engine machine when the desired state reverts mid-replacement", () => 
     expect(steps(w2).filter((x) => x === "stop" || x === "start")).toEqual(["start"]);
   });
 });
+
+describe("engine machine: steps that are not abandoned halfway", () => {
+  /** A world whose start waits until the test releases it. */
+  function gatedStart() {
+    const w = world();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const base = actors(w);
+    const machine = engineMachine.provide({
+      actors: {
+        ...base,
+        start: fromPromise<EngineHandle, StepInput>(async ({ input }) => {
+          w.calls.push({ step: "start", input });
+          await gate;
+          return { kind: "native", pid: 100 + w.runs, pgid: 100 + w.runs, boot_id: "b", start_ticks: 1, launch_token: input.run!.launch_token };
+        }),
+      },
+    });
+    const a = createActor(machine, { input: { engine: "engine-1", desiredHash: "h1", retry } });
+    a.start();
+    return { w, a, release };
+  }
+
+  it("records the engine a start created before applying a desired change that arrived meanwhile", async () => {
+    const { w, a, release } = gatedStart();
+    await waitFor(a, (s) => s.value === "checked");
+    a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
+    expect(a.getSnapshot().value).toBe("checked"); // the start is not abandoned
+    release();
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(s.context.desiredHash).toBe("h2");
+    const stop = w.calls.find((c) => c.step === "stop");
+    expect(stop?.input.handle?.launch_token).toBe("t1"); // the engine the first start created was stopped, not leaked
+  });
+
+  it("removes an engine whose start was running when REMOVE arrived", async () => {
+    const { w, a, release } = gatedStart();
+    await waitFor(a, (s) => s.value === "checked");
+    a.send({ type: "REMOVE" });
+    release();
+    const s = await settled(a);
+    expect(s.value).toBe("removed");
+    expect(w.calls.at(-1)!.step).toBe("stop");
+    expect(w.calls.at(-1)!.input.handle!.launch_token).toBe("t1");
+  });
+
+  it("retries a failed removal as a stop, not as the procedure", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    w.failures.stop = [{ retryable: true }];
+    a.send({ type: "REMOVE" });
+    const s = await settled(a);
+    expect(s.value).toBe("removed");
+    expect(steps(w).slice(6)).toEqual(["stop", "stop"]);
+  });
+});
