@@ -130,27 +130,26 @@ export class Controller {
     // The retry policy is this controller's configuration, not history: a restored actor takes the current one.
     if (snapshot?.context) snapshot.context.retry = this.opts.config.retry;
     let adoptedNow = false;
-    if (!snapshot) {
-      // Prefer an engine that serves the current inputs over one kept only until it is replaced.
-      const candidates = [];
-      for (const o of owned.filter((x) => x.owned.engine === name)) {
-        const adopted = await adoptFromRun(o.owned, name, desiredHash, this.opts.config.retry);
-        if (adopted) candidates.push(adopted);
-      }
-      candidates.sort((a, b) => Number(a.context.retiring !== null) - Number(b.context.retiring !== null));
-      const adopted = candidates[0];
-      if (adopted) {
-        this.opts.log.warn(`no state recorded; adopting the running engine from ${adopted.context.run?.dir ?? adopted.context.retiring?.run?.dir} at ${adopted.value}`, { engine: name });
-        snapshot = this.machine.resolveState(adopted) as unknown as Snapshot<unknown>;
-        adoptedNow = true;
+    let actor: EngineActor | undefined;
+    if (snapshot) {
+      // A snapshot this machine cannot take (written by another version, edited by hand): fall back to what is observed.
+      const value = (snapshot as { value?: unknown }).value;
+      const problem =
+        typeof value !== "string" || !(value in this.machine.states) ? `unknown state ${JSON.stringify(value)}` : !snapshot.context ? "no context" : null;
+      try {
+        if (problem) throw new Error(problem);
+        actor = createActor(this.machine, { snapshot, input });
+        if (actor.getSnapshot().status !== "active") throw new Error(`restored as ${actor.getSnapshot().status}`);
+      } catch (err) {
+        actor = undefined;
+        this.opts.log.warn(`could not restore ${name}'s snapshot (${(err as Error).message}); rebuilding it from what runs`, { engine: name });
       }
     }
-    let actor: EngineActor;
-    try {
-      actor = snapshot ? createActor(this.machine, { snapshot, input }) : createActor(this.machine, { input });
-    } catch (err) {
-      this.opts.log.warn(`could not restore ${name}'s snapshot (${(err as Error).message}); starting it over`, { engine: name });
-      actor = createActor(this.machine, { input });
+    if (!actor) {
+      const adopted = await this.adopt(name, desiredHash, owned);
+      adoptedNow = adopted !== null;
+      snapshot = adopted;
+      actor = adopted ? createActor(this.machine, { snapshot: adopted, input }) : createActor(this.machine, { input });
     }
     this.actors.set(name, actor);
     // Observe before trusting the snapshot: a recorded engine that is gone is lost.
@@ -160,6 +159,21 @@ export class Controller {
     const lost = handle !== null && !(await this.world.alive(handle)) ? await this.world.lostReason(restored.context, this.secrets) : null;
     if (lost !== null && handle) await this.world.stop(handle).catch(() => undefined);
     return { name, actor, restored: snapshot ? restored : null, adopted: adoptedNow, lost, desiredHash, backend: this.specs.get(name)?.backend ?? record?.backend ?? "native" };
+  }
+
+  /** A snapshot for an engine with no usable record, from the engines this state directory runs. */
+  private async adopt(name: string, desiredHash: string, owned: Owned): Promise<Snapshot<unknown> | null> {
+    // Prefer an engine that serves the current inputs over one kept only until it is replaced.
+    const candidates = [];
+    for (const o of owned.filter((x) => x.owned.engine === name)) {
+      const adopted = await adoptFromRun(o.owned, name, desiredHash, this.opts.config.retry);
+      if (adopted) candidates.push(adopted);
+    }
+    candidates.sort((a, b) => Number(a.context.retiring !== null) - Number(b.context.retiring !== null));
+    const adopted = candidates[0];
+    if (!adopted) return null;
+    this.opts.log.warn(`no usable state recorded; adopting the running engine from ${adopted.context.run?.dir ?? adopted.context.retiring?.run?.dir} at ${adopted.value}`, { engine: name });
+    return this.machine.resolveState(adopted) as unknown as Snapshot<unknown>;
   }
 
   /** Subscribe (persisting every transition), start, and send what observation found. */

@@ -38,6 +38,22 @@ describe("losing the state file", () => {
     expect(await fs.readFile(path.join(fleet.stateDir, aside[0]!), "utf8")).toContain('"pha'); // the evidence is kept
   });
 
+  it("rebuilds from the running engines when a recorded snapshot cannot be restored", async () => {
+    const before = await byEngine();
+    const file = path.join(fleet.stateDir, "narwhal.json");
+    const state = JSON.parse(await fs.readFile(file, "utf8"));
+    for (const record of Object.values(state.engines) as Array<{ snapshot: { value: string } }>) record.snapshot.value = "a-state-this-machine-does-not-have";
+    await fs.writeFile(file, JSON.stringify(state));
+    const r = await once();
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/could not restore/);
+    const after = await byEngine();
+    for (const n of ["engine-1", "engine-2"]) {
+      expect(after[n]!.pid).toBe(before[n]!.pid);
+      expect(after[n]!.run_dir).toBe(before[n]!.run_dir);
+    }
+  });
+
   it("adopts an engine serving old inputs as retiring, and replaces it once the new plan is checked", async () => {
     const before = await byEngine();
     await fs.rm(path.join(fleet.stateDir, "narwhal.json"));
