@@ -37,21 +37,30 @@ export async function fsyncDir(dir: string): Promise<void> {
 /**
  * Create a file that must not exist yet (evidence is immutable). Returns false
  * when it already exists, so callers decide whether that is reuse or refusal.
+ * The file appears whole or not at all: it is written and synced under a
+ * temporary name, then link()ed into place (which fails if the name exists),
+ * so a SIGKILL never leaves a truncated evidence file that later reads as real.
  */
 export async function writeFileExclusive(file: string, data: string | Buffer, mode = 0o644): Promise<boolean> {
-  let handle;
-  try {
-    handle = await fs.open(file, "wx", mode);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw err;
-  }
+  const dir = path.dirname(file);
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+  const handle = await fs.open(tmp, "wx", mode);
   try {
     await handle.writeFile(data);
+    await handle.chmod(mode);
     await handle.sync();
   } finally {
     await handle.close();
   }
+  try {
+    await fs.link(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  } finally {
+    await fs.rm(tmp, { force: true });
+  }
+  await fsyncDir(dir);
   return true;
 }
 
