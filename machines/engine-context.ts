@@ -91,15 +91,6 @@ export function backoffMs(attempts: number, policy: RetryPolicy, random: number)
   return Math.round(step * (0.5 + random / 2));
 }
 
-export function toRecord(err: unknown): ErrorRecord {
-  if (err && typeof err === "object" && "toJSON" in err && typeof (err as { toJSON: unknown }).toJSON === "function") {
-    const r = (err as { toJSON(): Record<string, unknown> }).toJSON();
-    if (typeof r.message === "string") return Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ErrorRecord;
-  }
-  const e = err as { name?: string; message?: string } | undefined;
-  return { name: e?.name ?? "Error", message: e?.message ?? String(err), retryable: true };
-}
-
 export const stepInput = ({ context }: { context: EngineContext }): StepInput => ({
   engine: context.engine,
   desiredHash: context.desiredHash,

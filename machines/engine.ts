@@ -8,9 +8,10 @@
 // the engine name and the desired input hash, and the controller resolves the
 // current spec. So a persisted snapshot is safe to write to disk.
 import { setup, assign, enqueueActions, fromPromise } from "xstate";
+import { toErrorRecord } from "../src/errors.js";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
 import {
-  STABLE_RUN_MS, backoffMs, freshAttempt, initialContext, stepInput, toRecord,
+  STABLE_RUN_MS, backoffMs, freshAttempt, initialContext, stepInput,
   type EngineContext, type EngineEvent, type EngineInput, type RetryFrom, type StepInput,
 } from "./engine-context.js";
 
@@ -39,7 +40,7 @@ export const engineMachine = setup({
   actions: {
     /** A failed step: record the error and where to resume, and set the backoff deadline. */
     recordFailure: assign(({ context, event }, params: { from: RetryFrom; dropsEngine?: boolean }) => {
-      const error = toRecord((event as { error?: unknown }).error);
+      const error = toErrorRecord((event as { error?: unknown }).error);
       const attempts = context.attempts + 1;
       const terminal = !error.retryable || attempts >= context.retry.maxAttempts;
       return {

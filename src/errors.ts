@@ -124,10 +124,11 @@ export interface ErrorRecord {
 }
 
 export function toErrorRecord(err: unknown): ErrorRecord {
-  if (err instanceof NarwhalError) {
-    const r = err.toJSON() as unknown as ErrorRecord;
-    return Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ErrorRecord;
+  // Duck-typed, not instanceof: errors may come from another copy of this module (a bundled tool).
+  if (err && typeof err === "object" && "toJSON" in err && typeof (err as { toJSON: unknown }).toJSON === "function") {
+    const r = (err as { toJSON(): Record<string, unknown> }).toJSON();
+    if (typeof r.message === "string") return Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ErrorRecord;
   }
-  if (err instanceof Error) return { name: err.name, message: err.message, retryable: true };
-  return { name: "Error", message: String(err), retryable: true };
+  const e = err as { name?: string; message?: string } | undefined;
+  return { name: e?.name ?? "Error", message: e?.message ?? String(err), retryable: true };
 }

@@ -95,8 +95,3 @@ export function createLogger(opts: LoggerOptions): Logger {
   });
   return wrap(root);
 }
-
-/** A logger that drops everything (library use and quiet tests). */
-export function silentLogger(): Logger {
-  return createLogger({ level: "error", console: false });
-}

@@ -10,7 +10,7 @@ import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
 import { PhaseError } from "../errors.js";
-import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
+import { exists, writeFileExclusive } from "../state/atomic-file.js";
 import type { EngineBackend, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
 import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
@@ -124,7 +124,7 @@ export class ContainerBackend implements EngineBackend {
         fix: "A fresh start needs a fresh run directory; narwhal prepares one on retry. Read the container's log for the cause.",
       });
     }
-    if (await readJsonIfExists(idFile).catch(() => "present")) {
+    if (await exists(idFile)) {
       throw new PhaseError(run.engine, "start", `the container recorded in ${idFile} no longer exists`, { retryable: true, fix: "narwhal prepares a fresh run on retry." });
     }
     await this.clearName(docker, plan, signal);

@@ -288,8 +288,4 @@ export class Controller {
       check();
     });
   }
-
-  phases(): Record<string, string> {
-    return Object.fromEntries([...this.actors].map(([n, a]) => [n, String(a.getSnapshot().value)]));
-  }
 }

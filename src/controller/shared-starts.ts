@@ -9,10 +9,7 @@ import { start, type StartOptions } from "../phases/start.js";
 import { startShared } from "../phases/start-shared.js";
 import { PhaseError, NarwhalError } from "../errors.js";
 import type { Logger } from "../log.js";
-import path from "node:path";
-import { exists } from "../state/atomic-file.js";
-import { PROCESS_FILE } from "../backends/native.js";
-import { CONTAINER_ID_FILE } from "../backends/container.js";
+import { wasStarted } from "../phases/checked-run.js";
 
 interface Request {
   spec: EngineSpec;
@@ -30,11 +27,6 @@ export interface SharedStartsDeps {
   log: Logger;
   /** How long the first engine of a group waits for the others to be checked. */
   waitMs: number;
-}
-
-async function startedBefore(runDir: string): Promise<boolean> {
-  for (const f of [PROCESS_FILE, CONTAINER_ID_FILE]) if (await exists(path.join(runDir, f))) return true;
-  return false;
 }
 
 export const sharedKey = (spec: EngineSpec): string | null => (spec.launch.shared_device ? `${spec.node.name}/${spec.launch.shared_device.gpu_uuid}` : null);
@@ -84,7 +76,7 @@ export class SharedStarts {
     // plain start's ensure; start-shared only takes unused plans.
     const batch: Request[] = [];
     for (const r of all) {
-      if (await startedBefore(r.run.dir)) void start(r.run, r.opts).then(r.resolve, r.reject);
+      if (await wasStarted(r.run.dir, r.spec)) void start(r.run, r.opts).then(r.resolve, r.reject);
       else batch.push(r);
     }
     if (batch.length === 0) return;

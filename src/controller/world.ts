@@ -53,7 +53,7 @@ export class World {
   async health(runDir: string): Promise<string | null> {
     try {
       const { plan } = await readPlan(runDir);
-      const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { signal: new AbortController().signal, timeoutMs: 5000 });
+      const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { timeoutMs: 5000 });
       return res.status === 200 ? null : `/health answered ${res.status}`;
     } catch (err) {
       return `/health did not answer: ${(err as Error).message}`;

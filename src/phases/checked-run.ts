@@ -82,14 +82,19 @@ export async function refuseExisting(action: string, loaded: LoadedRun, files: s
 }
 
 /** The file that records what was started from a run (container.id or native-process.json). */
-export function startedFile(plan: LaunchPlan): string {
+export function startedFile(plan: Pick<LaunchPlan, "backend">): string {
   return plan.backend === "container" ? CONTAINER_ID_FILE : PROCESS_FILE;
+}
+
+/** An engine was started from this run directory (its identity file exists). */
+export function wasStarted(runDir: string, plan: Pick<LaunchPlan, "backend">): Promise<boolean> {
+  return exists(path.join(runDir, startedFile(plan)));
 }
 
 /** A plan is unused while nothing was ever started from it; a fresh start needs a fresh directory. */
 export async function refuseUsed(action: string, loaded: LoadedRun): Promise<void> {
   const file = startedFile(loaded.plan);
-  if (await exists(path.join(loaded.run.dir, file))) {
+  if (await wasStarted(loaded.run.dir, loaded.plan)) {
     throw refusal(action, `an engine was already started from ${loaded.run.dir} (${file} exists)`, {
       engine: loaded.plan.engine,
       run: loaded.run.dir,

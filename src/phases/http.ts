@@ -7,9 +7,10 @@ export interface HttpResponse {
 
 export async function httpRequest(
   url: string,
-  opts: { signal: AbortSignal; timeoutMs: number; headers?: Record<string, string>; body?: unknown },
+  opts: { signal?: AbortSignal; timeoutMs: number; headers?: Record<string, string>; body?: unknown },
 ): Promise<HttpResponse> {
-  const signal = AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]);
+  const deadline = AbortSignal.timeout(opts.timeoutMs);
+  const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
   const init: RequestInit = { signal, headers: { ...(opts.headers ?? {}) } };
   if (opts.body !== undefined) {
     init.method = "POST";
