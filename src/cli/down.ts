@@ -12,6 +12,7 @@ import type { EngineHandle } from "../phases/types.js";
 import { NarwhalError } from "../errors.js";
 import { backendsFor } from "./runtime.js";
 import { World } from "../controller/world.js";
+import { stoppedConditions } from "../controller/record.js";
 
 export interface DownResult {
   stopped: string[];
@@ -47,7 +48,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
               running_hash: null,
               // The next reconcile starts this engine over in a fresh run directory.
               snapshot: null,
-              conditions: [{ type: "Ready", status: "False", reason: "Stopped", message: "stopped by narwhal down", at: new Date().toISOString() }],
+              conditions: stoppedConditions(prev.conditions, new Date().toISOString()),
               history: [...prev.history, { at: new Date().toISOString(), from: prev.phase, to: "stopped", event: "down" }],
             }
           : null,

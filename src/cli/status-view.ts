@@ -48,7 +48,7 @@ export function renderStatusText(view: StatusView, detail: boolean): string {
   if (detail) {
     for (const e of view.engines) {
       lines.push("", `${e.engine}:`, `  run directory: ${e.run_dir ?? "-"}`, `  plan sha256:   ${e.plan_sha256 ?? "-"}`);
-      for (const c of e.conditions) lines.push(`  ${c.type}=${c.status} (${c.reason}) ${c.message}`);
+      for (const c of e.conditions) lines.push(`  ${c.type}=${c.status} (${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`);
       if (e.layout) lines.push(`  cache layout: ${e.layout.num_gpu_blocks} blocks × ${e.layout.block_size} tokens, ${e.layout.gpu_kv_cache_tokens} tokens; matches group: ${e.layout_matches_group}`);
       if (e.last_error) lines.push(`  last error: ${e.last_error.message}${e.last_error.fix ? `\n  fix: ${e.last_error.fix}` : ""}`);
       lines.push("  history:");

@@ -3,17 +3,54 @@
 import type { EngineContext } from "../../machines/engine.js";
 import type { Condition, EngineRecord } from "../state/store.js";
 
-export function conditionsFor(phase: string, ctx: EngineContext, now: string): Condition[] {
-  const c = (type: string, ok: boolean, reason: string, message: string): Condition => ({ type, status: ok ? "True" : "False", reason, message, at: now });
-  const conditions = [
-    c("Ready", phase === "captured", phase === "captured" ? "Captured" : phase, phase === "captured" ? "serving; cache layout captured" : `engine is ${phase}`),
-    c("UpToDate", ctx.runningHash === null || ctx.runningHash === ctx.desiredHash, ctx.runningHash === ctx.desiredHash ? "HashMatches" : "HashDiffers", "running input hash vs desired input hash"),
+const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
+const pascal = (phase: string) => phase.charAt(0).toUpperCase() + phase.slice(1);
+
+/**
+ * Conditions with positive polarity, as Kubernetes reports them: each is True when what its
+ * name says holds (Ready, UpToDate, Failed), with a reason and a message, and its
+ * lastTransitionTime moves only when its status changes.
+ */
+function conditionBuilder(prev: readonly Condition[] | undefined, now: string) {
+  return (type: string, status: boolean, reason: string, message: string): Condition => {
+    const was = prev?.find((p) => p.type === type);
+    const value = status ? "True" : "False";
+    return { type, status: value, reason, message, lastTransitionTime: was?.status === value && was.lastTransitionTime ? was.lastTransitionTime : now };
+  };
+}
+
+export function conditionsFor(prev: readonly Condition[] | undefined, phase: string, ctx: EngineContext, now: string): Condition[] {
+  const c = conditionBuilder(prev, now);
+  const ready = phase === "captured"
+    ? c("Ready", true, "Captured", "serving; cache layout captured")
+    : c("Ready", false, pascal(phase), `engine is ${phase}`);
+  // An engine kept serving during a replacement runs the old hash: it is running, and not up to date.
+  const running = ctx.runningHash ?? ctx.retiring?.hash ?? null;
+  const upToDate = running === null
+    ? c("UpToDate", false, "NotRunning", `no engine runs yet; desired input ${h8(ctx.desiredHash)}`)
+    : running === ctx.desiredHash
+      ? c("UpToDate", true, "HashMatches", `the running engine was started from the desired input ${h8(running)}`)
+      : c("UpToDate", false, "HashDiffers", `running input ${h8(running)}, desired input ${h8(ctx.desiredHash)}: being replaced`);
+  const e = ctx.error;
+  const failure = e ? `${e.step ?? "?"}: ${e.message}` : "";
+  const failed = !e
+    ? c("Failed", false, "NoFailure", "no step has failed since the engine last converged")
+    : phase !== "failed"
+      ? c("Failed", false, "Recovering", `attempt ${ctx.attempts + 1} in progress after ${failure}`)
+      : ctx.terminal
+        ? c("Failed", true, "Terminal", failure)
+        : c("Failed", true, "Retrying", `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`);
+  return [ready, upToDate, failed];
+}
+
+/** After `narwhal down`: nothing runs, nothing failed. */
+export function stoppedConditions(prev: readonly Condition[] | undefined, now: string): Condition[] {
+  const c = conditionBuilder(prev, now);
+  return [
+    c("Ready", false, "Stopped", "stopped by narwhal down"),
+    c("UpToDate", false, "NotRunning", "stopped by narwhal down; the next reconcile starts it from a fresh run"),
+    c("Failed", false, "NoFailure", "stopped by narwhal down"),
   ];
-  if (ctx.error) {
-    const e = ctx.error;
-    conditions.push(c("Failed", false, ctx.terminal ? "Terminal" : "Retrying", `${e.step ?? "?"}: ${e.message}`));
-  }
-  return conditions;
 }
 
 export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: EngineContext, backend: string, snapshot: unknown, event?: string): EngineRecord {
@@ -38,7 +75,7 @@ export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: E
       : null,
     checked: ctx.checked ? { vllm_api_version: ctx.checked.vllm_api_version, image_id: ctx.checked.image_id } : null,
     layout: ctx.layout,
-    conditions: conditionsFor(phase, ctx, now),
+    conditions: conditionsFor(prev?.conditions, phase, ctx, now),
     last_error: ctx.error,
     attempts: ctx.attempts,
     retry_at: ctx.retryAt,

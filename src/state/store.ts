@@ -19,7 +19,8 @@ export interface Condition {
   status: "True" | "False";
   reason: string;
   message: string;
-  at: string;
+  /** When status last changed (Kubernetes' lastTransitionTime): a condition that holds keeps its time. */
+  lastTransitionTime: string;
 }
 
 export interface HistoryEntry {

@@ -32,7 +32,7 @@ describe("engine faults under watch mode", () => {
       "a terminal failure",
       async () => {
         const [e] = (await status(fleet.stateDir)).engines as Engines;
-        return e && e.phase === "failed" && e.conditions.some((c) => c.type === "Failed" && c.reason === "Terminal") ? e : undefined;
+        return e && e.phase === "failed" && e.conditions.some((c) => c.type === "Failed" && c.status === "True" && c.reason === "Terminal") ? e : undefined;
       },
       90_000,
     );

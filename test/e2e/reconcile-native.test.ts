@@ -32,6 +32,7 @@ describe("reconcile --once on the native backend", () => {
     for (const e of Object.values(engines)) {
       expect(e.phase).toBe("captured");
       expect(e.running_hash).toBe(e.desired_hash);
+      expect(Object.fromEntries(e.conditions.map((c) => [c.type, `${c.status}/${c.reason}`]))).toEqual({ Ready: "True/Captured", UpToDate: "True/HashMatches", Failed: "False/NoFailure" });
       expect(e.group_signature).toMatch(/^[0-9a-f]{16}$/);
       expect(e.pid).toBeGreaterThan(0);
       const files = await fs.readdir(e.run_dir!);
@@ -124,9 +125,10 @@ describe("reconcile --once on the native backend", () => {
 
 describe("simulator faults end in failed with the step and the cause", () => {
   const cases = [
-    { fault: "wrong_version", step: "probe", cause: /\/version returned/ },
-    { fault: "crash_at_start", step: "start", cause: /exited during startup|failed on its accelerator/ },
-    { fault: "missing_metric=vllm:cache_config_info", step: "capture", cause: /vllm:cache_config_info/ },
+    // A probe or capture failure leaves the engine running from the desired inputs; a failed start leaves nothing running.
+    { fault: "wrong_version", step: "probe", cause: /\/version returned/, upToDate: "True/HashMatches" },
+    { fault: "crash_at_start", step: "start", cause: /exited during startup|failed on its accelerator/, upToDate: "False/NotRunning" },
+    { fault: "missing_metric=vllm:cache_config_info", step: "capture", cause: /vllm:cache_config_info/, upToDate: "True/HashMatches" },
   ];
   for (const c of cases) {
     it(`${c.fault} → failed at ${c.step}`, async () => {
@@ -138,7 +140,8 @@ describe("simulator faults end in failed with the step and the cause", () => {
         expect(e!.phase).toBe("failed");
         expect(e!.last_error!.step).toBe(c.step);
         expect(e!.last_error!.message).toMatch(c.cause);
-        expect(e!.conditions.find((x) => x.type === "Failed")!.reason).toBe("Terminal");
+        const conditions = Object.fromEntries(e!.conditions.map((x) => [x.type, `${x.status}/${x.reason}`]));
+        expect(conditions).toEqual({ Ready: "False/Failed", UpToDate: c.upToDate, Failed: "True/Terminal" });
         expect(e!.history.map((h) => h.to)).toContain("failed");
       } finally {
         await teardown(fleet.stateDir);
