@@ -229,7 +229,9 @@ def server_tests():
 def run_check(plan_overrides=None, **environ):
     plan = {"plan_sha256": "0" * 64, "expected_packages": dict(PINS), "model_dir": os.path.join(MODELS, "tiny-llama"),
             "tokenizer": None, "hf_config_path": None, "trust_remote_code": False, "kv_connector": "NixlConnector",
-            "kv_transfer_config": json.loads(NIXL), "environment": {}}
+            "kv_transfer_config": json.loads(NIXL), "environment": {},
+            "serve_command": [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", os.path.join(MODELS, "tiny-llama"),
+                              "--kv-transfer-config", NIXL], "extra_args": []}
     plan.update(plan_overrides or {})
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(plan, handle)
@@ -261,6 +263,8 @@ def check_tests():
          {"NARWHAL_SIM_FAULTS": "no_ssm_layout"}, "ssm_layout", "does not support"),
         ({}, {"NARWHAL_SIM_FAULTS": "tokenizer_error"}, "tokenizer", "tiny-llama"),
         ({"tokenizer": m("tiny-llama-gguf")}, {}, "tokenizer", "tiny-llama-gguf"),
+        ({"serve_command": [PY, "-m", "vllm.entrypoints.openai.api_server", "--bogus-flag"],
+          "extra_args": ["--bogus-flag"]}, {}, "serve_args", "unrecognized arguments: --bogus-flag"),
     ]
     for plan, environ, check, text in failing:
         rc, r = run_check(plan, **environ)
