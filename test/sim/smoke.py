@@ -50,11 +50,13 @@ def expect(cond, what):
 
 
 class Engine:
-    def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, **environ):
+    def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, serve=False, **environ):
         self.port, self.side = free_port(), free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="sim-", suffix=".log", delete=False)
         logs.append(self.log.name)
-        args = [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", os.path.join(MODELS, model),
+        # serve: the `vllm serve MODEL` form (the CLI's serve subcommand, model as the positional tag).
+        entry = ["vllm.entrypoints.cli.main", "serve"] if serve else ["vllm.entrypoints.openai.api_server", "--model"]
+        args = [PY, "-m", *entry, os.path.join(MODELS, model),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                 "--tensor-parallel-size", str(tp), "--no-enable-prefix-caching", *extra]
         if nixl:
@@ -159,6 +161,12 @@ def server_tests():
     expect(g.ready(), "GGUF file with --tokenizer/--hf-config-path starts")
     expect("(EngineCore_DP0 pid=" in g.output() and "Worker_TP" not in g.output(), "TP 1 logs from EngineCore")
     g.stop()
+    v = Engine(tp=1, serve=True)
+    expect(v.ready() and '"id": "tiny"' in v.get("/v1/models")[1], "vllm serve MODEL starts and serves")
+    v.stop()
+    v = Engine(tp=1, serve=True, extra=["--no-such-flag"])
+    expect(v.wait() == 2 and "vllm: error: unrecognized arguments: --no-such-flag" in v.output(),
+           "vllm serve rejects an unknown flag -> exit 2")
 
     print("server: startup failures")
     cases = [
