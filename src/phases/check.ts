@@ -22,6 +22,8 @@ interface ScriptFailure {
   check: string;
   message: string;
   fix: string;
+  /** The input at fault, when the script can name it more precisely than its check (e.g. runtime.extra_args). */
+  input?: string;
 }
 
 interface ScriptResult {
@@ -57,6 +59,10 @@ export function checkInput(plan: LaunchPlan, planSha: string): Record<string, un
     kv_connector: plan.kv_transfer_config.kv_connector,
     kv_transfer_config: plan.kv_transfer_config,
     environment: plan.environment,
+    // The complete argv the engine will run: the script parses it with the runtime's own vLLM parser.
+    serve_command: plan.command,
+    // The operator's part of it, so a rejection can be traced to runtime.extra_args or to the launcher.
+    extra_args: plan.launch_record.runtime.extra_args,
   };
 }
 
@@ -119,7 +125,7 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
     const failures = result.failures.length ? result.failures : [{ check: "runtime", message: `exit ${out.exit_code}`, fix: "Read the check log." }];
     throw new PhaseError(run.engine, "check", failures.map((f) => `${f.check}: ${f.message}`).join("; "), {
       retryable: false,
-      input: failures.map((f) => f.check).join(","),
+      input: [...new Set(failures.map((f) => f.input ?? f.check))].join(","),
       fix: [...new Set(failures.map((f) => f.fix))].join(" "),
     });
   }

@@ -7,18 +7,24 @@ native engines, ``python3`` in a temporary container for images), stdlib only:
     python3 check_runtime.py INPUT.json
 
 INPUT: plan_sha256, expected_packages {dist: version}, model_dir, tokenizer,
-hf_config_path, trust_remote_code, kv_connector, kv_transfer_config, environment.
+hf_config_path, trust_remote_code, kv_connector, kv_transfer_config, environment,
+serve_command (the plan's complete argv), extra_args (the operator's part of it).
 
 Checks, in order, each recorded: exact distribution versions; vllm.version.__version__
-(captured as vllm_api_version); connector resolution through KVConnectorFactory and
+(captured as vllm_api_version); the serving command parsed by the runtime's own vLLM parser
+(make_arg_parser on a FlexibleArgumentParser, then validate_parsed_serve_args, as the server
+does before it loads anything); connector resolution through KVConnectorFactory and
 the NIXL import; custom code (auto_map) against the plan's --trust-remote-code;
 DS convolutional-state layout for SSM models; tokenizer construction. The last stdout
 line is ``NARWHAL_CHECK_RESULT {json}``. Exit 0 ok, 1 a check failed, 2 bad input.
 """
+import contextlib
 import importlib
 import importlib.metadata
+import io
 import json
 import os
+import re
 import sys
 import types
 
@@ -29,7 +35,10 @@ SSM_CONV_KEYS = ("conv_kernel", "mamba_d_conv", "linear_conv_kernel_dim", "conv_
 NIXL_MODULES = {"NixlConnector": "nixl._api"}
 FIELDS = {"plan_sha256": str, "expected_packages": dict, "model_dir": str, "tokenizer": (str, type(None)),
           "hf_config_path": (str, type(None)), "trust_remote_code": bool, "kv_connector": str,
-          "kv_transfer_config": dict, "environment": dict}
+          "kv_transfer_config": dict, "environment": dict, "serve_command": list, "extra_args": list}
+API_SERVER = "vllm.entrypoints.openai.api_server"
+CLI_MAIN = "vllm.entrypoints.cli.main"
+FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w.-]*")
 REDISCOVER = "rerun discovery from the approved revision and prepare a new run"
 
 
@@ -42,8 +51,9 @@ class Check:
                        "requires_trust_remote_code": False, "custom_code_sources": [],
                        "ssm": {"required": False, "layout": None}, "failures": self.failures}
 
-    def fail(self, check, message, fix):
-        self.failures.append({"check": check, "message": message, "fix": fix})
+    def fail(self, check, message, fix, field=None):
+        """``field``: the input at fault, when it is more precise than the check's name."""
+        self.failures.append({"check": check, "message": message, "fix": fix, **({"input": field} if field else {})})
         say(f"FAIL {check}: {message}")
         say(f"     fix: {fix}")
 
@@ -107,6 +117,94 @@ def check_version(c):
                "and the package metadata agree, then prepare a new run.")
     else:
         say(f"ok   vllm.version.__version__ = {api_version}")
+
+
+def serve_entry(command):
+    """("api_server" | "serve", argv after the entry), or (None, None) for a command vLLM does not serve from."""
+    for i, arg in enumerate(command[:-1]):
+        if arg == "-m" and command[i + 1] == API_SERVER:
+            return "api_server", command[i + 2:]
+        if arg == "-m" and command[i + 1] == CLI_MAIN and command[i + 2:i + 3] == ["serve"]:
+            return "serve", command[i + 3:]
+    if command and os.path.basename(command[0]) == "vllm" and command[1:2] == ["serve"]:
+        return "serve", command[2:]
+    return None, None
+
+
+def serve_parser(entry):
+    """The parser and validation the server itself runs, built from the runtime's vLLM (as its entry point does)."""
+    from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    try:  # vLLM after 0.11.0 moved it here; 0.11.0 and earlier define it in vllm.utils
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+    if entry == "api_server":
+        parser = FlexibleArgumentParser(prog="api_server.py", description="vLLM OpenAI-Compatible RESTful API server.")
+        return make_arg_parser(parser), validate_parsed_serve_args, []
+    # `vllm serve`: the CLI's top-level parser with the serve subcommand's own subparser.
+    from vllm.entrypoints.cli.serve import cmd_init
+    serve = next(cmd for cmd in cmd_init() if cmd.name == "serve")
+    parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+    serve.subparser_init(parser.add_subparsers(required=False, dest="subparser"))
+    return parser, serve.validate, ["serve"]
+
+
+def flag_names(args):
+    """Option names as FlexibleArgumentParser reads them: `--max_num_seqs=8` is `--max-num-seqs`."""
+    names = set()
+    for arg in args:
+        if arg.startswith("--"):
+            names.add("--" + arg[2:].partition("=")[0].split(".", 1)[0].replace("_", "-"))
+        elif re.fullmatch(r"-[A-Za-z]\w*", arg):
+            names.add(arg)
+    return names
+
+
+def check_serve_args(c):
+    command, extra = c.plan["serve_command"], c.plan["extra_args"]
+    entry, argv = serve_entry(command)
+    c.result["serve_args"] = {"entry": entry, "argc": None if argv is None else len(argv)}
+    if entry is None:
+        c.fail("serve_args", f"The serving command {' '.join(command[:4])} ... starts no vLLM entry point narwhal "
+               f"knows (-m {API_SERVER}, vllm serve), so it cannot be parsed as the runtime will.",
+               "Regenerate the launch plan with this narwhal and prepare a new run.")
+        return
+    try:
+        parser, validate, prefix = serve_parser(entry)
+    except Exception as exc:  # noqa: BLE001 - a runtime without the parser is a finding
+        c.fail("serve_args", f"This runtime's vLLM does not provide the serve argument parser "
+               f"(make_arg_parser, FlexibleArgumentParser): {type(exc).__name__}: {exc}",
+               "Use a runtime whose vLLM serves through vllm.entrypoints.openai.cli_args, pin it, and prepare a new run.")
+        return
+    # argparse reports a rejection by printing usage and raising SystemExit (exit 2, or 0 for --help):
+    # keep its words, which name the flag, and keep the check process alive.
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            validate(parser.parse_args(prefix + argv))
+    except SystemExit as exc:
+        said = [line for line in (err.getvalue() + out.getvalue()).splitlines() if line.strip()]
+        detail = next((l.split(": error: ", 1)[1] for l in said if ": error: " in l), None)
+        reason = detail or f"the parser exits ({exc.code}) instead of serving: {' | '.join(said[-2:])}"
+    except Exception as exc:  # noqa: BLE001 - validate_parsed_serve_args raises TypeError/ValueError
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        for line in (out.getvalue() + err.getvalue()).splitlines():  # the parser's warnings are evidence too
+            say(f"     | {line}")
+        say(f"ok   serving command ({len(argv)} arguments) parses with this runtime's vLLM {entry} parser")
+        return
+    flags = flag_names(FLAG.findall(reason))
+    named = sorted(flag_names(extra) & flags)
+    message = (f"This runtime's vLLM argument parser ({'vllm serve' if entry == 'serve' else '-m ' + API_SERVER}) "
+               f"rejects the serving command: {reason}")
+    # A flag the operator added, or a rejection that names no flag while the operator added some: theirs to fix.
+    # A launcher-managed flag the runtime rejects means a vLLM that does not speak this narwhal's command line.
+    if named or (extra and not flags):
+        c.fail("serve_args", message, f"Remove or correct {', '.join(named) or 'what it names'} in runtime.extra_args "
+               "(or NARWHAL_ENGINE_ARGS) so that this runtime's vLLM accepts the command.", "runtime.extra_args")
+    else:
+        c.fail("serve_args", message, "Use a runtime whose vLLM accepts the launcher-managed flags (pin it in "
+               "runtime.expected_packages) and prepare a new run.", "runtime vLLM version")
 
 
 def check_connector(c):
@@ -244,8 +342,9 @@ def load_input(argv):
     for field, kind in FIELDS.items():
         if field not in plan and field in ("tokenizer", "hf_config_path"):
             plan[field] = None
-        if not isinstance(plan.get(field), kind) or (kind is dict and field == "expected_packages" and not all(
-                isinstance(v, str) for v in plan[field].values())):
+        value = plan.get(field)
+        if not isinstance(value, kind) or (field == "expected_packages" and not all(
+                isinstance(v, str) for v in value.values())) or (kind is list and not all(isinstance(v, str) for v in value)):
             raise ValueError(f"field {field} is missing or has the wrong type")
     return plan
 
@@ -268,6 +367,7 @@ def main(argv):
     say(f"checking plan {plan['plan_sha256']} with {sys.executable} {sys.version.split()[0]}")
     check_packages(c)
     check_version(c)
+    check_serve_args(c)
     check_connector(c)
     config, config_path = model_config(c)
     if config is not None:

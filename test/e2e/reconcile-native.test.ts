@@ -121,6 +121,39 @@ describe("reconcile --once on the native backend", () => {
     const engines = await byEngine();
     for (const p of procs) expect(engines[p.engine]!.pid).toBe(p.pid);
   });
+
+  // Issue 8 item 10: the check parses the whole serving command with the runtime's vLLM parser.
+  it("fails a flag the runtime's vLLM rejects at check, once, while the engine it would replace keeps serving", async () => {
+    const before = await byEngine();
+    const procsBefore = await engineProcesses(fleet.stateDir);
+    await fleet.write({ engines: [{ extraArgs: ["--max-num-seqs", "32"] }, { extraArgs: ["--max-num-seqs", "48", "--bogus-flag"] }] });
+    const r = await once();
+    expect(r.code, r.stderr).toBe(2);
+    const e = (await byEngine())["engine-2"]!;
+    expect(e.phase).toBe("failed");
+    expect(e.last_error).toMatchObject({ step: "check", input: "runtime.extra_args", retryable: false });
+    expect(e.last_error!.message).toMatch(/rejects the serving command: unrecognized arguments: --bogus-flag/);
+    expect(e.last_error!.fix).toMatch(/Remove or correct --bogus-flag in runtime\.extra_args/);
+    // Nothing was stopped or started: the same processes, and the old engine still answers.
+    expect(await engineProcesses(fleet.stateDir)).toEqual(procsBefore);
+    expect((await fetch(`http://127.0.0.1:${fleet.ports[1]![0]}/health`)).status).toBe(200);
+    expect((await byEngine())["engine-1"]!.pid).toBe(before["engine-1"]!.pid);
+    const since = e.history.slice(before["engine-2"]!.history.length).map((h) => h.to);
+    expect(since).not.toContain("replacing");
+    expect(since).not.toContain("checked");
+    // The run holds one check attempt and no checked.json; a rerun from the same inputs fails the same way.
+    expect(await fs.readdir(e.run_dir!)).not.toContain("checked.json");
+    const log = await fs.readFile(path.join(e.run_dir!, "runtime-check.log"), "utf8");
+    expect(log.match(/^=== inspection /gm)).toHaveLength(1);
+    expect((await once()).code).toBe(2);
+    expect(await engineProcesses(fleet.stateDir)).toEqual(procsBefore);
+    // Correcting the edit back to what runs keeps the serving engine: no restart.
+    await fleet.write({ engines: [{ extraArgs: ["--max-num-seqs", "32"] }, { extraArgs: ["--max-num-seqs", "48"] }] });
+    const fixed = await once();
+    expect(fixed.code, fixed.stderr).toBe(0);
+    expect(await engineProcesses(fleet.stateDir)).toEqual(procsBefore);
+    expect((await byEngine())["engine-2"]!.phase).toBe("captured");
+  });
 });
 
 describe("simulator faults end in failed with the step and the cause", () => {

@@ -50,11 +50,13 @@ def expect(cond, what):
 
 
 class Engine:
-    def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, **environ):
+    def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, serve=False, **environ):
         self.port, self.side = free_port(), free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="sim-", suffix=".log", delete=False)
         logs.append(self.log.name)
-        args = [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", os.path.join(MODELS, model),
+        # serve: the `vllm serve MODEL` form (the CLI's serve subcommand, model as the positional tag).
+        entry = ["vllm.entrypoints.cli.main", "serve"] if serve else ["vllm.entrypoints.openai.api_server", "--model"]
+        args = [PY, "-m", *entry, os.path.join(MODELS, model),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                 "--tensor-parallel-size", str(tp), "--no-enable-prefix-caching", *extra]
         if nixl:
@@ -159,6 +161,12 @@ def server_tests():
     expect(g.ready(), "GGUF file with --tokenizer/--hf-config-path starts")
     expect("(EngineCore_DP0 pid=" in g.output() and "Worker_TP" not in g.output(), "TP 1 logs from EngineCore")
     g.stop()
+    v = Engine(tp=1, serve=True)
+    expect(v.ready() and '"id": "tiny"' in v.get("/v1/models")[1], "vllm serve MODEL starts and serves")
+    v.stop()
+    v = Engine(tp=1, serve=True, extra=["--no-such-flag"])
+    expect(v.wait() == 2 and "vllm: error: unrecognized arguments: --no-such-flag" in v.output(),
+           "vllm serve rejects an unknown flag -> exit 2")
 
     print("server: startup failures")
     cases = [
@@ -229,7 +237,9 @@ def server_tests():
 def run_check(plan_overrides=None, **environ):
     plan = {"plan_sha256": "0" * 64, "expected_packages": dict(PINS), "model_dir": os.path.join(MODELS, "tiny-llama"),
             "tokenizer": None, "hf_config_path": None, "trust_remote_code": False, "kv_connector": "NixlConnector",
-            "kv_transfer_config": json.loads(NIXL), "environment": {}}
+            "kv_transfer_config": json.loads(NIXL), "environment": {},
+            "serve_command": [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", os.path.join(MODELS, "tiny-llama"),
+                              "--kv-transfer-config", NIXL], "extra_args": []}
     plan.update(plan_overrides or {})
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(plan, handle)
@@ -261,6 +271,8 @@ def check_tests():
          {"NARWHAL_SIM_FAULTS": "no_ssm_layout"}, "ssm_layout", "does not support"),
         ({}, {"NARWHAL_SIM_FAULTS": "tokenizer_error"}, "tokenizer", "tiny-llama"),
         ({"tokenizer": m("tiny-llama-gguf")}, {}, "tokenizer", "tiny-llama-gguf"),
+        ({"serve_command": [PY, "-m", "vllm.entrypoints.openai.api_server", "--bogus-flag"],
+          "extra_args": ["--bogus-flag"]}, {}, "serve_args", "unrecognized arguments: --bogus-flag"),
     ]
     for plan, environ, check, text in failing:
         rc, r = run_check(plan, **environ)
