@@ -1,9 +1,19 @@
 // Rendering `narwhal status`: a table for people, JSON for programs.
 import type { EngineRecord, StateFile } from "../state/store.js";
+import type { EngineHandle } from "../phases/types.js";
+import type { EngineContext } from "../../machines/engine-context.js";
 import { groupReport } from "../controller/groups.js";
 
 export interface StatusView {
-  engines: Array<EngineRecord & { pid: number | null; container_id: string | null; layout_matches_group: boolean | null }>;
+  engines: Array<
+    EngineRecord & {
+      pid: number | null;
+      container_id: string | null;
+      /** True when pid/container_id name the engine kept serving old inputs while its replacement is prepared. */
+      retiring: boolean;
+      layout_matches_group: boolean | null;
+    }
+  >;
   groups: ReturnType<typeof groupReport>;
 }
 
@@ -16,11 +26,15 @@ export function statusView(state: StateFile, engine?: string): StatusView {
     .map((r) => {
       const { snapshot: _omit, ...rest } = r;
       void _omit;
+      // While a replacement is checked, the engine still serving is only in the snapshot: show it.
+      const retiring: EngineHandle | null = (r.snapshot as { context?: Partial<EngineContext> } | null)?.context?.retiring?.handle ?? null;
+      const handle = r.handle ?? retiring;
       return {
         ...rest,
         snapshot: undefined,
-        pid: r.handle?.kind === "native" ? r.handle.pid : null,
-        container_id: r.handle?.kind === "container" ? r.handle.container_id : null,
+        pid: handle?.kind === "native" ? handle.pid : null,
+        container_id: handle?.kind === "container" ? handle.container_id : null,
+        retiring: !r.handle && !!retiring,
         layout_matches_group: r.layout ? !differing.has(r.engine) : null,
       };
     });
@@ -38,7 +52,7 @@ export function renderStatusText(view: StatusView, detail: boolean): string {
       short(e.desired_hash),
       short(e.running_hash),
       short(e.group_signature, 16),
-      e.pid !== null ? String(e.pid) : short(e.container_id),
+      (e.pid !== null ? String(e.pid) : short(e.container_id)) + (e.retiring ? " (retiring)" : ""),
       String(e.attempts),
       e.last_error ? `${e.last_error.step ?? ""}: ${e.last_error.message}`.split("\n")[0]!.slice(0, 80) : "-",
     ]);

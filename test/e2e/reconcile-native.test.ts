@@ -138,6 +138,9 @@ describe("reconcile --once on the native backend", () => {
     expect(await engineProcesses(fleet.stateDir)).toEqual(procsBefore);
     expect((await fetch(`http://127.0.0.1:${fleet.ports[1]![0]}/health`)).status).toBe(200);
     expect((await byEngine())["engine-1"]!.pid).toBe(before["engine-1"]!.pid);
+    // status names the engine still serving the old inputs, and says it serves them.
+    expect(e).toMatchObject({ pid: before["engine-2"]!.pid, retiring: true });
+    expect(Object.fromEntries(e.conditions.map((c) => [c.type, `${c.status}/${c.reason}`]))).toMatchObject({ UpToDate: "False/HashDiffers", Failed: "True/Terminal" });
     const since = e.history.slice(before["engine-2"]!.history.length).map((h) => h.to);
     expect(since).not.toContain("replacing");
     expect(since).not.toContain("checked");
