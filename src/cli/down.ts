@@ -22,6 +22,8 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
   const lock = await acquireStateLock(config.stateDir);
   const result: DownResult = { stopped: [], failed: [] };
   try {
+    // Only the lock holder writes narwhal.log: a `down` refused the lock leaves the live controller's log alone.
+    log.recordTo(config.stateDir);
     const store = await StateStore.open(config.stateDir);
     const world = new World(backendsFor(config), log, config.stopGraceMs);
     const stop = async (engine: string, handle: EngineHandle) => {
