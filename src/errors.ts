@@ -110,7 +110,8 @@ export class IoError extends NarwhalError {
   readonly path: string;
   readonly code: string;
   constructor(message: string, details: ErrorDetails & { path: string; code: string }) {
-    super(message, { ...details, input: details.input ?? details.path });
+    // The path is in the message already; `input` is set only when the input at fault is another thing.
+    super(message, details);
     this.path = details.path;
     this.code = details.code;
   }

@@ -83,14 +83,18 @@ export class Controller {
   }
 
   async open(): Promise<void> {
-    this.lock = await acquireStateLock(this.opts.config.stateDir);
+    try {
+      this.lock = await acquireStateLock(this.opts.config.stateDir);
+    } catch (err) {
+      throw ioFailure(err, { step: "state" });
+    }
     try {
       // Only the lock holder writes narwhal.log: a refused second command never touches it.
       this.opts.log.recordTo(this.opts.config.stateDir);
       this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
     } catch (err) {
       await this.lock.release();
-      throw err;
+      throw ioFailure(err, { step: "state" });
     }
     if (this.store.movedAside) this.opts.log.warn(`state file did not parse; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
   }

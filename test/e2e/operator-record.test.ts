@@ -33,6 +33,15 @@ function runReadOnly(dir: string, args: string[]): Promise<CliResult> {
   return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
 }
 
+/** A shell pipeline, as an operator types it; the exit code is narwhal's (PIPESTATUS), not the reader's. */
+function pipeline(narwhalArgs: string[], reader: string): Promise<{ code: number | null; read: string }> {
+  const quoted = [process.execPath, CLI, ...narwhalArgs].map((a) => `'${a}'`).join(" ");
+  const child = spawn("bash", ["-c", `${quoted} ${reader}; exit "\${PIPESTATUS[0]}"`], { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "ignore"] });
+  let read = "";
+  child.stdout.on("data", (d) => (read += d));
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, read })));
+}
+
 /** Every line of narwhal.log is one whole JSON object: no NUL bytes, no torn or overwritten lines. */
 function expectWholeLines(text: string): void {
   expect(text.includes("\0"), "NUL bytes in narwhal.log").toBe(false);
@@ -150,16 +159,6 @@ describe("a reader that goes away (item 6)", () => {
     await teardown(fleet.stateDir);
   });
 
-  /** A shell pipeline, as an operator types it; the exit code is narwhal's (PIPESTATUS), not the reader's. */
-  const pipeline = (narwhalArgs: string[], reader: string) =>
-    new Promise<{ code: number | null; read: string }>((resolve) => {
-      const quoted = [process.execPath, CLI, ...narwhalArgs].map((a) => `'${a}'`).join(" ");
-      const child = spawn("bash", ["-c", `${quoted} ${reader}; exit "\${PIPESTATUS[0]}"`], { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "ignore"] });
-      let read = "";
-      child.stdout.on("data", (d) => (read += d));
-      child.on("close", (code) => resolve({ code, read }));
-    });
-
   it("reconcile --once 2>&1 | head -3: the work finishes and the exit code is 0", async () => {
     const r = await pipeline(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], "2>&1 | head -3");
     expect(r.read.trimEnd().split("\n").length).toBe(3);
@@ -180,14 +179,20 @@ describe("a reader that goes away (item 6)", () => {
 describe("output through a pipe arrives whole (item 6)", () => {
   const PIPE_BUFFER = 64 * 1024;
 
+  /**
+   * A reader as slow as `| jq` starting up: it takes the first byte, then waits a second before it
+   * reads on, so the CLI's output outruns the pipe (64 KiB) and must be flushed, not dropped at exit.
+   */
+  const SLOW_READER = "| { dd bs=1 count=1 status=none; sleep 1; cat; }";
+
   it("status --format json of 300 engines parses whole", async () => {
     const stateDir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-status-"));
     const names = Array.from({ length: 300 }, (_, i) => `engine-${i + 1}`);
     await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify(stateFile(names.map((n) => record(n)))));
-    const r = await runCli(["status", "--state", stateDir, "--format", "json"]);
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.length).toBeGreaterThan(PIPE_BUFFER);
-    expect((JSON.parse(r.stdout) as { engines: Array<{ engine: string }> }).engines.map((e) => e.engine).sort()).toEqual([...names].sort());
+    const r = await pipeline(["status", "--state", stateDir, "--format", "json"], SLOW_READER);
+    expect(r.code).toBe(0);
+    expect(r.read.length).toBeGreaterThan(PIPE_BUFFER);
+    expect((JSON.parse(r.read) as { engines: Array<{ engine: string }> }).engines.map((e) => e.engine).sort()).toEqual([...names].sort());
   });
 
   it("validate --format json of a 1000-engine tree parses whole, with every issue", async () => {
@@ -198,9 +203,9 @@ describe("output through a pipe arrives whole (item 6)", () => {
     const dir = await writeTree(tree);
     const { issues } = await validateDesired(dir);
     expect(issues.length).toBeGreaterThan(900);
-    const r = await runCli(["validate", "--desired", dir, "--format", "json"]);
+    const r = await pipeline(["validate", "--desired", dir, "--format", "json"], SLOW_READER);
     expect(r.code).toBe(1);
-    expect(r.stdout.length).toBeGreaterThan(PIPE_BUFFER);
-    expect((JSON.parse(r.stdout) as { issues: unknown[] }).issues).toEqual(issues);
+    expect(r.read.length).toBeGreaterThan(PIPE_BUFFER);
+    expect((JSON.parse(r.read) as { issues: unknown[] }).issues).toEqual(issues);
   });
 });
