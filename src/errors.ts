@@ -138,7 +138,10 @@ export function ioFailure(err: unknown, details: ErrorDetails = {}): unknown {
   if (!e || typeof e.code !== "string" || typeof e.path !== "string") return err;
   // Node's message reads "EROFS: read-only file system, open '/x'": keep the errno's words.
   const words = /^[A-Z0-9_]+: ([^,]+)/.exec(e.message ?? "")?.[1] ?? e.message;
-  return new IoError(`cannot ${e.syscall ?? "access"} ${e.path}: ${e.code} (${words})`, {
+  // rename and link name both ends: the target (dest) is usually the file the operator knows.
+  const dest = (e as { dest?: unknown }).dest;
+  const where = typeof dest === "string" ? `${e.path} to ${dest}` : e.path;
+  return new IoError(`cannot ${e.syscall ?? "access"} ${where}: ${e.code} (${words})`, {
     retryable: false,
     fix: IO_FIX[e.code] ?? "Correct the named path, then run the command again.",
     ...details,

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
 import { validateDesired } from "../../src/desired/load.js";
 import { validRecord, validTree, writeTree, type Obj } from "../desired/fixtures.js";
@@ -147,6 +147,32 @@ describe("a state directory that cannot be written (item 5)", () => {
     expect(view.code, view.stderr).toBe(0);
     expect(JSON.parse(view.stdout).engines.length).toBe(2);
   });
+
+  it("a state file that stops taking writes mid-run: reconcile --once exits 1 naming it and the errno, and a rerun converges without a second engine", async () => {
+    const stateFile = path.join(fleet.stateDir, "narwhal.json");
+    // engine-2 is replaced, slowly: its start waits 4 s, long enough to make the state file immutable meanwhile.
+    await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"], faults: "slow_start=4" }] });
+    const run = runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    try {
+      await waitFor("engine-2 starting from a new run", async () => {
+        const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
+        return e?.phase === "checked" && e.desired_hash !== e.running_hash;
+      }, 30_000);
+      // chattr +i: even root cannot replace it (rename → EPERM).
+      execFileSync("chattr", ["+i", stateFile]);
+      const r = await run;
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`narwhal: state: cannot rename `);
+      expect(r.stderr).toContain(` to ${stateFile}: EPERM (operation not permitted)`);
+      expect(r.stdout).toBe(""); // no report of a convergence that is not recorded
+    } finally {
+      execFileSync("chattr", ["-i", stateFile]);
+      await run;
+    }
+    const again = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    expect(again.code, again.stderr).toBe(0);
+    expect((await engineProcesses(fleet.stateDir)).length).toBe(2);
+  }, 90_000);
 });
 
 describe("a reader that goes away (item 6)", () => {
