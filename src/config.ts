@@ -1,11 +1,14 @@
 // The one module that reads the process environment. Everything else gets a
 // Config value, so tests can run many controllers side by side in one process.
 import path from "node:path";
+import { DEFAULT_LOG_ROTATION, type LogRotation } from "./log-file.js";
 
 export interface Config {
   desiredDir: string;
   stateDir: string;
   logLevel: string;
+  /** narwhal.log is rotated past maxBytes (NARWHAL_LOG_MAX_BYTES), keeping `keep` old files (NARWHAL_LOG_KEEP). */
+  logRotation: LogRotation;
   /** Base environment handed to native engine processes (PATH, HOME, LANG). */
   hostEnv: Record<string, string>;
   /** Retry policy: first backoff, cap, and attempts before a retryable failure turns terminal. */
@@ -73,6 +76,10 @@ export function loadConfig(
     desiredDir: path.resolve(cwd, overrides.desired ?? env.NARWHAL_DESIRED ?? "desired"),
     stateDir: path.resolve(cwd, overrides.state ?? env.NARWHAL_STATE ?? "state"),
     logLevel: env.NARWHAL_LOG_LEVEL ?? "info",
+    logRotation: {
+      maxBytes: intFrom(env, "NARWHAL_LOG_MAX_BYTES", DEFAULT_LOG_ROTATION.maxBytes),
+      keep: intFrom(env, "NARWHAL_LOG_KEEP", DEFAULT_LOG_ROTATION.keep),
+    },
     hostEnv,
     retry: {
       baseMs: intFrom(env, "NARWHAL_RETRY_BASE_MS", 1000),

@@ -105,6 +105,52 @@ export class PhaseError extends NarwhalError {
 /** Another controller holds the state directory. */
 export class LockHeldError extends NarwhalError {}
 
+/** A file could not be read or written (state, lock, log, run directory): names the path and the errno. */
+export class IoError extends NarwhalError {
+  readonly path: string;
+  readonly code: string;
+  constructor(message: string, details: ErrorDetails & { path: string; code: string }) {
+    // The path is in the message already; `input` is set only when the input at fault is another thing.
+    super(message, details);
+    this.path = details.path;
+    this.code = details.code;
+  }
+  override toJSON(): Record<string, unknown> {
+    return { ...super.toJSON(), path: this.path, code: this.code };
+  }
+}
+
+const IO_FIX: Record<string, string> = {
+  EROFS: "The file system is mounted read-only: remount it read-write, or choose another --state directory.",
+  EACCES: "Give narwhal's user write access to that directory, or choose another --state directory.",
+  EPERM: "The file is immutable or the operation is not permitted there (chattr -i, mount options), or choose another --state directory.",
+  ENOSPC: "Free space on that file system (or raise its quota), then run the command again.",
+  EDQUOT: "Free space on that file system (or raise its quota), then run the command again.",
+};
+
+/**
+ * The typed form of a failed file-system call (a Node errno error: code, syscall, path), e.g.
+ * "cannot open /srv/state/controller.lock: EROFS (read-only file system)". Anything else is returned unchanged.
+ */
+export function ioFailure(err: unknown, details: ErrorDetails = {}): unknown {
+  if (err instanceof NarwhalError) return err;
+  const e = err as NodeJS.ErrnoException | undefined;
+  if (!e || typeof e.code !== "string" || typeof e.path !== "string") return err;
+  // Node's message reads "EROFS: read-only file system, open '/x'": keep the errno's words.
+  const words = /^[A-Z0-9_]+: ([^,]+)/.exec(e.message ?? "")?.[1] ?? e.message;
+  // rename and link name both ends: the target (dest) is usually the file the operator knows.
+  const dest = (e as { dest?: unknown }).dest;
+  const where = typeof dest === "string" ? `${e.path} to ${dest}` : e.path;
+  return new IoError(`cannot ${e.syscall ?? "access"} ${where}: ${e.code} (${words})`, {
+    retryable: false,
+    fix: IO_FIX[e.code] ?? "Correct the named path, then run the command again.",
+    ...details,
+    path: e.path,
+    code: e.code,
+    cause: err,
+  });
+}
+
 /** An operation was cancelled through its AbortSignal (controller shutdown, desired change). */
 export class CancelledError extends NarwhalError {
   constructor(what: string) {
@@ -131,4 +177,10 @@ export function toErrorRecord(err: unknown): ErrorRecord {
   }
   const e = err as { name?: string; message?: string } | undefined;
   return { name: e?.name ?? "Error", message: e?.message ?? String(err), retryable: true };
+}
+
+/** One line for a log: a NarwhalError's describe(), a file-system error by path and errno, else its message. */
+export function describeFailure(err: unknown): string {
+  const failure = ioFailure(err);
+  return failure instanceof NarwhalError ? failure.describe() : String((failure as Error)?.message ?? failure);
 }

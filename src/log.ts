@@ -3,6 +3,7 @@
 // is replaced before a line reaches either transport.
 import winston from "winston";
 import path from "node:path";
+import { DEFAULT_LOG_ROTATION, RotatingLogFile, type LogRotation } from "./log-file.js";
 
 export interface Logger {
   debug(msg: string, meta?: Record<string, unknown>): void;
@@ -12,6 +13,12 @@ export interface Logger {
   child(meta: Record<string, unknown>): Logger;
   /** Register values (API keys) that must never be written in clear. */
   addSecrets(values: Iterable<string>): void;
+  /**
+   * Also write to <stateDir>/narwhal.log (appended, 0600, rotated by size). Called only by the
+   * holder of the state lock: a command refused the lock must not touch the live controller's log.
+   * Throws an IoError (path, errno) if the file cannot be opened. Once per logger; later calls are no-ops.
+   */
+  recordTo(stateDir: string): void;
   close(): Promise<void>;
 }
 
@@ -39,10 +46,13 @@ function redactDeep(value: unknown, secrets: Set<string>, depth = 0): unknown {
 
 export interface LoggerOptions {
   level: string;
-  /** Directory for narwhal.log (JSON lines); omitted = console only. */
+  /** Directory for narwhal.log (JSON lines) from the start; omitted = console only until recordTo(). */
   stateDir?: string;
   console?: boolean;
+  rotation?: LogRotation;
 }
+
+export const LOG_FILE = "narwhal.log";
 
 export function createLogger(opts: LoggerOptions): Logger {
   const secrets = new Set<string>();
@@ -66,16 +76,17 @@ export function createLogger(opts: LoggerOptions): Logger {
       }),
     );
   }
-  if (opts.stateDir) {
-    transports.push(
-      new winston.transports.File({
-        filename: path.join(opts.stateDir, "narwhal.log"),
-        format: winston.format.combine(winston.format.timestamp(), winston.format.json()),
-        options: { mode: 0o600 },
-      }),
-    );
-  }
   const root = winston.createLogger({ level: opts.level, format: redact(), transports });
+  let file: RotatingLogFile | null = null;
+  const recordTo = (stateDir: string) => {
+    if (file) return;
+    file = new RotatingLogFile(path.join(stateDir, LOG_FILE), opts.rotation ?? DEFAULT_LOG_ROTATION, {
+      format: winston.format.combine(winston.format.timestamp(), winston.format.json()),
+    });
+    transports.push(file);
+    root.add(file);
+  };
+  if (opts.stateDir) recordTo(opts.stateDir);
   const wrap = (w: winston.Logger): Logger => ({
     debug: (m, meta) => void w.debug(m, meta),
     info: (m, meta) => void w.info(m, meta),
@@ -85,12 +96,19 @@ export function createLogger(opts: LoggerOptions): Logger {
     addSecrets: (values) => {
       for (const v of values) if (v) secrets.add(v);
     },
+    recordTo,
     close: () =>
       new Promise<void>((resolve) => {
         if (transports.length === 0) return resolve();
-        root.on("finish", () => resolve());
+        // Bounded, and a referenced timer: a transport that never finishes must not leave the command pending.
+        const timer = setTimeout(done, 500);
+        function done() {
+          clearTimeout(timer);
+          file?.close();
+          resolve();
+        }
+        root.on("finish", done);
         root.end();
-        setTimeout(resolve, 500).unref();
       }),
   });
   return wrap(root);

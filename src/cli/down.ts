@@ -9,7 +9,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { EngineContext } from "../../machines/engine.js";
 import type { EngineHandle } from "../phases/types.js";
-import { NarwhalError } from "../errors.js";
+import { ioFailure, NarwhalError } from "../errors.js";
 import { backendsFor } from "./runtime.js";
 import { World } from "../controller/world.js";
 import { stoppedConditions } from "../controller/record.js";
@@ -20,9 +20,13 @@ export interface DownResult {
 }
 
 export async function down(config: Config, log: Logger): Promise<DownResult> {
-  const lock = await acquireStateLock(config.stateDir);
+  const lock = await acquireStateLock(config.stateDir).catch((err: unknown) => {
+    throw ioFailure(err, { step: "state" });
+  });
   const result: DownResult = { stopped: [], failed: [] };
   try {
+    // Only the lock holder writes narwhal.log: a `down` refused the lock leaves the live controller's log alone.
+    log.recordTo(config.stateDir);
     const store = await StateStore.open(config.stateDir);
     const world = new World(backendsFor(config), log, config.stopGraceMs);
     const stop = async (engine: string, handle: EngineHandle) => {

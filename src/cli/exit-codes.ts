@@ -1,10 +1,14 @@
 // The one place errors become exit codes (DESIGN.md "Interfaces that must stay stable").
-import { NarwhalError } from "../errors.js";
+import { ioFailure, NarwhalError } from "../errors.js";
 
 export const EXIT = { ok: 0, invalid: 1, notConverged: 2 } as const;
 
-/** Print an error for an operator and choose the exit code: invalid input and internal errors are 1. */
-export function reportError(err: unknown, format: string, write: (s: string) => void): number {
+/**
+ * Print an error for an operator and choose the exit code: invalid input, internal errors and
+ * failures to persist are 1. A raw file-system error from any command is named by its path and errno.
+ */
+export function reportError(thrown: unknown, format: string, write: (s: string) => void): number {
+  const err = ioFailure(thrown);
   if (format === "json") {
     write(JSON.stringify({ error: err instanceof NarwhalError ? err.toJSON() : { name: "InternalError", message: String((err as Error)?.message ?? err) } }, null, 2));
   } else if (err instanceof NarwhalError) {

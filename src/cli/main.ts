@@ -6,6 +6,7 @@ import { validateDesired } from "../desired/load.js";
 import { readState } from "../state/store.js";
 import { groupReport, renderGroups } from "../controller/groups.js";
 import { EXIT, reportError } from "./exit-codes.js";
+import { cliOutput } from "./output.js";
 import { configFrom, loggerFor, type GlobalOptions } from "./runtime.js";
 import { reconcileOnce, reconcileWatch } from "./reconcile.js";
 import { renderStatusText, statusView } from "./status-view.js";
@@ -15,13 +16,16 @@ import { appIdentity } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 
-const out = (s: string) => process.stdout.write(s.endsWith("\n") ? s : s + "\n");
-const err = (s: string) => process.stderr.write(s.endsWith("\n") ? s : s + "\n");
+const output = cliOutput();
+const { out, err } = output;
 
-/** Commands that act write their log to the state directory too; the logger is flushed however they end. */
+/**
+ * Commands that act log to the console, and to the state directory's narwhal.log once they hold
+ * its lock (the controller and `down` call log.recordTo); the logger is flushed however they end.
+ */
 async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger) => Promise<number>): Promise<number> {
   const config = configFrom(opts);
-  const log = loggerFor(config, true);
+  const log = loggerFor(config);
   try {
     return await fn(config, log);
   } finally {
@@ -148,7 +152,30 @@ async function run(argv: string[]): Promise<number> {
 }
 
 
-run(process.argv).then(
-  (code) => process.exit(code),
-  (e) => process.exit(reportError(e, "text", err)),
-);
+// Exit 0 is earned: if the event loop drains while the command is still pending (an operation that
+// never settled), Node exits with process.exitCode, and that must not read as success.
+process.exitCode = EXIT.invalid;
+let finished = false;
+process.on("beforeExit", () => {
+  if (!finished) err("narwhal: internal error: the command stopped before it finished (an operation never settled); nothing it reported can be trusted.");
+});
+
+async function main(): Promise<number> {
+  let code: number;
+  try {
+    code = await run(process.argv);
+  } catch (e) {
+    code = reportError(e, "text", err);
+  }
+  try {
+    await output.flush();
+  } catch (e) {
+    code = reportError(e, "text", err);
+  }
+  return code;
+}
+
+void main().then((code) => {
+  finished = true;
+  process.exit(code);
+});

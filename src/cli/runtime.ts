@@ -19,8 +19,9 @@ export function configFrom(opts: GlobalOptions): Config {
   return loadConfig({ desired: opts.desired, state: opts.state });
 }
 
-export function loggerFor(config: Config, withFile: boolean): Logger {
-  return createLogger({ level: config.logLevel, stateDir: withFile ? config.stateDir : undefined });
+/** Console only: the holder of the state lock adds narwhal.log (Logger.recordTo) once it has the lock. */
+export function loggerFor(config: Config): Logger {
+  return createLogger({ level: config.logLevel, rotation: config.logRotation });
 }
 
 export function backendsFor(config: Config, failpoint: Failpoint = noFailpoints): Record<EngineSpec["backend"], EngineBackend> {

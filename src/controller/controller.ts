@@ -17,6 +17,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { Failpoint } from "../failpoints.js";
+import { describeFailure, ioFailure } from "../errors.js";
 
 type EngineActor = Actor<typeof engineMachine>;
 
@@ -82,17 +83,36 @@ export class Controller {
   }
 
   async open(): Promise<void> {
-    this.lock = await acquireStateLock(this.opts.config.stateDir);
-    this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
+    try {
+      this.lock = await acquireStateLock(this.opts.config.stateDir);
+    } catch (err) {
+      throw ioFailure(err, { step: "state" });
+    }
+    try {
+      // Only the lock holder writes narwhal.log: a refused second command never touches it.
+      this.opts.log.recordTo(this.opts.config.stateDir);
+      this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
+    } catch (err) {
+      await this.lock.release();
+      throw ioFailure(err, { step: "state" });
+    }
     if (this.store.movedAside) this.opts.log.warn(`state file did not parse; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
   }
 
-  /** Stop the actors (engines keep running), flush state, release the lock. */
+  /**
+   * Stop the actors (engines keep running), flush state, release the lock. A final write that
+   * fails is thrown (an IoError naming the path and errno): the state on disk is not what happened.
+   */
   async close(): Promise<void> {
     for (const actor of this.actors.values()) actor.stop();
     this.actors.clear();
-    await this.store?.flush();
-    await this.lock?.release();
+    try {
+      await this.store?.flush();
+    } catch (err) {
+      throw ioFailure(err, { step: "state", fix: `The state file could not be written, so the last transitions are not recorded: make ${this.opts.config.stateDir} writable, then run reconcile again (it rebuilds from what runs).` });
+    } finally {
+      await this.lock?.release();
+    }
   }
 
   /** Bring actors in line with a (valid) desired state. */
@@ -184,7 +204,7 @@ export class Controller {
         const phase = String(snap.value);
         void this.store
           .update(name, (prev) => (phase === "removed" ? null : recordFrom(prev, phase, snap.context, backend, actor.getPersistedSnapshot())))
-          .catch((err) => this.opts.log.error(`cannot write the state file: ${(err as Error).message}`, { engine: name }));
+          .catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`, { engine: name }));
         if (phase !== lastPhase) {
           this.opts.failpoint?.(`transition:${phase}`);
           this.logTransition(name, lastPhase, phase, snap.context);
@@ -280,7 +300,8 @@ export class Controller {
       const check = () => {
         if (this.settled() || signal?.aborted) {
           this.settleWaiters.delete(check);
-          void this.store.flush().then(() => resolve());
+          // Settled either way: a write that fails is logged where it failed and thrown by close().
+          void this.store.flush().then(resolve, resolve);
         }
       };
       this.settleWaiters.add(check);
