@@ -44,9 +44,3 @@ export function closestName(word: string, known: Iterable<string>): string | und
   }
   return tied ? undefined : best;
 }
-
-/** `; did you mean "x"?` for a message, or "" when nothing is close. */
-export function didYouMean(word: string, known: Iterable<string>): string {
-  const name = closestName(word, known);
-  return name === undefined ? "" : `; did you mean ${JSON.stringify(name)}?`;
-}

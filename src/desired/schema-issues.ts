@@ -5,12 +5,12 @@
 
 import type { z } from "zod";
 import type { ValidationIssue } from "../errors.js";
-import { didYouMean } from "./did-you-mean.js";
+import { closestName } from "./did-you-mean.js";
 import { jsonPath } from "./schemas.js";
 
 /** The minimal view of a zod schema this walk needs (zod 4's public `def`, `shape`, ...). */
 interface SchemaNode {
-  readonly def: { readonly type: string };
+  readonly def: { readonly type: string; readonly entries?: Record<string, unknown>; readonly values?: readonly unknown[] };
   readonly description?: string | undefined;
   readonly shape?: Record<string, SchemaNode>;
   readonly element?: SchemaNode;
@@ -62,11 +62,13 @@ function isMissing(input: unknown, path: ReadonlyArray<PropertyKey>): boolean {
   return v !== null && typeof v === "object" && !Array.isArray(v) && !Object.hasOwn(v, path[path.length - 1] as PropertyKey);
 }
 
-/** What a schema node expects, for a missing field's message ("a string", "an object", ...). */
+/** What a schema node expects, for a missing field's message ("a string", `"native" or "container"`, ...). */
 function kindOf(node: SchemaNode): string {
-  const t = unwrap(node).def.type;
-  const kinds: Record<string, string> = { string: "a string", number: "a number", int: "an integer", boolean: "true or false", object: "an object", record: "an object", array: "a list", enum: "one of its allowed values", literal: "a fixed value", union: "a value" };
-  return kinds[t] ?? "a value";
+  const { def } = unwrap(node);
+  const allowed = def.type === "enum" ? Object.values(def.entries ?? {}) : def.type === "literal" ? [...(def.values ?? [])] : [];
+  if (allowed.length > 0) return allowed.map((v) => JSON.stringify(v)).join(" or ");
+  const kinds: Record<string, string> = { string: "a string", number: "a number", int: "an integer", boolean: "true or false", object: "an object", record: "an object", array: "a list" };
+  return kinds[def.type] ?? "a value";
 }
 
 /**
@@ -78,8 +80,12 @@ export function zodIssues(file: string, error: z.ZodError, schema: z.ZodType, in
   return error.issues.flatMap((i) => {
     if (i.code === "unrecognized_keys") {
       const known = fieldsAt(schema, i.path);
-      return i.keys.map((k) => ({ file, path: jsonPath([...i.path, k]), rule: "schema",
-        message: `unknown field "${k}"${didYouMean(k, known)}; remove it or check its spelling` }));
+      return i.keys.map((k) => {
+        const meant = closestName(k, known);
+        const message = meant === undefined ? `unknown field "${k}"; remove it or check its spelling`
+          : `unknown field "${k}"; did you mean "${meant}"? Rename it`;
+        return { file, path: jsonPath([...i.path, k]), rule: "schema", message };
+      });
     }
     if (i.code === "invalid_key") {
       // A record key that fails its pattern: say what the key must look like, not zod's "Invalid key in record".

@@ -106,7 +106,7 @@ export const CORPUS: CorpusCase[] = [
   { name: "unknown field one edit from a known one", category: "unknown field", edit: (t) => { rec(t, 1)["gpu_id"] = ["0"]; }, expect: { file: L, path: r1(".gpu_id"), message: /unknown field "gpu_id"; did you mean "gpu_ids"\?/ } },
   { name: "misspelt node field", category: "unknown field", edit: (t) => { node0(t)["sysfs_rot"] = "/sys"; }, expect: { file: F, path: "$.nodes[0].sysfs_rot", message: /unknown field "sysfs_rot"; did you mean "sysfs_root"\?/ } },
   { name: "required field missing in a launch record", category: "unknown field", edit: (t) => { delete rec(t, 2)["gpu_visibility_env"]; },
-    expect: { file: L, path: r2(".gpu_visibility_env"), message: /^required field "gpu_visibility_env" is missing \(one of its allowed values\): Variable the launcher exports gpu_ids through; add it$/ } },
+    expect: { file: L, path: r2(".gpu_visibility_env"), message: /^required field "gpu_visibility_env" is missing \("CUDA_VISIBLE_DEVICES" or "ROCR_VISIBLE_DEVICES"\): Variable the launcher exports gpu_ids through; add it$/ } },
   { name: "required field missing in fleet hardware", category: "unknown field", edit: (t) => { delete (t.fleet["hardware"] as Obj)["accelerator"]; },
     expect: { file: F, path: "$.hardware.accelerator", message: /^required field "accelerator" is missing \(a string\): Accelerator product every engine uses, as host inspection reports it; add it$/ } },
   { name: "unknown hardware field", category: "unknown field", edit: (t) => { (t.fleet["hardware"] as Obj)["gpus_per_engine"] = 1; }, expect: { file: F, path: "$.hardware.gpus_per_engine", message: /unknown field/ } },
