@@ -8,7 +8,11 @@ import { ENV_FILE } from "./rules-variables.js";
 import { jsonPath } from "./schemas.js";
 import { nodeVar, parseEndpoint } from "./urls.js";
 
-type FleetRule = { name: string; needs: "both"; check(ctx: FullContext): ValidationIssue[] };
+/** The context of a rule about fleet.json alone: it runs even when engine-launch.json cannot be read. */
+export type FleetContext = Omit<FullContext, "launch">;
+type FleetRule =
+  | { name: string; needs: "fleet"; check(ctx: FleetContext): ValidationIssue[] }
+  | { name: string; needs: "both"; check(ctx: FullContext): ValidationIssue[] };
 const fleetAt = (rule: string, segments: PropertyKey[], message: string): ValidationIssue =>
   ({ file: FLEET_FILE, path: jsonPath(segments), message, rule });
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
@@ -34,7 +38,7 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "unique-names",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet }) => [
       ...fleet.engines.flatMap((e, i) => e === undefined || fleet.engines.findIndex((o) => o?.iid === e.iid) === i ? []
         : [fleetAt("unique-names", ["engines", i, "iid"], `iid ${e.iid} is used by more than one engine`)]),
@@ -44,7 +48,7 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "engine-on-one-node",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet, failures }) => {
       const out: ValidationIssue[] = [];
       const seen = new Map<string, string>();
@@ -94,7 +98,7 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "url-format",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet }) => fleet.engines.flatMap((e, i) => {
       const out: ValidationIssue[] = [];
       if (e === undefined) return out;
@@ -108,7 +112,7 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "url-matches-variables",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet, vars }) => fleet.engines.flatMap((e, i) => {
       if (e === undefined) return [];
       const k = indexOfIid(e.iid);
@@ -183,7 +187,7 @@ export const fleetRules: FleetRule[] = [
 ];
 
 /** iids of the fleet records that passed their schema. */
-function iidsOf(fleet: FullContext["fleet"]): string[] {
+function iidsOf(fleet: FleetContext["fleet"]): string[] {
   return fleet.engines.flatMap((e) => (e === undefined ? [] : [e.iid]));
 }
 

@@ -47,7 +47,12 @@ export function runRules(input: RuleInput): ValidationIssue[] {
       if (rule.needs === "launch") issues.push(...rule.check({ vars, launch }));
       else if (fleet) issues.push(...rule.check({ vars, launch, fleet, failures }));
     }
-    if (fleet) for (const rule of fleetRules) issues.push(...rule.check({ vars, launch, fleet, failures }));
+  }
+  if (fleet) {
+    for (const rule of fleetRules) {
+      if (rule.needs === "fleet") issues.push(...rule.check({ vars, fleet, failures }));
+      else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures }));
+    }
   }
   return issues;
 }

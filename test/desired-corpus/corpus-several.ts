@@ -46,6 +46,12 @@ export const SEVERAL_MISTAKES: CorpusCase[] = [
       { file: F, path: "$.hardware.tensor_parallel", message: /expected number/ },
       { file: L, path: r2(".gpu_ids[0]"), message: /already allocated to engine-1/ },
     ] },
+  { name: "engine-launch.json cut in half and an engine URL with a path", category: "several mistakes",
+    raw: (t) => ({ launch: JSON.stringify(t.launch, null, 2).slice(0, 300) }), edit: (t) => { t.env["NARWHAL_NODE_1_URL"] = "http://10.0.0.11:8000/v1"; },
+    expect: [
+      { file: L, path: "$", message: /is truncated/ },
+      { file: F, path: "$.engines[0].url", message: /must not have a path/ },
+    ] },
   { name: "a node record that fails its schema and a launch record that fails its own", category: "several mistakes",
     edit: (t) => { node0(t)["name"] = "../gpu-a"; rec(t, 1)["backend"] = "docker"; },
     expect: [
