@@ -37,6 +37,7 @@ export function closestName(word: string, known: Iterable<string>): string | und
   const w = word.toLowerCase();
   for (const name of known) {
     if (name === word) return undefined;
+    if (Math.abs(name.length - word.length) > 2) continue; // more than two edits apart whatever the letters
     const d = editDistance(w, name.toLowerCase());
     if (d > Math.min(2, Math.max(1, Math.floor(name.length / 4)))) continue;
     if (d < bestDistance) { best = name; bestDistance = d; tied = false; }
