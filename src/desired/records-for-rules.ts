@@ -33,8 +33,6 @@ export interface SchemaFailures {
   someNode: boolean;
 }
 
-export const NO_FAILURES: SchemaFailures = { fleetIids: new Set(), launchNames: new Set(), someNode: false };
-
 export interface RecordsForRules {
   fleet?: FleetForRules;
   launch?: EngineLaunchFile;

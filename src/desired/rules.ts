@@ -4,7 +4,6 @@
 
 import type { ValidationIssue } from "../errors.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
-import { NO_FAILURES } from "./records-for-rules.js";
 import { fleetRules } from "./rules-fleet.js";
 import { recordRules } from "./rules-record.js";
 import { launchExtraRules } from "./rules-launch-extras.js";
@@ -39,7 +38,7 @@ export const RULE_NAMES: readonly string[] = [
 /** Run every applicable rule; never stops at the first issue. */
 export function runRules(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
-  const failures = input.failures ?? NO_FAILURES;
+  const failures = input.failures ?? { fleetIids: new Set(), launchNames: new Set(), someNode: false };
   const use = { ...(input.referenced ? { referenced: input.referenced } : {}), indices: input.indices ?? new Set<number>() };
   const issues: ValidationIssue[] = variableRules.flatMap((r) => r.check(vars, use));
   if (launch) {
