@@ -23,14 +23,23 @@ export interface FleetForRules {
   hardware?: Hardware;
 }
 
-/** Records present in the files that failed their schema. */
+/**
+ * Records present in the files that failed their schema. When a file's list
+ * is incomplete (a record whose name cannot be read, or an empty list the
+ * schema already rejects), "X has no partner there" would be a guess: the
+ * unreadable record may be the partner.
+ */
 export interface SchemaFailures {
   /** iids written on fleet engine records that failed (when the iid itself is well-formed). */
   fleetIids: ReadonlySet<string>;
   /** Keys of launch records that failed. */
   launchNames: ReadonlySet<string>;
-  /** A node record failed: which engines it lists is unknown. */
-  someNode: boolean;
+  /** A fleet engine record failed with an iid that names no engine, or the list is empty. */
+  fleetEnginesIncomplete: boolean;
+  /** A launch record key is not engine-<k>, or there are no records. */
+  launchRecordsIncomplete: boolean;
+  /** A node record failed (which engines it lists is unknown), or there are no nodes. */
+  nodesIncomplete: boolean;
 }
 
 export interface RecordsForRules {
@@ -52,7 +61,9 @@ export function recordsForRules(
 ): RecordsForRules {
   const fleetIids = new Set<string>();
   const launchNames = new Set<string>();
-  let someNode = false;
+  let fleetEnginesIncomplete = false;
+  let launchRecordsIncomplete = false;
+  let nodesIncomplete = false;
 
   let fleet: FleetForRules | undefined = fleetParsed;
   if (!fleet && isObject(fleetDoc) && Array.isArray(fleetDoc["engines"]) && Array.isArray(fleetDoc["nodes"])) {
@@ -61,13 +72,16 @@ export function recordsForRules(
       if (parsed.success) return parsed.data;
       const iid = isObject(raw) ? raw["iid"] : undefined;
       if (typeof iid === "string" && IID_PATTERN.test(iid)) fleetIids.add(iid);
+      else fleetEnginesIncomplete = true;
       return undefined;
     });
     const nodes = (fleetDoc["nodes"] as unknown[]).map((raw) => {
       const parsed = FleetNodeSchema.safeParse(raw);
-      if (!parsed.success) someNode = true;
+      if (!parsed.success) nodesIncomplete = true;
       return parsed.data;
     });
+    if (engines.length === 0) fleetEnginesIncomplete = true;
+    if (nodes.length === 0) nodesIncomplete = true;
     const hardware = HardwareSchema.safeParse(fleetDoc["hardware"]);
     fleet = { engines, nodes, ...(hardware.success ? { hardware: hardware.data } : {}) };
   }
@@ -75,13 +89,17 @@ export function recordsForRules(
   let launch: EngineLaunchFile | undefined = launchParsed;
   if (!launch && isObject(launchDoc) && isObject(launchDoc["engines"])) {
     const engines: Record<string, ParsedLaunchRecord> = Object.create(null) as Record<string, ParsedLaunchRecord>;
-    for (const [name, raw] of Object.entries(launchDoc["engines"])) {
+    const entries = Object.entries(launchDoc["engines"]);
+    for (const [name, raw] of entries) {
+      const named = EngineNameSchema.safeParse(name).success;
       const parsed = LaunchRecordSchema.safeParse(raw);
-      if (EngineNameSchema.safeParse(name).success && parsed.success) engines[name] = parsed.data;
+      if (named && parsed.success) engines[name] = parsed.data;
       else launchNames.add(name);
+      if (!named) launchRecordsIncomplete = true;
     }
+    if (entries.length === 0) launchRecordsIncomplete = true;
     launch = { engines };
   }
 
-  return { ...(fleet ? { fleet } : {}), ...(launch ? { launch } : {}), failures: { fleetIids, launchNames, someNode } };
+  return { ...(fleet ? { fleet } : {}), ...(launch ? { launch } : {}), failures: { fleetIids, launchNames, fleetEnginesIncomplete, launchRecordsIncomplete, nodesIncomplete } };
 }

@@ -22,12 +22,12 @@ export const fleetRules: FleetRule[] = [
     name: "fleet-launch-pairing",
     needs: "both",
     check: ({ fleet, launch, failures }) => {
-      // A partner that is present but failed its schema is not missing.
+      // A partner that is present but failed its schema is not missing; in a list with an unreadable name it may be that one.
       const iids = new Set([...iidsOf(fleet), ...failures.fleetIids]);
-      const out = fleet.engines.flatMap((e, i) => e === undefined ||
+      const out = failures.launchRecordsIncomplete ? [] : fleet.engines.flatMap((e, i) => e === undefined ||
         Object.hasOwn(launch.engines, `engine-${indexOfIid(e.iid)}`) || failures.launchNames.has(`engine-${indexOfIid(e.iid)}`) ? [] : [fleetAt("fleet-launch-pairing", ["engines", i, "iid"],
           `${e.iid} has no launch record engine-${indexOfIid(e.iid)} in ${LAUNCH_FILE}; add one or remove the engine`)]);
-      for (const name of Object.keys(launch.engines)) {
+      for (const name of failures.fleetEnginesIncomplete ? [] : Object.keys(launch.engines)) {
         if (!iids.has(`n${indexOfEngineName(name)}`)) {
           out.push({ file: LAUNCH_FILE, path: recPath(name), rule: "fleet-launch-pairing",
             message: `${name} has no fleet record with iid n${indexOfEngineName(name)} in ${FLEET_FILE}; add one or remove the record` });
@@ -55,12 +55,14 @@ export const fleetRules: FleetRule[] = [
       const known = new Set([...iidsOf(fleet), ...failures.fleetIids]);
       fleet.nodes.forEach((node, ni) => node?.engines.forEach((iid, ei) => {
         const where = ["nodes", ni, "engines", ei];
-        if (!known.has(iid)) out.push(fleetAt("engine-on-one-node", where, `node ${node.name} lists ${iid}, which is not in engines`));
-        else if (seen.has(iid)) out.push(fleetAt("engine-on-one-node", where, `${iid} is already on node ${seen.get(iid)}; an engine runs on exactly one node`));
+        if (!known.has(iid)) {
+          // An engine record whose iid cannot be read may be the one listed.
+          if (!failures.fleetEnginesIncomplete) out.push(fleetAt("engine-on-one-node", where, `node ${node.name} lists ${iid}, which is not in engines`));
+        } else if (seen.has(iid)) out.push(fleetAt("engine-on-one-node", where, `${iid} is already on node ${seen.get(iid)}; an engine runs on exactly one node`));
         else seen.set(iid, node.name);
       }));
       // A node that failed its schema may be the one listing an engine: "on no node" would be a guess.
-      if (!failures.someNode) fleet.engines.forEach((e, i) => {
+      if (!failures.nodesIncomplete) fleet.engines.forEach((e, i) => {
         if (e !== undefined && !seen.has(e.iid)) out.push(fleetAt("engine-on-one-node", ["engines", i], `${e.iid} is on no node; list it under one node's engines`));
       });
       return out;

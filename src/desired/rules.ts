@@ -38,7 +38,9 @@ export const RULE_NAMES: readonly string[] = [
 /** Run every applicable rule; never stops at the first issue. */
 export function runRules(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
-  const failures = input.failures ?? { fleetIids: new Set(), launchNames: new Set(), someNode: false };
+  const failures = input.failures ?? {
+    fleetIids: new Set(), launchNames: new Set(), fleetEnginesIncomplete: false, launchRecordsIncomplete: false, nodesIncomplete: false,
+  };
   const use = { ...(input.referenced ? { referenced: input.referenced } : {}), indices: input.indices ?? new Set<number>() };
   const issues: ValidationIssue[] = variableRules.flatMap((r) => r.check(vars, use));
   if (launch) {

@@ -20,8 +20,9 @@ export interface CorpusCase {
   /** Filesystem changes after the files are written (symlinks, directories, pipes). */
   after?: (dir: string, t: DesiredTree) => Promise<void>;
   /**
-   * The issue that must come back. A list is a tree with several mistakes: it
-   * must report exactly those issues, each once, and nothing else.
+   * The issue that must come back (others may come with it). A list must be
+   * exactly the issues reported, each once, and nothing else: a tree with
+   * several mistakes reports each, and a consequence of one is not another.
    */
   expect: Expect | Expect[] | ((t: DesiredTree) => Expect | Expect[]);
 }

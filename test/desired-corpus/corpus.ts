@@ -130,8 +130,8 @@ export const CORPUS: CorpusCase[] = [
   { name: "engine-01 (leading zero)", category: "odd name", edit: (t) => { engines(t)["engine-01"] = rec(t, 2); }, expect: { file: L, path: '$.engines["engine-01"]', message: /engine names are/ } },
   { name: "engine index beyond 9999 (rounds as a number)", category: "odd name",
     edit: (t) => { engines(t)["engine-99999999999999999999"] = rec(t, 2); delete engines(t)["engine-2"]; },
-    expect: { file: L, path: '$.engines["engine-99999999999999999999"]', message: /1 ≤ k ≤ 9999/ } },
-  { name: "iid with ../", category: "odd name", edit: (t) => { fleetEngine(t, 0)["iid"] = "../n1"; }, expect: { file: F, path: "$.engines[0].iid", message: /must be "n<k>"/ } },
+    expect: [{ file: L, path: '$.engines["engine-99999999999999999999"]', message: /1 ≤ k ≤ 9999/ }] },
+  { name: "iid with ../", category: "odd name", edit: (t) => { fleetEngine(t, 0)["iid"] = "../n1"; }, expect: [{ file: F, path: "$.engines[0].iid", message: /must be "n<k>"/ }] },
   { name: "iid with a path inside", category: "odd name", edit: (t) => { fleetEngine(t, 1)["iid"] = "n1/../2"; }, expect: { file: F, path: "$.engines[1].iid", message: /must be "n<k>"/ } },
   { name: "node name with ../", category: "odd name", edit: (t) => { node0(t)["name"] = "../gpu-a"; }, expect: { file: F, path: "$.nodes[0].name", message: /must be a host name/ } },
   { name: "node lists an absolute path", category: "odd name", edit: (t) => { node0(t)["engines"] = ["/n1", "n2"]; }, expect: { file: F, path: "$.nodes[0].engines[0]", message: /must be an iid/ } },
@@ -242,8 +242,8 @@ export const CORPUS: CorpusCase[] = [
   { name: "role differs between fleet and launch record", category: "pairing", edit: (t) => { rec(t, 2)["role"] = "prefill"; }, expect: { file: L, path: r2(".role"), message: /differs from the fleet record n2/ } },
   { name: "derived environment disagrees", category: "derived", edit: (t) => { rec(t, 1)["environment"] = { CUDA_VISIBLE_DEVICES: "5", UCX_NET_DEVICES: "lo" }; }, expect: { file: L, path: r1(".environment"), message: /environment is derived/ } },
 
-  { name: "no engines at all", category: "empty", edit: (t) => { t.launch["engines"] = {}; }, expect: { file: L, path: "$.engines", message: /list at least one engine/ } },
-  { name: "no nodes", category: "empty", edit: (t) => { t.fleet["nodes"] = []; }, expect: { file: F, path: "$.nodes", message: /list at least one node/ } },
+  { name: "no engines at all", category: "empty", edit: (t) => { t.launch["engines"] = {}; }, expect: [{ file: L, path: "$.engines", message: /list at least one engine/ }] },
+  { name: "no nodes", category: "empty", edit: (t) => { t.fleet["nodes"] = []; }, expect: [{ file: F, path: "$.nodes", message: /list at least one node/ }] },
   ...SEVERAL_MISTAKES,
 ];
 
