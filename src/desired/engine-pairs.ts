@@ -3,7 +3,8 @@
 // (host) that lists the iid. Shared by rules.ts and spec.ts so both see the
 // same pairing and the same port resolution.
 
-import { ENGINE_NAME_PATTERN, IID_PATTERN, type EngineLaunchFile, type FleetEngine, type FleetFile, type FleetNode, type ParsedLaunchRecord } from "./schemas.js";
+import type { FleetForRules } from "./records-for-rules.js";
+import { ENGINE_NAME_PATTERN, IID_PATTERN, type EngineLaunchFile, type FleetEngine, type FleetNode, type ParsedLaunchRecord } from "./schemas.js";
 import { DEFAULT_NIXL_PORT, nodeVar, parsePort, perNode, perNodeSource } from "./urls.js";
 
 export interface EnginePair {
@@ -27,19 +28,21 @@ export const indexOfEngineName = (name: string): number | undefined => {
   return m ? Number(m[1]) : undefined;
 };
 
-/** Engines present in both files, in index order. */
-export function pairEngines(fleet: FleetFile, launch: EngineLaunchFile): EnginePair[] {
+/** Engines present in both files, in index order (records that failed their schema are holes and pair with nothing). */
+export function pairEngines(fleet: FleetForRules, launch: EngineLaunchFile): EnginePair[] {
   const pairs: EnginePair[] = [];
   fleet.engines.forEach((fe, fleetIndex) => {
+    if (fe === undefined) return;
     const k = indexOfIid(fe.iid);
     if (k === undefined) return;
     const name = `engine-${k}`;
     if (!Object.hasOwn(launch.engines, name)) return;
     if (pairs.some((p) => p.k === k)) return; // duplicate iid: reported by a rule
-    const nodeIndex = fleet.nodes.findIndex((n) => n.engines.includes(fe.iid));
+    const nodeIndex = fleet.nodes.findIndex((n) => n?.engines.includes(fe.iid));
+    const node = fleet.nodes[nodeIndex];
     pairs.push({
       k, name, iid: fe.iid, fleetIndex, fleet: fe, record: launch.engines[name] as ParsedLaunchRecord,
-      ...(nodeIndex >= 0 ? { nodeIndex, node: fleet.nodes[nodeIndex] } : {}),
+      ...(node ? { nodeIndex, node } : {}),
     });
   });
   return pairs.sort((a, b) => a.k - b.k);

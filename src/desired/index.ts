@@ -1,7 +1,8 @@
 // Public surface of src/desired: load and validate desired/, build engine
 // specs, and the hashes other layers label and group engines by.
 
-export { loadDesired, validateDesired, resolvePathVariables, zodIssues, type ValidationResult } from "./load.js";
+export { loadDesired, validateDesired, resolvePathVariables, type ValidationResult } from "./load.js";
+export { zodIssues } from "./schema-issues.js";
 export { buildSpecs, nodeSpec, resolveDesiredPath, DEFAULT_READY_SECONDS, DEFAULT_NATIVE_PYTHON, NODE_DEFAULTS } from "./spec.js";
 export { canonicalJson, groupSignature, inputHash, inputHashMaterial, pythonJsonDumps, sha256Hex, INPUT_HASH_VERSION, type GroupSignatureInputs } from "./hash.js";
 export { parseEnvFile } from "./env-file.js";

@@ -1,7 +1,8 @@
 // Loads desired/: deployment.env, fleet.json, engine-launch.json.
 //   read (caps, BOM, UTF-8) → parse (depth, forbidden keys) → variables
 //   (desired-relative paths resolved, URLs derived) → ${VAR} substitution →
-//   zod schemas → cross-record rules → engine specs.
+//   zod schemas → cross-record rules (over every record that passed its
+//   schema, so one run reports everything) → engine specs.
 // Substitution runs *before* the schemas: a field such as
 // "transport": "${NARWHAL_TRANSPORT}" can only be judged once substituted, and
 // every issue still names the file and JSON path the operator wrote.
@@ -13,8 +14,10 @@ import { DesiredStateError, type ValidationIssue } from "../errors.js";
 import { indexOfEngineName, indexOfIid } from "./engine-pairs.js";
 import { parseEnvFile } from "./env-file.js";
 import { parseJsonSafely, readTextFile } from "./json-safe.js";
+import { recordsForRules } from "./records-for-rules.js";
 import { ENV_FILE, FLEET_FILE, LAUNCH_FILE, runRules, SECRET_VARIABLES } from "./rules.js";
-import { EngineLaunchSchema, FleetSchema, jsonPath, type EngineLaunchFile, type FleetFile } from "./schemas.js";
+import { zodIssues } from "./schema-issues.js";
+import { EngineLaunchSchema, FleetSchema, type EngineLaunchFile, type FleetFile } from "./schemas.js";
 import { buildSpecs, resolveDesiredPath } from "./spec.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
@@ -68,28 +71,35 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
   const launchRaw = launchParsed && overrides.editLaunch && launchParsed.value !== undefined ? { ...launchParsed, value: overrides.editLaunch(launchParsed.value) } : launchParsed;
   issues.push(...(fleetRaw?.issues ?? []), ...(launchRaw?.issues ?? []));
 
-  const { derived, unavailable } = deriveEndpoints(vars, engineIndices(fleetRaw?.value, launchRaw?.value));
+  const indices = engineIndices(fleetRaw?.value, launchRaw?.value);
+  const { derived, unavailable } = deriveEndpoints(vars, indices);
   const allVars: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, vars, derived);
   const failed = new Map<string, Set<string>>();
+  // Which variables a ${NAME} uses is only known when both JSON files could be read.
+  const referenced: Set<string> | undefined = fleetRaw?.value !== undefined && launchRaw?.value !== undefined ? new Set() : undefined;
 
-  const check = <S extends z.ZodType>(raw: unknown, file: string, schema: S): z.output<S> | undefined => {
+  const check = <S extends z.ZodType>(raw: unknown, file: string, schema: S): { doc: unknown; parsed?: z.output<S> } | undefined => {
     if (raw === undefined) return undefined;
     const sub = substitute(raw, allVars, {
       file, secretNames: SECRET_VARIABLES, explainUndefined: (name) => unavailable.get(name),
     });
     issues.push(...sub.issues);
     failed.set(file, sub.failedPaths);
+    for (const name of sub.referenced) referenced?.add(name);
     const parsed = schema.safeParse(sub.value);
     // Rules still run on a document with unresolved variables; their issues
     // under the failed paths are dropped as consequences, not causes.
-    if (parsed.success) return parsed.data;
-    issues.push(...zodIssues(file, parsed.error).filter((i) => !underFailed(i, failed)));
-    return undefined;
+    if (parsed.success) return { doc: sub.value, parsed: parsed.data };
+    issues.push(...zodIssues(file, parsed.error, schema, sub.value).filter((i) => !underFailed(i, failed)));
+    return { doc: sub.value };
   };
-  const fleet = check(fleetRaw?.value, FLEET_FILE, FleetSchema) as FleetFile | undefined;
-  const launch = check(launchRaw?.value, LAUNCH_FILE, EngineLaunchSchema) as EngineLaunchFile | undefined;
+  const fleetChecked = check(fleetRaw?.value, FLEET_FILE, FleetSchema);
+  const launchChecked = check(launchRaw?.value, LAUNCH_FILE, EngineLaunchSchema);
+  const fleet = fleetChecked?.parsed as FleetFile | undefined;
+  const launch = launchChecked?.parsed as EngineLaunchFile | undefined;
 
-  issues.push(...runRules({ vars: allVars, ...(fleet ? { fleet } : {}), ...(launch ? { launch } : {}) }).filter((i) => !underFailed(i, failed)));
+  const records = recordsForRules(fleetChecked?.doc, fleet, launchChecked?.doc, launch);
+  issues.push(...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices }).filter((i) => !underFailed(i, failed)));
   if (issues.length > 0 || !fleet || !launch) return { issues };
 
   const specs = buildSpecs(absDir, fleet, launch, allVars);
@@ -136,21 +146,6 @@ function engineIndices(fleet: unknown, launch: unknown): Set<number> {
     }
   }
   return ks;
-}
-
-/** zod issues → ValidationIssue with `$.a.b[0]` paths; unknown keys get one issue each. */
-export function zodIssues(file: string, error: z.ZodError): ValidationIssue[] {
-  return error.issues.flatMap((i) => {
-    if (i.code === "unrecognized_keys") {
-      return i.keys.map((k) => ({ file, path: jsonPath([...i.path, k]), message: `unknown field "${k}"; remove it or check its spelling`, rule: "schema" }));
-    }
-    if (i.code === "invalid_key") {
-      // A record key that fails its pattern: say what the key must look like, not zod's "Invalid key in record".
-      const why = i.issues.map((k) => k.message).join("; ");
-      return [{ file, path: jsonPath(i.path), message: `key ${JSON.stringify(String(i.path[i.path.length - 1]))} is not allowed: ${why}`, rule: "schema" }];
-    }
-    return [{ file, path: jsonPath(i.path), message: i.message, rule: "schema" }];
-  });
 }
 
 function underFailed(issue: ValidationIssue, failed: Map<string, Set<string>>): boolean {

@@ -8,7 +8,11 @@ import { ENV_FILE } from "./rules-variables.js";
 import { jsonPath } from "./schemas.js";
 import { nodeVar, parseEndpoint } from "./urls.js";
 
-type FleetRule = { name: string; needs: "both"; check(ctx: FullContext): ValidationIssue[] };
+/** The context of a rule about fleet.json alone: it runs even when engine-launch.json cannot be read. */
+export type FleetContext = Omit<FullContext, "launch">;
+type FleetRule =
+  | { name: string; needs: "fleet"; check(ctx: FleetContext): ValidationIssue[] }
+  | { name: string; needs: "both"; check(ctx: FullContext): ValidationIssue[] };
 const fleetAt = (rule: string, segments: PropertyKey[], message: string): ValidationIssue =>
   ({ file: FLEET_FILE, path: jsonPath(segments), message, rule });
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
@@ -17,12 +21,13 @@ export const fleetRules: FleetRule[] = [
   {
     name: "fleet-launch-pairing",
     needs: "both",
-    check: ({ fleet, launch }) => {
-      const iids = new Set(fleet.engines.map((e) => e.iid));
-      const out = fleet.engines.flatMap((e, i) =>
-        Object.hasOwn(launch.engines, `engine-${indexOfIid(e.iid)}`) ? [] : [fleetAt("fleet-launch-pairing", ["engines", i, "iid"],
+    check: ({ fleet, launch, failures }) => {
+      // A partner that is present but failed its schema is not missing; in a list with an unreadable name it may be that one.
+      const iids = new Set([...iidsOf(fleet), ...failures.fleetIids]);
+      const out = failures.launchRecordsIncomplete ? [] : fleet.engines.flatMap((e, i) => e === undefined ||
+        Object.hasOwn(launch.engines, `engine-${indexOfIid(e.iid)}`) || failures.launchNames.has(`engine-${indexOfIid(e.iid)}`) ? [] : [fleetAt("fleet-launch-pairing", ["engines", i, "iid"],
           `${e.iid} has no launch record engine-${indexOfIid(e.iid)} in ${LAUNCH_FILE}; add one or remove the engine`)]);
-      for (const name of Object.keys(launch.engines)) {
+      for (const name of failures.fleetEnginesIncomplete ? [] : Object.keys(launch.engines)) {
         if (!iids.has(`n${indexOfEngineName(name)}`)) {
           out.push({ file: LAUNCH_FILE, path: recPath(name), rule: "fleet-launch-pairing",
             message: `${name} has no fleet record with iid n${indexOfEngineName(name)} in ${FLEET_FILE}; add one or remove the record` });
@@ -33,29 +38,32 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "unique-names",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet }) => [
-      ...fleet.engines.flatMap((e, i) => fleet.engines.findIndex((o) => o.iid === e.iid) === i ? []
+      ...fleet.engines.flatMap((e, i) => e === undefined || fleet.engines.findIndex((o) => o?.iid === e.iid) === i ? []
         : [fleetAt("unique-names", ["engines", i, "iid"], `iid ${e.iid} is used by more than one engine`)]),
-      ...fleet.nodes.flatMap((n, i) => fleet.nodes.findIndex((o) => o.name === n.name) === i ? []
+      ...fleet.nodes.flatMap((n, i) => n === undefined || fleet.nodes.findIndex((o) => o?.name === n.name) === i ? []
         : [fleetAt("unique-names", ["nodes", i, "name"], `node name ${n.name} is used twice`)]),
     ],
   },
   {
     name: "engine-on-one-node",
-    needs: "both",
-    check: ({ fleet }) => {
+    needs: "fleet",
+    check: ({ fleet, failures }) => {
       const out: ValidationIssue[] = [];
       const seen = new Map<string, string>();
-      const known = new Set(fleet.engines.map((e) => e.iid));
-      fleet.nodes.forEach((node, ni) => node.engines.forEach((iid, ei) => {
+      const known = new Set([...iidsOf(fleet), ...failures.fleetIids]);
+      fleet.nodes.forEach((node, ni) => node?.engines.forEach((iid, ei) => {
         const where = ["nodes", ni, "engines", ei];
-        if (!known.has(iid)) out.push(fleetAt("engine-on-one-node", where, `node ${node.name} lists ${iid}, which is not in engines`));
-        else if (seen.has(iid)) out.push(fleetAt("engine-on-one-node", where, `${iid} is already on node ${seen.get(iid)}; an engine runs on exactly one node`));
+        if (!known.has(iid)) {
+          // An engine record whose iid cannot be read may be the one listed.
+          if (!failures.fleetEnginesIncomplete) out.push(fleetAt("engine-on-one-node", where, `node ${node.name} lists ${iid}, which is not in engines`));
+        } else if (seen.has(iid)) out.push(fleetAt("engine-on-one-node", where, `${iid} is already on node ${seen.get(iid)}; an engine runs on exactly one node`));
         else seen.set(iid, node.name);
       }));
-      fleet.engines.forEach((e, i) => {
-        if (!seen.has(e.iid)) out.push(fleetAt("engine-on-one-node", ["engines", i], `${e.iid} is on no node; list it under one node's engines`));
+      // A node that failed its schema may be the one listing an engine: "on no node" would be a guess.
+      if (!failures.nodesIncomplete) fleet.engines.forEach((e, i) => {
+        if (e !== undefined && !seen.has(e.iid)) out.push(fleetAt("engine-on-one-node", ["engines", i], `${e.iid} is on no node; list it under one node's engines`));
       });
       return out;
     },
@@ -92,9 +100,10 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "url-format",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet }) => fleet.engines.flatMap((e, i) => {
       const out: ValidationIssue[] = [];
+      if (e === undefined) return out;
       const url = parseEndpoint(e.url);
       if (typeof url === "string") out.push(fleetAt("url-format", ["engines", i, "url"], url));
       else if (url.path !== "/") out.push(fleetAt("url-format", ["engines", i, "url"], `"${e.url}" must not have a path; the engine serves at its root`));
@@ -105,8 +114,9 @@ export const fleetRules: FleetRule[] = [
   },
   {
     name: "url-matches-variables",
-    needs: "both",
+    needs: "fleet",
     check: ({ fleet, vars }) => fleet.engines.flatMap((e, i) => {
+      if (e === undefined) return [];
       const k = indexOfIid(e.iid);
       if (k === undefined) return [];
       return (["url", "attestation_url"] as const).flatMap((field) => {
@@ -177,6 +187,11 @@ export const fleetRules: FleetRule[] = [
     },
   },
 ];
+
+/** iids of the fleet records that passed their schema. */
+function iidsOf(fleet: FleetContext["fleet"]): string[] {
+  return fleet.engines.flatMap((e) => (e === undefined ? [] : [e.iid]));
+}
 
 function byNode(pairs: EnginePair[]): Map<string, EnginePair[]> {
   const m = new Map<string, EnginePair[]>();

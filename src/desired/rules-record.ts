@@ -2,7 +2,8 @@
 // compared with fleet-level hardware. Each returns every issue it finds.
 
 import type { ValidationIssue } from "../errors.js";
-import { jsonPath, type EngineLaunchFile, type FleetFile, type ParsedLaunchRecord } from "./schemas.js";
+import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
+import { jsonPath, type EngineLaunchFile, type ParsedLaunchRecord } from "./schemas.js";
 import { ENV_FILE } from "./rules-variables.js";
 
 export const FLEET_FILE = "fleet.json";
@@ -22,7 +23,7 @@ export const LAUNCHER_MANAGED_ENV: ReadonlySet<string> = new Set([
 ]);
 
 export interface LaunchContext { vars: Readonly<Record<string, string>>; launch: EngineLaunchFile }
-export interface FullContext extends LaunchContext { fleet: FleetFile }
+export interface FullContext extends LaunchContext { fleet: FleetForRules; failures: SchemaFailures }
 
 export type RecordRule =
   | { name: string; needs: "launch"; check(ctx: LaunchContext): ValidationIssue[] }
@@ -95,6 +96,7 @@ export const recordRules: RecordRule[] = [
     check: ({ launch, fleet }) => eachRecord(launch, (name, r) => {
       const hw = fleet.hardware;
       const out: ValidationIssue[] = [];
+      if (!hw) return out; // hardware failed its schema; reported there
       if (hw.accelerators_per_engine !== r.gpu_ids.length) {
         out.push({ file: FLEET_FILE, path: "$.hardware.accelerators_per_engine", rule: "hardware-matches-allocation",
           message: `is ${hw.accelerators_per_engine} but ${name} selects ${r.gpu_ids.length} GPU(s); set it to the number of gpu_ids (seed 000)` });
@@ -110,7 +112,7 @@ export const recordRules: RecordRule[] = [
     name: "accelerator-matches-hardware",
     needs: "both",
     check: ({ launch, fleet }) => eachRecord(launch, (name, r) =>
-      r.accelerator === fleet.hardware.accelerator ? [] : [issue("accelerator-matches-hardware", name, ["accelerator"],
+      !fleet.hardware || r.accelerator === fleet.hardware.accelerator ? [] : [issue("accelerator-matches-hardware", name, ["accelerator"],
         `${name}: accelerator "${r.accelerator}" differs from fleet.json hardware.accelerator "${fleet.hardware.accelerator}"`)]),
   },
   {

@@ -3,7 +3,9 @@
 // problem of the environment file in the same report.
 
 import type { ValidationIssue } from "../errors.js";
-import { parsePort } from "./urls.js";
+import { closestName } from "./did-you-mean.js";
+import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE } from "./launch-extras.js";
+import { nodeVar, parsePort } from "./urls.js";
 
 export const ENV_FILE = "deployment.env";
 
@@ -18,14 +20,65 @@ export const REQUIRED_VARIABLES = [
 /** Variables whose values are secrets: excluded from DesiredState.variables, never substituted. */
 export const SECRET_VARIABLES: ReadonlySet<string> = new Set(["NARWHAL_ENGINE_API_KEY"]);
 
+/**
+ * Every fleet-wide deployment.env variable narwhal reads, and those the seed's
+ * tools read from the same file (image, launcher, fabric budget tool), so a
+ * misspelling of one can be named. Per-node ones are NODE_VARIABLE_SUFFIXES.
+ */
+export const KNOWN_VARIABLES: readonly string[] = [
+  ...REQUIRED_VARIABLES, ...SECRET_VARIABLES,
+  "NARWHAL_MODEL_REVISION", "NARWHAL_MODEL_PATH", "NARWHAL_NATIVE_PYTHON", "NARWHAL_NATIVE_PYTHONPATH", "NARWHAL_READY_SECONDS",
+  ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE,
+  "NARWHAL_ENGINE_PORT", "NARWHAL_ATTEST_PORT", "NARWHAL_NIXL_PORT", "NARWHAL_TRANSFER_PORTS",
+  "NARWHAL_ENGINE_IMAGE", "NARWHAL_ENGINE_LAUNCHER", "NARWHAL_ENGINE_LAUNCHER_SHA256", "NARWHAL_ENGINE_LAUNCH_CONFIG", "NARWHAL_LAUNCH_CONFIG",
+  "NARWHAL_FABRIC_BUDGET_TOOL", "NARWHAL_FABRIC_BUDGET_SHA256", "NARWHAL_FLEET", "NARWHAL_DESIRED", "NARWHAL_STATE", "NARWHAL_RUN_DIR",
+];
+/** NARWHAL_NODE_<k>_<suffix> variables (seed 003 §14 and the per-node port overrides). */
+export const NODE_VARIABLE_SUFFIXES = ["IP", "URL", "ATTESTATION_URL", "ENGINE_PORT", "ATTEST_PORT", "NIXL_PORT", "TRANSFER_PORTS"] as const;
+const NODE_VARIABLE = /^NARWHAL_NODE_([1-9][0-9]{0,3})_/;
+
+/** How the JSON files use variables, for the misspelling rule. */
+export interface VariableUse {
+  /** Names some `${NAME}` uses; undefined when a JSON file could not be read, so any name might be used. */
+  referenced?: ReadonlySet<string>;
+  /** Engine indices k the files name. */
+  indices: ReadonlySet<number>;
+}
+
+/** The known variable `name` most likely misspells (per-node names only against their own node k). */
+function misspeltVariable(name: string, indices: ReadonlySet<number>): string | undefined {
+  const own = NODE_VARIABLE.exec(name);
+  if (own && (NODE_VARIABLE_SUFFIXES as readonly string[]).includes(name.slice(own[0].length))) return undefined; // the common case, at once on a 1000-engine tree
+  if (own) return closestName(name, NODE_VARIABLE_SUFFIXES.map((s) => nodeVar(Number(own[1]), s)));
+  // A misspelt per-node name still carries its node's k ("NARWHAL_NOD_2_IP"): compare with the nodes its digits name.
+  const ks = (name.match(/[0-9]+/g) ?? []).map(Number).filter((k) => indices.has(k));
+  return closestName(name, [...KNOWN_VARIABLES, ...ks.flatMap((k) => NODE_VARIABLE_SUFFIXES.map((s) => nodeVar(k, s)))]);
+}
+
 const PORT_VARIABLE = /^NARWHAL_(?:NODE_[1-9][0-9]*_)?(?:ENGINE|ATTEST|NIXL)_PORT$/;
 const TRANSFER_PORTS_VARIABLE = /^NARWHAL_(?:NODE_[1-9][0-9]*_)?TRANSFER_PORTS$/;
 
-export type VariableRule = { name: string; check(vars: Readonly<Record<string, string>>): ValidationIssue[] };
+export type VariableRule = { name: string; check(vars: Readonly<Record<string, string>>, use: VariableUse): ValidationIssue[] };
 
 const at = (name: string, message: string, rule: string): ValidationIssue => ({ file: ENV_FILE, path: `$.${name}`, message, rule });
 
 export const variableRules: VariableRule[] = [
+  {
+    // A misspelt variable is otherwise silently ignored: NARWHAL_READY_SECOND=600
+    // would leave readiness at its 180 s default. Names that no known one is
+    // close to, or that a ${NAME} uses, are the operator's own and stay allowed.
+    name: "variable-names",
+    check: (vars, { referenced, indices }) => {
+      if (!referenced) return [];
+      const known = new Set<string>(KNOWN_VARIABLES);
+      return Object.keys(vars).flatMap((name) => {
+        if (known.has(name) || referenced.has(name)) return [];
+        const meant = misspeltVariable(name, indices);
+        return meant === undefined ? [] : [at(name,
+          `${name} is not a variable narwhal reads and no "\${${name}}" uses it; did you mean ${meant}? Rename it`, "variable-names")];
+      });
+    },
+  },
   {
     name: "required-variables",
     check: (vars) =>

@@ -1,23 +1,30 @@
 // The cross-record rules of DESIGN principle 5, run together so the operator
-// sees every problem at once. Rules that need a JSON file only run when that
-// file parsed and matched its schema; variable rules always run.
+// sees every problem at once. Rules that need a JSON file run over its records
+// that matched their schema (records-for-rules.ts); variable rules always run.
 
 import type { ValidationIssue } from "../errors.js";
+import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { fleetRules } from "./rules-fleet.js";
 import { recordRules } from "./rules-record.js";
 import { launchExtraRules } from "./rules-launch-extras.js";
 import { variableRules } from "./rules-variables.js";
-import type { EngineLaunchFile, FleetFile } from "./schemas.js";
+import type { EngineLaunchFile } from "./schemas.js";
 
 export { FLEET_FILE, LAUNCH_FILE, LAUNCHER_MANAGED_ENV, LAUNCHER_MANAGED_FLAGS, derivedLaunchFields, flagName } from "./rules-record.js";
 export { ENV_FILE, REQUIRED_VARIABLES, SECRET_VARIABLES } from "./rules-variables.js";
 
 export interface RuleInput {
   vars: Readonly<Record<string, string>>;
-  /** Present when fleet.json parsed, substituted and matched its schema. */
-  fleet?: FleetFile;
-  /** Present when engine-launch.json parsed, substituted and matched its schema. */
+  /** Present when fleet.json parsed to an object with engines and nodes lists; records that failed their schema are holes. */
+  fleet?: FleetForRules;
+  /** Present when engine-launch.json parsed to an object of records; only the records that passed their schema. */
   launch?: EngineLaunchFile;
+  /** Records that failed their schema (reported there): never reported as missing by a rule. */
+  failures?: SchemaFailures;
+  /** Variables some `${NAME}` in the JSON files uses; undefined when a file could not be read, so that use is unknown. */
+  referenced?: ReadonlySet<string>;
+  /** Engine indices k the files name (fleet iids and launch keys). */
+  indices?: ReadonlySet<number>;
 }
 
 /** Names of every rule, for documentation and tests. */
@@ -31,13 +38,22 @@ export const RULE_NAMES: readonly string[] = [
 /** Run every applicable rule; never stops at the first issue. */
 export function runRules(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
-  const issues: ValidationIssue[] = variableRules.flatMap((r) => r.check(vars));
+  const failures = input.failures ?? {
+    fleetIids: new Set(), launchNames: new Set(), fleetEnginesIncomplete: false, launchRecordsIncomplete: false, nodesIncomplete: false,
+  };
+  const use = { ...(input.referenced ? { referenced: input.referenced } : {}), indices: input.indices ?? new Set<number>() };
+  const issues: ValidationIssue[] = variableRules.flatMap((r) => r.check(vars, use));
   if (launch) {
     for (const rule of [...recordRules, ...launchExtraRules]) {
       if (rule.needs === "launch") issues.push(...rule.check({ vars, launch }));
-      else if (fleet) issues.push(...rule.check({ vars, launch, fleet }));
+      else if (fleet) issues.push(...rule.check({ vars, launch, fleet, failures }));
     }
-    if (fleet) for (const rule of fleetRules) issues.push(...rule.check({ vars, launch, fleet }));
+  }
+  if (fleet) {
+    for (const rule of fleetRules) {
+      if (rule.needs === "fleet") issues.push(...rule.check({ vars, fleet, failures }));
+      else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures }));
+    }
   }
   return issues;
 }

@@ -138,9 +138,13 @@ export const LaunchRecordSchema = z
   .strict()
   .describe("One launch record (seed 003 §15–16)");
 
+/** A launch record's key; also used alone when the rules take the records that passed (records-for-rules.ts). */
+export const EngineNameSchema = z.string().regex(ENGINE_NAME_PATTERN, 'engine names are "engine-<k>" with 1 ≤ k ≤ 9999')
+  .describe("Launch record name engine-<k>; pairs with fleet iid n<k>");
+
 export const EngineLaunchSchema = z
   .object({
-    engines: z.record(z.string().regex(ENGINE_NAME_PATTERN, 'engine names are "engine-<k>" with 1 ≤ k ≤ 9999'), LaunchRecordSchema)
+    engines: z.record(EngineNameSchema, LaunchRecordSchema)
       .refine((e) => Object.keys(e).length > 0, "list at least one engine")
       .describe("Launch records keyed engine-<k>"),
   })
@@ -150,6 +154,7 @@ export const EngineLaunchSchema = z
 export type FleetFile = z.output<typeof FleetSchema>;
 export type FleetEngine = z.output<typeof FleetEngineSchema>;
 export type FleetNode = z.output<typeof FleetNodeSchema>;
+export type Hardware = z.output<typeof HardwareSchema>;
 export type EngineLaunchFile = z.output<typeof EngineLaunchSchema>;
 export type ParsedLaunchRecord = z.output<typeof LaunchRecordSchema>;
 

@@ -6,6 +6,7 @@
 // differ between narwhal and the shell tools that read the same records.
 
 import type { ValidationIssue } from "../errors.js";
+import { closestName } from "./did-you-mean.js";
 import { jsonPath } from "./schemas.js";
 
 const COMPLETE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
@@ -24,12 +25,15 @@ export interface SubstituteResult<T> {
   issues: ValidationIssue[];
   /** JSON paths whose value could not be substituted (left as written). */
   failedPaths: Set<string>;
+  /** Every NAME some complete-value `${NAME}` names, defined or not. */
+  referenced: Set<string>;
 }
 
 /** Replace every complete-value `${NAME}` string in `doc`; collect every problem. */
 export function substitute<T>(doc: T, variables: Readonly<Record<string, string>>, options: SubstituteOptions): SubstituteResult<T> {
   const issues: ValidationIssue[] = [];
   const failedPaths = new Set<string>();
+  const referenced = new Set<string>();
   const fail = (segments: PropertyKey[], rule: string, message: string) => {
     const path = jsonPath(segments);
     failedPaths.add(path);
@@ -56,13 +60,15 @@ export function substitute<T>(doc: T, variables: Readonly<Record<string, string>
       return s;
     }
     const name = m[1] as string;
+    referenced.add(name);
     if (options.secretNames?.has(name)) {
       fail(segments, "secret-reference",
         `\${${name}} is a secret; the launcher passes it itself and records never hold it in clear`);
       return s;
     }
     if (!Object.hasOwn(variables, name)) {
-      const why = options.explainUndefined?.(name);
+      const meant = closestName(name, Object.keys(variables).filter((v) => !options.secretNames?.has(v)));
+      const why = options.explainUndefined?.(name) ?? (meant === undefined ? undefined : `did you mean ${meant}?`);
       fail(segments, "substitution",
         `variable ${name} is not defined in deployment.env${why ? ` (${why})` : ""}; define it or write the value directly`);
       return s;
@@ -70,5 +76,5 @@ export function substitute<T>(doc: T, variables: Readonly<Record<string, string>
     return variables[name] as string;
   };
 
-  return { value: visit(doc, []) as T, issues, failedPaths };
+  return { value: visit(doc, []) as T, issues, failedPaths, referenced };
 }

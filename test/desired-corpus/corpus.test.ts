@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { loadDesired, validateDesired } from "../../src/desired/load.js";
 import { DesiredStateError } from "../../src/errors.js";
 import { validTree } from "../desired/fixtures.js";
-import { CORPUS, expectationOf, writeCase } from "./corpus.js";
+import { CORPUS, expectationsOf, expectsExactly, writeCase } from "./corpus.js";
 import { FILE_NAMES, freshDir as makeDir, removeTree, writeDesired } from "./tree.js";
 
 const protoNames = Object.getOwnPropertyNames(Object.prototype).sort();
@@ -45,8 +45,12 @@ describe("bad desired input corpus", () => {
     const tree = await writeCase(c, dir, validTree());
     const result = await validateDesired(dir);
     expect(result.state).toBeUndefined();
-    const want = expectationOf(c, tree);
-    expect(result.issues).toContainEqual(expect.objectContaining({ file: want.file, path: want.path, message: expect.stringMatching(want.message) }));
+    const wants = expectationsOf(c, tree);
+    for (const want of wants) {
+      expect(result.issues).toContainEqual(expect.objectContaining({ file: want.file, path: want.path, message: expect.stringMatching(want.message) }));
+    }
+    // A tree with several mistakes reports each of them once and nothing else: no mistake hides another, no consequence is a second one.
+    if (expectsExactly(c, tree)) expect(result.issues.map((i) => `${i.file} ${i.path}`).sort()).toEqual(wants.map((w) => `${w.file} ${w.path}`).sort());
     // Every issue, not only the expected one, says where it is.
     for (const i of result.issues) {
       expect(FILES.has(i.file), `${i.file} is a desired file`).toBe(true);

@@ -2,36 +2,16 @@
 // a valid two-engine tree (test/desired/fixtures.ts, or a running sim fleet's
 // tree read back from disk) and breaks one thing, then names the issue that
 // must come back: the file, the JSON path (or env-file line) and the message.
+// Trees that break several things at once are in corpus-several.ts.
 import { spawnSync } from "node:child_process";
 import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { envText, fleetEngine, rec, runtime, type DesiredTree, type Json, type Obj } from "../desired/fixtures.js";
-import { FILE_NAMES, fileText, writeDesired, type RawFiles } from "./tree.js";
+import { E, F, L, node0, port1, r1, r2, type CorpusCase } from "./corpus-case.js";
+import { SEVERAL_MISTAKES } from "./corpus-several.js";
+import { FILE_NAMES, fileText, writeDesired } from "./tree.js";
 
-export interface Expect {
-  file: string;
-  /** JSON path such as `$.engines["engine-1"].gpu_ids[0]`, `$.VAR` or `line 3` for deployment.env. */
-  path: string;
-  message: RegExp;
-}
-
-export interface CorpusCase {
-  name: string;
-  category: string;
-  /** Break the (cloned) tree. */
-  edit?: (t: DesiredTree) => void;
-  /** File texts or bytes that replace what the tree would write. */
-  raw?: (t: DesiredTree) => RawFiles;
-  /** Filesystem changes after the files are written (symlinks, directories, pipes). */
-  after?: (dir: string, t: DesiredTree) => Promise<void>;
-  expect: Expect | ((t: DesiredTree) => Expect);
-}
-
-const L = FILE_NAMES.launch;
-const F = FILE_NAMES.fleet;
-const E = FILE_NAMES.env;
-const r1 = (...rest: string[]) => `$.engines["engine-1"]${rest.join("")}`;
-const r2 = (...rest: string[]) => `$.engines["engine-2"]${rest.join("")}`;
+export { expectationOf, expectationsOf, expectsExactly, type CorpusCase, type Expect } from "./corpus-case.js";
 
 /** An own, enumerable key even for "__proto__" (which `obj[k] = v` would turn into a prototype change). */
 function ownKey(obj: Obj, key: string, value: Json): void {
@@ -47,11 +27,7 @@ const nestedObject = (depth: number): Json => {
 };
 
 const engines = (t: DesiredTree) => t.launch["engines"] as Obj;
-const node0 = (t: DesiredTree) => (t.fleet["nodes"] as Obj[])[0] as Obj;
 const envLines = (t: DesiredTree) => Object.keys(t.env).length;
-/** Port the first engine's HTTP/attestation/NIXL listener uses, whichever variable sets it. */
-const port1 = (t: DesiredTree, suffix: string, global?: string) =>
-  t.env[`NARWHAL_NODE_1_${suffix}`] ?? (global ? t.env[global] : undefined) ?? "5600";
 
 /** A managed-flag case: `args` placed first in engine-1's extra_args. */
 const flag = (name: string, args: string[], message: RegExp): CorpusCase => ({
@@ -126,7 +102,13 @@ export const CORPUS: CorpusCase[] = [
   // ── unknown fields and wrong types ────────────────────────────────────────
   { name: "unknown field in a launch record", category: "unknown field", edit: (t) => { rec(t, 1)["gpus"] = 1; }, expect: { file: L, path: r1(".gpus"), message: /unknown field "gpus"/ } },
   { name: "unknown top-level field in fleet.json", category: "unknown field", edit: (t) => { t.fleet["version"] = 2; }, expect: { file: F, path: "$.version", message: /unknown field "version"/ } },
-  { name: "misspelt runtime field", category: "unknown field", edit: (t) => { runtime(t, 2)["extra_arg"] = []; }, expect: { file: L, path: r2(".runtime.extra_arg"), message: /unknown field/ } },
+  { name: "misspelt runtime field", category: "unknown field", edit: (t) => { runtime(t, 2)["extra_arg"] = []; }, expect: { file: L, path: r2(".runtime.extra_arg"), message: /unknown field "extra_arg"; did you mean "extra_args"\?/ } },
+  { name: "unknown field one edit from a known one", category: "unknown field", edit: (t) => { rec(t, 1)["gpu_id"] = ["0"]; }, expect: { file: L, path: r1(".gpu_id"), message: /unknown field "gpu_id"; did you mean "gpu_ids"\?/ } },
+  { name: "misspelt node field", category: "unknown field", edit: (t) => { node0(t)["sysfs_rot"] = "/sys"; }, expect: { file: F, path: "$.nodes[0].sysfs_rot", message: /unknown field "sysfs_rot"; did you mean "sysfs_root"\?/ } },
+  { name: "required field missing in a launch record", category: "unknown field", edit: (t) => { delete rec(t, 2)["gpu_visibility_env"]; },
+    expect: { file: L, path: r2(".gpu_visibility_env"), message: /^required field "gpu_visibility_env" is missing \("CUDA_VISIBLE_DEVICES" or "ROCR_VISIBLE_DEVICES"\): Variable the launcher exports gpu_ids through; add it$/ } },
+  { name: "required field missing in fleet hardware", category: "unknown field", edit: (t) => { delete (t.fleet["hardware"] as Obj)["accelerator"]; },
+    expect: { file: F, path: "$.hardware.accelerator", message: /^required field "accelerator" is missing \(a string\): Accelerator product every engine uses, as host inspection reports it; add it$/ } },
   { name: "unknown hardware field", category: "unknown field", edit: (t) => { (t.fleet["hardware"] as Obj)["gpus_per_engine"] = 1; }, expect: { file: F, path: "$.hardware.gpus_per_engine", message: /unknown field/ } },
   { name: "tensor_parallel_size as a string", category: "wrong type", edit: (t) => { rec(t, 1)["tensor_parallel_size"] = "1"; }, expect: { file: L, path: r1(".tensor_parallel_size"), message: /expected number/ } },
   { name: "gpu_ids as a string", category: "wrong type", edit: (t) => { rec(t, 1)["gpu_ids"] = "0"; }, expect: { file: L, path: r1(".gpu_ids"), message: /expected array/ } },
@@ -148,8 +130,8 @@ export const CORPUS: CorpusCase[] = [
   { name: "engine-01 (leading zero)", category: "odd name", edit: (t) => { engines(t)["engine-01"] = rec(t, 2); }, expect: { file: L, path: '$.engines["engine-01"]', message: /engine names are/ } },
   { name: "engine index beyond 9999 (rounds as a number)", category: "odd name",
     edit: (t) => { engines(t)["engine-99999999999999999999"] = rec(t, 2); delete engines(t)["engine-2"]; },
-    expect: { file: L, path: '$.engines["engine-99999999999999999999"]', message: /1 ≤ k ≤ 9999/ } },
-  { name: "iid with ../", category: "odd name", edit: (t) => { fleetEngine(t, 0)["iid"] = "../n1"; }, expect: { file: F, path: "$.engines[0].iid", message: /must be "n<k>"/ } },
+    expect: [{ file: L, path: '$.engines["engine-99999999999999999999"]', message: /1 ≤ k ≤ 9999/ }] },
+  { name: "iid with ../", category: "odd name", edit: (t) => { fleetEngine(t, 0)["iid"] = "../n1"; }, expect: [{ file: F, path: "$.engines[0].iid", message: /must be "n<k>"/ }] },
   { name: "iid with a path inside", category: "odd name", edit: (t) => { fleetEngine(t, 1)["iid"] = "n1/../2"; }, expect: { file: F, path: "$.engines[1].iid", message: /must be "n<k>"/ } },
   { name: "node name with ../", category: "odd name", edit: (t) => { node0(t)["name"] = "../gpu-a"; }, expect: { file: F, path: "$.nodes[0].name", message: /must be a host name/ } },
   { name: "node lists an absolute path", category: "odd name", edit: (t) => { node0(t)["engines"] = ["/n1", "n2"]; }, expect: { file: F, path: "$.nodes[0].engines[0]", message: /must be an iid/ } },
@@ -186,6 +168,8 @@ export const CORPUS: CorpusCase[] = [
 
   // ── ${VAR} substitution ───────────────────────────────────────────────────
   { name: "undefined ${VAR}", category: "substitution", edit: (t) => { (runtime(t, 1)["environment"] as Obj)["NCCL_DEBUG"] = "${NARWHAL_NOT_DEFINED}"; }, expect: { file: L, path: r1(".runtime.environment.NCCL_DEBUG"), message: /variable NARWHAL_NOT_DEFINED is not defined in deployment.env/ } },
+  { name: "misspelt ${VAR}", category: "substitution", edit: (t) => { (rec(t, 2)["transfer"] as Obj)["net_devices"] = ["${NARWHAL_FABRIC_INTERFAC}"]; },
+    expect: { file: L, path: r2(".transfer.net_devices[0]"), message: /variable NARWHAL_FABRIC_INTERFAC is not defined in deployment\.env \(did you mean NARWHAL_FABRIC_INTERFACE\?\)/ } },
   { name: "URL variable of a node without an IP", category: "substitution", edit: (t) => { delete t.env["NARWHAL_NODE_2_IP"]; }, expect: { file: F, path: "$.engines[1].url", message: /NARWHAL_NODE_2_URL is not defined .*NARWHAL_NODE_2_IP, which is not set/ } },
   { name: "${VAR} embedded in other text", category: "substitution", edit: (t) => { fleetEngine(t, 0)["url"] = "http://${NARWHAL_NODE_1_IP}:8000"; }, expect: { file: F, path: "$.engines[0].url", message: /embeds \$\{\.\.\.\} in other text/ } },
   { name: "the API key substituted into a record", category: "substitution", edit: (t) => { (runtime(t, 2)["environment"] as Obj)["MY_KEY"] = "${NARWHAL_ENGINE_API_KEY}"; }, expect: { file: L, path: r2(".runtime.environment.MY_KEY"), message: /is a secret/ } },
@@ -242,6 +226,10 @@ export const CORPUS: CorpusCase[] = [
     expect: { file: L, path: r1(".runtime.environment.NCCL_DEBUG"), message: /single line/ } },
   { name: "space in a net device", category: "newline", edit: (t) => { (rec(t, 1)["transfer"] as Obj)["net_devices"] = ["eth0 eth1"]; }, expect: { file: L, path: r1(".transfer.net_devices[0]"), message: /without spaces/ } },
   { name: "NARWHAL_READY_SECONDS 0", category: "env value", edit: (t) => { t.env["NARWHAL_READY_SECONDS"] = "0"; }, expect: { file: E, path: "$.NARWHAL_READY_SECONDS", message: /positive whole number/ } },
+  { name: "misspelt deployment variable", category: "env value", edit: (t) => { t.env["NARWHAL_READY_SECOND"] = "600"; },
+    expect: { file: E, path: "$.NARWHAL_READY_SECOND", message: /NARWHAL_READY_SECOND is not a variable narwhal reads .*did you mean NARWHAL_READY_SECONDS\?/ } },
+  { name: "misspelt per-node variable", category: "env value", edit: (t) => { t.env["NARWHAL_NODE_1_ATTEST_PORTS"] = "8010"; },
+    expect: { file: E, path: "$.NARWHAL_NODE_1_ATTEST_PORTS", message: /did you mean NARWHAL_NODE_1_ATTEST_PORT\?/ } },
   { name: "required variable missing", category: "env value", edit: (t) => { delete t.env["NARWHAL_ENGINE_MODEL_NAME"]; }, expect: { file: E, path: "$.NARWHAL_ENGINE_MODEL_NAME", message: /is required/ } },
 
   // ── pairing and placement ─────────────────────────────────────────────────
@@ -253,8 +241,10 @@ export const CORPUS: CorpusCase[] = [
   { name: "iid used twice", category: "pairing", edit: (t) => { fleetEngine(t, 1)["iid"] = "n1"; }, expect: { file: F, path: "$.engines[1].iid", message: /iid n1 is used by more than one engine/ } },
   { name: "role differs between fleet and launch record", category: "pairing", edit: (t) => { rec(t, 2)["role"] = "prefill"; }, expect: { file: L, path: r2(".role"), message: /differs from the fleet record n2/ } },
   { name: "derived environment disagrees", category: "derived", edit: (t) => { rec(t, 1)["environment"] = { CUDA_VISIBLE_DEVICES: "5", UCX_NET_DEVICES: "lo" }; }, expect: { file: L, path: r1(".environment"), message: /environment is derived/ } },
-  { name: "no engines at all", category: "empty", edit: (t) => { t.launch["engines"] = {}; }, expect: { file: L, path: "$.engines", message: /list at least one engine/ } },
-  { name: "no nodes", category: "empty", edit: (t) => { t.fleet["nodes"] = []; }, expect: { file: F, path: "$.nodes", message: /list at least one node/ } },
+
+  { name: "no engines at all", category: "empty", edit: (t) => { t.launch["engines"] = {}; }, expect: [{ file: L, path: "$.engines", message: /list at least one engine/ }] },
+  { name: "no nodes", category: "empty", edit: (t) => { t.fleet["nodes"] = []; }, expect: [{ file: F, path: "$.nodes", message: /list at least one node/ }] },
+  ...SEVERAL_MISTAKES,
 ];
 
 /** Materialise a case into `dir` starting from `base` (cloned). */
@@ -265,5 +255,3 @@ export async function writeCase(c: CorpusCase, dir: string, base: DesiredTree): 
   await c.after?.(dir, tree);
   return tree;
 }
-
-export const expectationOf = (c: CorpusCase, tree: DesiredTree): Expect => (typeof c.expect === "function" ? c.expect(tree) : c.expect);

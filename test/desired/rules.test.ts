@@ -206,6 +206,28 @@ describe("rules", () => {
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_ENGINE_API_KEY", rule: "non-empty-values" });
   });
 
+  it("variable-names: a misspelt variable names the one it most likely means", async () => {
+    const issues = await issuesOf((t) => { t.env["NARWHAL_READY_SECOND"] = "600"; t.env["NARWHAL_NODE_2_NIXL_PROT"] = "5601"; });
+    expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_READY_SECOND", rule: "variable-names", message: expect.stringMatching(/did you mean NARWHAL_READY_SECONDS\?/) });
+    // Per-node names are compared with their own node's variables, not another node's.
+    expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_NODE_2_NIXL_PROT", rule: "variable-names", message: expect.stringMatching(/did you mean NARWHAL_NODE_2_NIXL_PORT\?/) });
+  });
+
+  it("variable-names: the operator's own variables are allowed when a ${NAME} uses them or no known name is close", async () => {
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_READY_SECOND"] = "x";
+      (runtime(t, 1)["environment"] as Obj)["MY_SETTING"] = "${NARWHAL_READY_SECOND}";
+      t.env["NARWHAL_MODEL_TAG"] = "v2";
+      t.env["NARWHAL_NODE_3_IP"] = "10.0.0.12";
+    });
+    expect(only(issues, "variable-names")).toEqual([]);
+  });
+
+  it("variable-names is not guessed when a JSON file cannot be read (its ${NAME} uses are unknown)", async () => {
+    const issues = await issuesOf((t) => { t.env["NARWHAL_READY_SECOND"] = "600"; }, { fleet: "{" });
+    expect(only(issues, "variable-names")).toEqual([]);
+  });
+
   it("every named rule has a test above", () => {
     expect([...RULE_NAMES].sort()).toEqual([
       "accelerator-matches-hardware", "container-image", "derived-fields-agree", "engine-on-one-node",
@@ -213,11 +235,42 @@ describe("rules", () => {
       "hardware-matches-allocation", "host-consistency", "model-config-sha256", "native-revision",
       "non-empty-values", "port-variables", "ports-unique-per-host", "ready-seconds", "required-variables",
       "rocm-devices", "role-matches-fleet", "runtime-env-managed", "tp-equals-gpu-count", "transfer-devices",
-      "unique-names", "url-format", "url-matches-variables",
+      "unique-names", "url-format", "url-matches-variables", "variable-names",
       // Tested in test/engine/launch-rules.test.ts.
       "engine-args-env", "gguf-model", "rocm-dri-per-gpu", "shared-device", "shared-device-consistent",
       // Tested in test/desired-corpus (newline-in-value trees).
       "single-line-values",
     ].sort());
+  });
+});
+
+// Item 16 of issue 8: a schema error in one record used to hide every rule about the others.
+describe("rules over the records that passed their schema", () => {
+  it("a broken launch record leaves the rules about the other records running", async () => {
+    const issues = await issuesOf((t) => { rec(t, 1)["gpus"] = 1; rec(t, 2)["tensor_parallel_size"] = 2; });
+    expectIssue(issues, { path: '$.engines["engine-1"].gpus', rule: "schema" });
+    expectIssue(issues, { path: '$.engines["engine-2"].tensor_parallel_size', rule: "tp-equals-gpu-count" });
+    // The broken record is skipped by the rules, not reported again as missing.
+    expect(only(issues, "fleet-launch-pairing")).toEqual([]);
+  });
+
+  it("a broken fleet record is neither unpaired nor unlisted, and the fleet rules still judge the others", async () => {
+    const issues = await issuesOf((t) => { fleetEngine(t, 1)["role"] = 7; t.env["NARWHAL_NODE_1_URL"] = "http://10.0.0.11:8000/v1"; });
+    expectIssue(issues, { file: "fleet.json", path: "$.engines[1].role", rule: "schema" });
+    expectIssue(issues, { file: "fleet.json", path: "$.engines[0].url", rule: "url-format" });
+    expect(issues.filter((i) => i.rule === "fleet-launch-pairing" || i.rule === "engine-on-one-node")).toEqual([]);
+  });
+
+  it("broken hardware skips only the rules that compare against it", async () => {
+    const issues = await issuesOf((t) => { (t.fleet["hardware"] as Obj)["accelerator"] = 1; rec(t, 2)["role"] = "prefill"; });
+    expectIssue(issues, { file: "fleet.json", path: "$.hardware.accelerator", rule: "schema" });
+    expectIssue(issues, { path: '$.engines["engine-2"].role', rule: "role-matches-fleet" });
+    expect(issues.filter((i) => i.rule.includes("hardware"))).toEqual([]);
+  });
+
+  it("a broken node record does not make its engines \"on no node\"", async () => {
+    const issues = await issuesOf((t) => { (t.fleet["nodes"] as Obj[]).push({ name: "gpu-b", engines: ["n2"], sysfs_root: "" }); (t.fleet["nodes"] as Obj[])[0]!["engines"] = ["n1"]; });
+    expectIssue(issues, { file: "fleet.json", path: "$.nodes[1].sysfs_root", rule: "schema" });
+    expect(only(issues, "engine-on-one-node")).toEqual([]);
   });
 });
