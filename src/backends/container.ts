@@ -299,6 +299,9 @@ export class ContainerBackend implements EngineBackend {
 
   async listOwned(opts: { startup?: boolean } = {}): Promise<OwnedEngine[]> {
     const owned: OwnedEngine[] = [];
+    // An explicitly configured endpoint is always searched, also by a command that loads no desired
+    // state (down): a container kept for its log after its record dropped it is found there.
+    if (this.opts.docker.host) this.client();
     for (const [host, docker] of this.clients) {
       for (const c of await docker.list([`${LABEL.state}=${this.opts.stateDir}`])) {
         const purpose = c.labels[LABEL.purpose];
