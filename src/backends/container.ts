@@ -14,7 +14,7 @@ import { PhaseError } from "../errors.js";
 import { exists, writeFileExclusive } from "../state/atomic-file.js";
 import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
 import { LogTail } from "./engine-log.js";
-import { ENGINE_LOG } from "./native.js";
+import { containerLogSaved, copyContainerLog } from "./container-log.js";
 import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
@@ -205,32 +205,9 @@ export class ContainerBackend implements EngineBackend {
       throw new PhaseError(plan.engine, "start", `${name} (${existing.Id.slice(0, 12)}) from another run is still running`, { retryable: true, fix: "narwhal stops the old engine during replacement; retrying." });
     }
     // Evidence first: a log that cannot be copied now stays with the container, renamed out of the way.
-    const log = await this.copyLog(docker, existing.Id, labels[LABEL.run]);
+    const log = await copyContainerLog(docker, existing.Id, labels[LABEL.run], this.opts.logCapBytes);
     if (log.problem) await docker.rename(existing.Id, `${name}-${existing.Id.slice(0, 12)}`, signal);
     else await docker.remove(existing.Id, signal);
-  }
-
-  /**
-   * Copy a container's log into its run directory as engine.log, bounded by the cap (first lines
-   * and tail), streamed and never held whole; best-effort, never throws. Without a run directory,
-   * or when engine.log is already there, it only reads. A failed copy says so and where the log still is.
-   */
-  private async copyLog(docker: DockerCalls, id: string, runDir: string | undefined): Promise<EngineLog> {
-    const inContainer = `docker logs ${id.slice(0, 12)} on ${docker.endpoint}`;
-    const sink = new LogTail(this.opts.logCapBytes);
-    try {
-      await docker.readLog(id, sink);
-    } catch (err) {
-      return { text: sink.text(), where: inContainer, problem: `the engine log could not be copied (${(err as Error).message}); it is still in the container: ${inContainer}` };
-    }
-    if (!runDir) return { text: sink.text(), where: inContainer };
-    const file = path.join(runDir, ENGINE_LOG);
-    try {
-      await writeFileExclusive(file, sink.bytes(), 0o600);
-      return { text: sink.text(), where: file };
-    } catch (err) {
-      return { text: sink.text(), where: inContainer, problem: `${file} could not be written (${(err as Error).message}); the log is still in the container: ${inContainer}` };
-    }
   }
 
   async isAlive(handle: EngineHandle): Promise<boolean> {
@@ -276,17 +253,12 @@ export class ContainerBackend implements EngineBackend {
     const labels = info.Config.Labels ?? {};
     // An engine's log is evidence of its run; a leftover check container's output already is (image-check.log).
     // A container whose log could not be copied is kept, stopped: the next sweep finds it and tries again.
-    if (labels[LABEL.purpose] === "engine" && !(await this.logSaved(labels[LABEL.run]))) {
-      if ((await this.copyLog(docker, handle.container_id, labels[LABEL.run])).problem) return;
+    if (labels[LABEL.purpose] === "engine" && !(await containerLogSaved(labels[LABEL.run]))) {
+      if ((await copyContainerLog(docker, handle.container_id, labels[LABEL.run], this.opts.logCapBytes)).problem) return;
     }
     this.failpoint("docker:remove:before");
     await docker.remove(handle.container_id);
     this.failpoint("docker:remove:after");
-  }
-
-  /** engine.log is already in the run directory (a dead engine's log, copied when its failure was read). */
-  private async logSaved(runDir: string | undefined): Promise<boolean> {
-    return !!runDir && (await exists(path.join(runDir, ENGINE_LOG)));
   }
 
   async startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog> {
@@ -294,7 +266,7 @@ export class ContainerBackend implements EngineBackend {
     const docker = this.client(handle.docker_host);
     const info = await docker.inspectContainer(handle.container_id).catch(() => undefined);
     // A dead engine's log is final: copy it now, so the error that quotes it points at a file that exists.
-    return this.copyLog(docker, handle.container_id, info && !info.State.Running ? run.dir : undefined);
+    return copyContainerLog(docker, handle.container_id, info && !info.State.Running ? run.dir : undefined, this.opts.logCapBytes);
   }
 
   async listOwned(opts: { startup?: boolean } = {}): Promise<OwnedEngine[]> {

@@ -4,6 +4,9 @@
 // and never holds the whole log. The cap is NARWHAL_ENGINE_LOG_CAP_BYTES.
 import fs from "node:fs/promises";
 
+/** An engine's log in its run directory: written by a native engine itself, copied from a container. */
+export const ENGINE_LOG = "engine.log";
+
 /** The head never takes more than a quarter of the cap, nor more than 1 MiB: the tail is what explains an exit. */
 const HEAD_SHARE = 4;
 const HEAD_MAX = 1024 * 1024;

@@ -12,13 +12,13 @@ import type { LaunchPlan } from "../phases/plan.js";
 import { parseEnvFile } from "../phases/plan.js";
 import { PhaseError } from "../errors.js";
 import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
-import { readLogFile } from "./engine-log.js";
+import { ENGINE_LOG, readLogFile } from "./engine-log.js";
 import { isSameProcess, listPids, readBootId, readProcEnviron, readProcStat } from "./proc.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 
 export const PROCESS_FILE = "native-process.json";
-export const ENGINE_LOG = "engine.log";
+export { ENGINE_LOG } from "./engine-log.js";
 const CHECK_TIMEOUT_MS = 120_000;
 const CLK_TCK = 100; // USER_HZ on every Linux ABI narwhal supports
 
