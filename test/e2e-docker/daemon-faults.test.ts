@@ -88,7 +88,7 @@ describe("Docker daemon faults", () => {
       { method: "POST", path: /^\/containers\/create\?name=narwhal-engine-1&/, action: "stall", times: 1 },
       { method: "POST", path: /^\/containers\/[0-9a-f]{64}\/wait/, action: "stall", times: 1 },
     );
-    const { r, engines, containers, fleet } = await converge({ NARWHAL_DOCKER_CREATE_MS: "1500", NARWHAL_DOCKER_CHECK_MS: "6000" });
+    const { r, engines, containers, fleet } = await converge({ NARWHAL_DOCKER_CREATE_MS: "1500", NARWHAL_DOCKER_CHECK_MS: "15000" });
     proxy.rules.length = 0;
     expect(r.code, r.stderr.slice(-2000)).toBe(0);
     expect(engines.map((e) => e.phase)).toEqual(["captured", "captured"]);
@@ -97,7 +97,7 @@ describe("Docker daemon faults", () => {
     const checkLog = await runFiles(fleet.stateDir, "image-check.log");
     expect(checkLog).toMatch(/^=== inspection check-[0-9a-f-]{36} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container create exceeded its deadline of 1500 ms \(NARWHAL_DOCKER_CREATE_MS\)/m);
     // The wait past its deadline: the output the check printed so far is kept under its deadline line.
-    expect(checkLog).toMatch(/^=== inspection [0-9a-f]{64} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container wait [0-9a-f]{12} exceeded its deadline of 6000 ms \(NARWHAL_DOCKER_CHECK_MS\)[^\n]*\n\S/m);
+    expect(checkLog).toMatch(/^=== inspection [0-9a-f]{64} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container wait [0-9a-f]{12} exceeded its deadline of 15000 ms \(NARWHAL_DOCKER_CHECK_MS\)[^\n]*\n\S/m);
     const notes = engines.flatMap((e) => e.history.map((h) => h.note ?? ""));
     expect(notes.every((n) => !/^(undefined|):/.test(n))).toBe(true);
   });
