@@ -66,7 +66,9 @@ export class NativeBackend implements EngineBackend {
         (err, stdout, stderr) => {
           const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : null) : 0;
           // execFile's timeout kills the check: a deadline, with the partial output kept.
-          const timedOut = !!err && (err as { killed?: boolean }).killed === true && !signal.aborted;
+          // (maxBuffer also kills the child, but says so in its code.)
+          const killed = err as { killed?: boolean; code?: unknown } | null;
+          const timedOut = !!killed?.killed && killed.code !== "ERR_CHILD_PROCESS_STDIO_MAXBUFFER" && !signal.aborted;
           resolve({
             inspection_id: inspectionId,
             exit_code: code,
