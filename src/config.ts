@@ -20,6 +20,11 @@ export interface Config {
   /** How long engines sharing a GPU wait for each other before a shared start. */
   sharedStartWaitMs: number;
   docker: DockerConfig;
+  /**
+   * Most bytes of an engine's log narwhal reads or keeps (engine.log copies, error excerpts):
+   * the first lines and the tail; the rest stays in the engine's own log.
+   */
+  engineLogCapBytes: number;
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
   /**
@@ -93,6 +98,7 @@ export function loadConfig(
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
+    engineLogCapBytes: intFrom(env, "NARWHAL_ENGINE_LOG_CAP_BYTES", 16 * 1024 * 1024),
     startupEnv: Object.freeze({ ...env }),
     docker: {
       host: env.DOCKER_HOST || undefined,

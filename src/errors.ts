@@ -102,6 +102,27 @@ export class PhaseError extends NarwhalError {
   }
 }
 
+/**
+ * An error raised inside a step, named for that step: a backend error (a Docker call, a file)
+ * knows neither the engine nor the step, and a record without them reads "undefined: ...".
+ * Everything else about the error (retryable, input, fix, its class name) is kept.
+ */
+export function inStep(err: unknown, engine: string, step: Step): unknown {
+  if (err instanceof NarwhalError && err.engine && err.step) return err;
+  if (err instanceof CancelledError || (err instanceof Error && err.name === "AbortError")) return err;
+  const e = err instanceof NarwhalError ? err : undefined;
+  const named = new NarwhalError(err instanceof Error ? err.message : String(err), {
+    engine: e?.engine ?? engine,
+    step: e?.step ?? step,
+    input: e?.input,
+    fix: e?.fix,
+    retryable: e ? e.retryable : true,
+    cause: err,
+  });
+  named.name = err instanceof Error ? err.name : "Error";
+  return named;
+}
+
 /** Another controller holds the state directory. */
 export class LockHeldError extends NarwhalError {}
 

@@ -4,6 +4,7 @@
 // between create and the state write never yields a second container.
 import fs from "node:fs/promises";
 import path from "node:path";
+import { randomUUID } from "node:crypto";
 import Docker from "dockerode";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
@@ -11,7 +12,9 @@ import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
 import { PhaseError } from "../errors.js";
 import { exists, writeFileExclusive } from "../state/atomic-file.js";
-import type { EngineBackend, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
+import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
+import { LogTail } from "./engine-log.js";
+import { containerLogSaved, copyContainerLog } from "./container-log.js";
 import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
@@ -29,6 +32,8 @@ export interface ContainerBackendOptions {
   stateDir: string;
   docker: DockerConfig;
   stopGraceMs: number;
+  /** NARWHAL_ENGINE_LOG_CAP_BYTES: most bytes of a container's log read into memory or kept as engine.log. */
+  logCapBytes: number;
   failpoint?: Failpoint;
 }
 
@@ -73,18 +78,23 @@ export class ContainerBackend implements EngineBackend {
 
   async runCheck(run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput> {
     const docker = this.client(plan.docker_host);
-    const id = await docker.create(
-      {
-        Image: plan.image!.id,
-        Entrypoint: ["python3"],
-        Cmd: ["/narwhal/check_runtime.py", "/narwhal/check-input.json"],
-        Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
-        Labels: checkLabels(run, this.opts.stateDir),
-        HostConfig: { NetworkMode: "none", Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`) },
-      },
-      signal,
-    );
+    // Each inspection has its own token, so whatever it created is found again after any failure,
+    // also a create whose answer never arrived (the daemon may still have made the container).
+    const token = `check-${randomUUID()}`;
+    const output = new LogTail(this.opts.logCapBytes);
+    let id: string | undefined;
     try {
+      id = await docker.create(
+        {
+          Image: plan.image!.id,
+          Entrypoint: ["python3"],
+          Cmd: ["/narwhal/check_runtime.py", "/narwhal/check-input.json"],
+          Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
+          Labels: checkLabels(run, this.opts.stateDir, token),
+          HostConfig: { NetworkMode: "none", Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`) },
+        },
+        signal,
+      );
       const files = tarArchive([
         { name: "narwhal/", mode: 0o755 },
         { name: "narwhal/check_runtime.py", data: await fs.readFile(scriptPath), mode: 0o644 },
@@ -94,16 +104,27 @@ export class ContainerBackend implements EngineBackend {
       await docker.start(id, signal);
       this.failpoint("docker:check:running");
       const code = await docker.wait(id, signal);
-      const logs = await docker.logs(id, signal);
-      return { inspection_id: id, exit_code: code, stdout: logs, stderr: "" };
+      await docker.readLog(id, output, signal);
+      return { inspection_id: id, exit_code: code, stdout: output.text(), stderr: "" };
+    } catch (err) {
+      if (!(err instanceof DockerCallError && err.timedOut)) throw err;
+      // Past a deadline what the check printed so far is evidence (seed 000 "inspect retained partial
+      // output"): read it under a fresh deadline unless the log read itself was what ran out.
+      if (id && output.total === 0) await docker.readLog(id, output).catch(() => undefined);
+      return { inspection_id: id ?? token, exit_code: null, stdout: output.text(), stderr: "", deadline: { message: err.message, input: err.input ?? "NARWHAL_DOCKER_CHECK_MS" } };
     } finally {
-      // The temporary container is always removed, also after a timeout or an error (fresh deadline).
-      await docker.remove(id).catch(() => undefined);
+      await this.removeAttempt(docker, token, "check", id);
     }
   }
 
-  private async byToken(docker: DockerCalls, token: string, signal?: AbortSignal) {
-    return docker.list([`${LABEL.token}=${token}`, `${LABEL.purpose}=engine`, `${LABEL.state}=${this.opts.stateDir}`], signal);
+  private async byToken(docker: DockerCalls, token: string, signal?: AbortSignal, purpose: "engine" | "check" = "engine") {
+    return docker.list([`${LABEL.token}=${token}`, `${LABEL.purpose}=${purpose}`, `${LABEL.state}=${this.opts.stateDir}`], signal);
+  }
+
+  /** Remove whatever one attempt created, found by its token, under fresh deadlines (the attempt's own may be spent). */
+  private async removeAttempt(docker: DockerCalls, token: string, purpose: "engine" | "check", known?: string): Promise<void> {
+    const found = await this.byToken(docker, token, undefined, purpose).catch(() => []);
+    for (const id of new Set([...found.map((c) => c.id), ...(known ? [known] : [])])) await docker.remove(id).catch(() => undefined);
   }
 
   async ensureStarted(run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle> {
@@ -160,7 +181,7 @@ export class ContainerBackend implements EngineBackend {
       return handleOf(id);
     } catch (err) {
       // Observe again before acting: remove whatever this attempt created (by its token), under fresh deadlines.
-      for (const c of await this.byToken(docker, run.launch_token).catch(() => [])) await docker.remove(c.id).catch(() => undefined);
+      await this.removeAttempt(docker, run.launch_token, "engine", id);
       if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { retryable: err.retryable, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
       throw err;
     }
@@ -183,14 +204,10 @@ export class ContainerBackend implements EngineBackend {
     if (existing.State.Running) {
       throw new PhaseError(plan.engine, "start", `${name} (${existing.Id.slice(0, 12)}) from another run is still running`, { retryable: true, fix: "narwhal stops the old engine during replacement; retrying." });
     }
-    await this.saveLog(docker, existing.Id, labels[LABEL.run]);
-    await docker.remove(existing.Id, signal);
-  }
-
-  private async saveLog(docker: DockerCalls, id: string, runDir: string | undefined): Promise<void> {
-    if (!runDir) return;
-    const log = await docker.logs(id).catch(() => null);
-    if (log !== null) await writeFileExclusive(path.join(runDir, "engine.log"), log, 0o600).catch(() => undefined);
+    // Evidence first: a log that cannot be copied now stays with the container, renamed out of the way.
+    const log = await copyContainerLog(docker, existing.Id, labels[LABEL.run], this.opts.logCapBytes);
+    if (log.problem) await docker.rename(existing.Id, `${name}-${existing.Id.slice(0, 12)}`, signal);
+    else await docker.remove(existing.Id, signal);
   }
 
   async isAlive(handle: EngineHandle): Promise<boolean> {
@@ -235,19 +252,28 @@ export class ContainerBackend implements EngineBackend {
     this.failpoint("docker:stop:after");
     const labels = info.Config.Labels ?? {};
     // An engine's log is evidence of its run; a leftover check container's output already is (image-check.log).
-    if (labels[LABEL.purpose] === "engine") await this.saveLog(docker, handle.container_id, labels[LABEL.run]);
+    // A container whose log could not be copied is kept, stopped: the next sweep finds it and tries again.
+    if (labels[LABEL.purpose] === "engine" && !(await containerLogSaved(labels[LABEL.run]))) {
+      if ((await copyContainerLog(docker, handle.container_id, labels[LABEL.run], this.opts.logCapBytes)).problem) return;
+    }
     this.failpoint("docker:remove:before");
     await docker.remove(handle.container_id);
     this.failpoint("docker:remove:after");
   }
 
-  async startupLog(_run: PreparedRun, handle: EngineHandle): Promise<string> {
-    if (handle.kind !== "container") return "";
-    return this.client(handle.docker_host).logs(handle.container_id);
+  async startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog> {
+    if (handle.kind !== "container") return { text: "", where: "no container", problem: `handle is a ${handle.kind} engine` };
+    const docker = this.client(handle.docker_host);
+    const info = await docker.inspectContainer(handle.container_id).catch(() => undefined);
+    // A dead engine's log is final: copy it now, so the error that quotes it points at a file that exists.
+    return copyContainerLog(docker, handle.container_id, info && !info.State.Running ? run.dir : undefined, this.opts.logCapBytes);
   }
 
   async listOwned(opts: { startup?: boolean } = {}): Promise<OwnedEngine[]> {
     const owned: OwnedEngine[] = [];
+    // An explicitly configured endpoint is always searched, also by a command that loads no desired
+    // state (down): a container kept for its log after its record dropped it is found there.
+    if (this.opts.docker.host) this.client();
     for (const [host, docker] of this.clients) {
       for (const c of await docker.list([`${LABEL.state}=${this.opts.stateDir}`])) {
         const purpose = c.labels[LABEL.purpose];

@@ -5,6 +5,7 @@
 import Docker from "dockerode";
 import type { DockerTimeouts } from "../config.js";
 import { NarwhalError } from "../errors.js";
+import { FrameDemux, type LogTail } from "./engine-log.js";
 
 export class DockerCallError extends NarwhalError {
   constructor(
@@ -13,12 +14,15 @@ export class DockerCallError extends NarwhalError {
     readonly statusCode: number | undefined,
     retryable: boolean,
     readonly timedOut = false,
+    /** For a deadline: the variable that sets it (the input an operator changes). */
+    deadlineVar?: string,
   ) {
-    super(message, { retryable, input: `docker ${call}` });
+    super(message, { retryable, input: deadlineVar ?? `docker ${call}` });
   }
 }
 
 type Kind = keyof DockerTimeouts;
+type Dial = (o: object, cb: (e: unknown, d: unknown) => void) => void;
 
 export interface ContainerSummary {
   id: string;
@@ -26,21 +30,6 @@ export interface ContainerSummary {
   state: string;
   created: number;
   names: string[];
-}
-
-/** Split Docker's multiplexed stdout/stderr stream (8-byte frame headers) into text. */
-export function demuxLogs(buf: Buffer): string {
-  if (buf.length >= 8 && buf[0]! <= 2 && buf[1] === 0 && buf[2] === 0 && buf[3] === 0) {
-    const parts: Buffer[] = [];
-    let off = 0;
-    while (off + 8 <= buf.length) {
-      const size = buf.readUInt32BE(off + 4);
-      parts.push(buf.subarray(off + 8, off + 8 + size));
-      off += 8 + size;
-    }
-    return Buffer.concat(parts).toString("utf8");
-  }
-  return buf.toString("utf8"); // a TTY container's log is not multiplexed
 }
 
 export class DockerCalls {
@@ -59,7 +48,8 @@ export class DockerCalls {
       return await fn(abortSignal);
     } catch (err) {
       if (deadline.aborted) {
-        throw new DockerCallError(what, `docker ${what} exceeded its deadline of ${ms} ms on ${this.endpoint}`, undefined, true, true);
+        const variable = `NARWHAL_DOCKER_${kind.toUpperCase()}_MS`;
+        throw new DockerCallError(what, `docker ${what} exceeded its deadline of ${ms} ms (${variable}) on ${this.endpoint}`, undefined, true, true, variable);
       }
       if (signal?.aborted) throw signal.reason;
       const e = err as { statusCode?: number; message?: string; code?: string };
@@ -67,6 +57,12 @@ export class DockerCalls {
       const transient = e.statusCode === undefined || e.statusCode >= 500 || e.statusCode === 409 || e.code === "ECONNREFUSED" || e.code === "ECONNRESET" || e.code === "ENOENT";
       throw new DockerCallError(what, `docker ${what} failed on ${this.endpoint}: ${e.message ?? String(err)}`, e.statusCode, transient);
     }
+  }
+
+  /** The raw API dial, for calls dockerode gives no AbortSignal or no stream. */
+  private get dial(): Dial {
+    const modem = this.docker.modem as unknown as { dial: Dial };
+    return modem.dial.bind(modem);
   }
 
   ping(signal?: AbortSignal): Promise<unknown> {
@@ -81,7 +77,7 @@ export class DockerCalls {
         `image inspect ${ref}`,
         (abortSignal) =>
           new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
-            (this.docker.modem as unknown as { dial(o: object, cb: (e: unknown, d: unknown) => void): void }).dial(
+            this.dial(
               { path: `/images/${ref}/json`, method: "GET", abortSignal, statusCodes: { 200: true, 404: "no such image", 500: "server error" } },
               (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
             ),
@@ -142,6 +138,11 @@ export class DockerCalls {
     }
   }
 
+  /** Rename a container (frees its name; the container and its log stay). */
+  async rename(id: string, name: string, signal?: AbortSignal): Promise<void> {
+    await this.call("remove", `container rename ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).rename({ name, abortSignal }), signal);
+  }
+
   async putArchive(id: string, tar: Buffer, dir: string, signal?: AbortSignal): Promise<void> {
     await this.call("create", `container archive upload ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).putArchive(tar, { path: dir, abortSignal } as object), signal);
   }
@@ -151,8 +152,43 @@ export class DockerCalls {
     return (out as { StatusCode: number }).StatusCode;
   }
 
-  async logs(id: string, signal?: AbortSignal): Promise<string> {
-    const buf = await this.call("logs", `container logs ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).logs({ stdout: true, stderr: true, follow: false, abortSignal }), signal);
-    return demuxLogs(buf as unknown as Buffer);
+  /**
+   * Stream a container's log (stdout and stderr, not following) into a bounded sink: the whole
+   * log is never held. Past the deadline the sink keeps what arrived and the call fails as any
+   * other does, so the caller knows the copy is partial.
+   */
+  async readLog(id: string, sink: LogTail, signal?: AbortSignal): Promise<void> {
+    await this.call(
+      "logs",
+      `container logs ${id.slice(0, 12)}`,
+      (abortSignal) =>
+        new Promise<void>((resolve, reject) =>
+          this.dial(
+            { path: `/containers/${id}/logs?`, method: "GET", abortSignal, isStream: true, statusCodes: { 200: true, 404: "no such container", 500: "server error" }, options: { stdout: true, stderr: true, follow: false } },
+            (e, d) => {
+              if (e) return reject(e);
+              const stream = d as NodeJS.ReadableStream & { destroy(): void };
+              const demux = new FrameDemux();
+              const abort = () => {
+                stream.destroy();
+                reject(abortSignal.reason);
+              };
+              abortSignal.addEventListener("abort", abort, { once: true });
+              stream.on("data", (chunk: Buffer) => {
+                for (const part of demux.push(chunk)) sink.push(part);
+              });
+              stream.on("error", reject);
+              stream.on("end", () => {
+                for (const part of demux.end()) sink.push(part);
+                abortSignal.removeEventListener("abort", abort);
+                resolve();
+              });
+              // A connection dropped mid-log ends without "end": the copy is partial (settling twice is a no-op).
+              stream.on("close", () => reject(new Error("the log stream closed before its end")));
+            },
+          ),
+        ),
+      signal,
+    );
   }
 }

@@ -11,19 +11,22 @@ import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { parseEnvFile } from "../phases/plan.js";
 import { PhaseError } from "../errors.js";
-import type { EngineBackend, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
+import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
+import { ENGINE_LOG, readLogFile } from "./engine-log.js";
 import { isSameProcess, listPids, readBootId, readProcEnviron, readProcStat } from "./proc.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 
 export const PROCESS_FILE = "native-process.json";
-export const ENGINE_LOG = "engine.log";
+export { ENGINE_LOG } from "./engine-log.js";
 const CHECK_TIMEOUT_MS = 120_000;
 const CLK_TCK = 100; // USER_HZ on every Linux ABI narwhal supports
 
 export interface NativeBackendOptions {
   stateDir: string;
   hostEnv: Record<string, string>;
+  /** NARWHAL_ENGINE_LOG_CAP_BYTES: most bytes of engine.log read into memory. */
+  logCapBytes: number;
   failpoint?: Failpoint;
 }
 
@@ -62,7 +65,17 @@ export class NativeBackend implements EngineBackend {
         { env, cwd: run.dir, signal, timeout: CHECK_TIMEOUT_MS, maxBuffer: 8 * 1024 * 1024 },
         (err, stdout, stderr) => {
           const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : null) : 0;
-          resolve({ inspection_id: inspectionId, exit_code: code, stdout: String(stdout), stderr: String(stderr) + (err && code === null ? `\n${err.message}` : "") });
+          // execFile's timeout kills the check: a deadline, with the partial output kept.
+          // (maxBuffer also kills the child, but says so in its code.)
+          const killed = err as { killed?: boolean; code?: unknown } | null;
+          const timedOut = !!killed?.killed && killed.code !== "ERR_CHILD_PROCESS_STDIO_MAXBUFFER" && !signal.aborted;
+          resolve({
+            inspection_id: inspectionId,
+            exit_code: code,
+            stdout: String(stdout),
+            stderr: String(stderr) + (err && code === null ? `\n${err.message}` : ""),
+            ...(timedOut ? { deadline: { message: `the runtime check exceeded its deadline of ${CHECK_TIMEOUT_MS} ms`, input: "the native check deadline (fixed, 120 s)" } } : {}),
+          });
         },
       );
     });
@@ -173,12 +186,9 @@ export class NativeBackend implements EngineBackend {
     this.failpoint("native:stop:after");
   }
 
-  async startupLog(run: PreparedRun): Promise<string> {
-    try {
-      return await fs.readFile(path.join(run.dir, ENGINE_LOG), "utf8");
-    } catch {
-      return "";
-    }
+  /** The engine writes engine.log itself; only its first lines and tail (within the cap) are read. */
+  startupLog(run: PreparedRun): Promise<EngineLog> {
+    return readLogFile(path.join(run.dir, ENGINE_LOG), this.opts.logCapBytes);
   }
 
   async listOwned(): Promise<OwnedEngine[]> {

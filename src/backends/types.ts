@@ -4,6 +4,9 @@
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
+import type { EngineLog } from "./engine-log.js";
+
+export type { EngineLog } from "./engine-log.js";
 
 export interface RuntimeCheckOutput {
   /** Unique id of this inspection (a process or temporary container). */
@@ -11,6 +14,8 @@ export interface RuntimeCheckOutput {
   exit_code: number | null;
   stdout: string;
   stderr: string;
+  /** Set when the inspection was cut off by a deadline: which one, and the variable that sets it (the output is partial). */
+  deadline?: { message: string; input: string };
 }
 
 export interface OwnedEngine {
@@ -51,8 +56,11 @@ export interface EngineBackend {
   describeProcess(handle: EngineHandle): Promise<ProcessDescription>;
   /** Stop gracefully, then forcibly after graceMs. Stopping a stopped engine succeeds. */
   stop(handle: EngineHandle, graceMs: number): Promise<void>;
-  /** The engine's startup log (stdout+stderr). */
-  startupLog(run: PreparedRun, handle: EngineHandle): Promise<string>;
+  /**
+   * The engine's log (stdout+stderr), bounded by the cap: evidence, read best-effort. Never
+   * throws; a copy that could not be completed says so in `problem` and where the log still is.
+   */
+  startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog>;
   /**
    * Every engine this state directory owns, plus leftovers of its temporary inspections: all of
    * them when `startup` (the lock holder has started none yet), else only those past their deadline.

@@ -26,8 +26,8 @@ export function loggerFor(config: Config): Logger {
 
 export function backendsFor(config: Config, failpoint: Failpoint = noFailpoints): Record<EngineSpec["backend"], EngineBackend> {
   return {
-    native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, failpoint }),
-    container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs, failpoint }),
+    native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, logCapBytes: config.engineLogCapBytes, failpoint }),
+    container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs, logCapBytes: config.engineLogCapBytes, failpoint }),
   };
 }
 

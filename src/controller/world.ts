@@ -44,7 +44,7 @@ export class World {
   /** What the engine's own log says last, so a lost engine's failure names its cause. */
   async lostReason(ctx: EngineContext, secrets: string[]): Promise<string> {
     if (!ctx.handle || !ctx.run) return "exited";
-    const log = await this.backends[ctx.handle.kind].startupLog(ctx.run, ctx.handle).catch(() => "");
+    const log = (await this.backends[ctx.handle.kind].startupLog(ctx.run, ctx.handle)).text;
     const last = log.trimEnd().split("\n").filter(Boolean).slice(-3).join(" | ");
     return last ? `exited; last log lines: ${redactText(last, secrets)}` : "exited";
   }

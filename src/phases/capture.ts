@@ -50,13 +50,15 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   if (problems.length) throw fail(`the running engine is not this plan's: ${problems.join("; ")}`, "engine identity", "Compare the recorded container or process with launch.json; narwhal restarts a lost engine from a fresh run.", true);
 
   const log = await opts.backend.startupLog(run, opts.handle);
-  const parsed = parseStartupLog(log);
+  const parsed = parseStartupLog(log.text);
+  // The capacity is read from the log: when the read was cut short, say so and where the whole log is.
+  const unread = log.problem ? ` (${log.problem})` : "";
   const tp = plan.gpu.tensor_parallel_size;
   if (tp > 1) {
     const missing = Array.from({ length: tp }, (_, r) => r).filter((r) => !parsed.ranks.has(r));
-    if (missing.length) throw fail(`TP ranks ${missing.join(", ")} of ${tp} did not report in the startup log`, "tensor_parallel_size", "Read the engine log: every TP rank must start before the layout is captured.", true);
+    if (missing.length) throw fail(`TP ranks ${missing.join(", ")} of ${tp} did not report in the startup log${unread}`, "tensor_parallel_size", "Read the engine log: every TP rank must start before the layout is captured.", true);
   }
-  if (parsed.tokens === undefined) throw fail("the startup log has no 'GPU KV cache size: N tokens' line", "engine log", "Read the engine log; the engine must finish KV-cache profiling.", true);
+  if (parsed.tokens === undefined) throw fail(`the startup log has no 'GPU KV cache size: N tokens' line${unread}`, log.where, "Read the engine log; the engine must finish KV-cache profiling.", true);
 
   let body: string;
   try {

@@ -69,6 +69,8 @@ export function checkInput(plan: LaunchPlan, planSha: string): Record<string, un
 function logEntry(out: RuntimeCheckOutput, planSha: string): string {
   return [
     `=== inspection ${out.inspection_id} plan_sha256=${planSha} at=${new Date().toISOString()} exit=${out.exit_code}`,
+    // A check cut off by a deadline keeps its partial output, marked as such.
+    out.deadline ? `--- deadline: ${out.deadline.message}; partial output follows` : "",
     out.stdout.trimEnd(),
     out.stderr.trimEnd() ? `--- stderr\n${out.stderr.trimEnd()}` : "",
     "",
@@ -111,6 +113,14 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
   await writeFileExclusive(inputPath, JSON.stringify(checkInput(plan, planSha), null, 2) + "\n", 0o600);
   const out = await opts.backend.runCheck(run, plan, opts.scriptPath, inputPath, opts.signal);
   await fs.appendFile(path.join(run.dir, checkLogName(plan.backend)), logEntry(out, planSha), { mode: 0o600 });
+  if (out.deadline) {
+    // Partial output is never a verdict, even if it happens to hold a result line.
+    throw new PhaseError(run.engine, "check", `the runtime check was cut off: ${out.deadline.message}`, {
+      retryable: true,
+      input: out.deadline.input,
+      fix: `Read the partial output in ${checkLogName(plan.backend)} in ${run.dir}; raise ${out.deadline.input} if the check needs longer, or check the Docker daemon. narwhal retries with backoff.`,
+    });
+  }
 
   const result = parseScriptResult(out.stdout);
   if (!result) {

@@ -66,11 +66,13 @@ async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandl
   for (;;) {
     if (!(await opts.backend.isAlive(handle))) {
       const log = await opts.backend.startupLog(run, handle);
-      const d = diagnoseStartupLog(log);
-      throw new PhaseError(run.engine, "start", `${d.cause}; last log lines:\n${redactText(tail(log, 8), opts.secrets ?? [])}`, {
+      const d = diagnoseStartupLog(log.text);
+      // The log is evidence: a copy that failed is named, with where the whole log still is.
+      const unread = log.problem ? `\n(${log.problem})` : "";
+      throw new PhaseError(run.engine, "start", `${d.cause}; last log lines:\n${redactText(tail(log.text, 8), opts.secrets ?? [])}${unread}`, {
         retryable: true,
         input: d.input,
-        fix: d.fix,
+        fix: `${d.fix} The engine's log: ${log.where}.`,
       });
     }
     try {

@@ -1,0 +1,83 @@
+// An engine's log is read bounded (item 15 of issue 8): whole when it fits the
+// cap, else its first lines, a marker and its tail, and never held whole. The
+// Docker frame demuxer must cope with frames split across chunks.
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { FrameDemux, LogTail, readLogFile } from "../../src/backends/engine-log.js";
+
+const lines = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => `line ${from + i} ${"x".repeat(40)}\n`).join("");
+
+/** Docker's multiplexed framing: [stream, 0, 0, 0, size(4 bytes BE)] + payload. */
+function frame(stream: 1 | 2, text: string): Buffer {
+  const payload = Buffer.from(text);
+  const header = Buffer.alloc(8);
+  header[0] = stream;
+  header.writeUInt32BE(payload.length, 4);
+  return Buffer.concat([header, payload]);
+}
+
+describe("LogTail", () => {
+  it("keeps a log that fits the cap whole", () => {
+    const sink = new LogTail(64 * 1024);
+    const text = lines(0, 100);
+    for (let i = 0; i < text.length; i += 333) sink.push(Buffer.from(text.slice(i, i + 333)));
+    expect(sink.text()).toBe(text);
+  });
+
+  it("keeps whole first lines, a marker and whole last lines within the cap", () => {
+    const cap = 16 * 1024;
+    const sink = new LogTail(cap);
+    const text = lines(0, 50_000); // ~2.4 MiB
+    for (let i = 0; i < text.length; i += 4096) sink.push(Buffer.from(text.slice(i, i + 4096)));
+    const kept = sink.bytes();
+    expect(kept.length).toBeLessThanOrEqual(cap);
+    expect(kept.length).toBeGreaterThan(cap / 2);
+    const out = kept.toString();
+    expect(out.startsWith("line 0 ")).toBe(true);
+    expect(out.endsWith(`line 49999 ${"x".repeat(40)}\n`)).toBe(true);
+    expect(out).toMatch(/\[narwhal: \d+ bytes of this \d+-byte log omitted; the cap is 16384 bytes \(NARWHAL_ENGINE_LOG_CAP_BYTES\)\]/);
+    // Every kept line is whole.
+    for (const l of out.split("\n").filter((l) => l.startsWith("line "))) expect(l).toMatch(/^line \d+ x{40}$/);
+    expect(sink.total).toBe(Buffer.byteLength(text));
+  });
+});
+
+describe("FrameDemux", () => {
+  it("joins stdout and stderr frames split at any byte", () => {
+    const stream = Buffer.concat([frame(1, "hello "), frame(2, "from stderr\n"), frame(1, lines(0, 20))]);
+    for (const step of [1, 3, 7, 8, 9, 100]) {
+      const demux = new FrameDemux();
+      const parts: Buffer[] = [];
+      for (let i = 0; i < stream.length; i += step) parts.push(...demux.push(stream.subarray(i, i + step)));
+      expect(Buffer.concat(parts).toString()).toBe(`hello from stderr\n${lines(0, 20)}`);
+    }
+  });
+
+  it("passes a TTY container's unframed log through", () => {
+    const demux = new FrameDemux();
+    expect(Buffer.concat([...demux.push(Buffer.from("plain text\n")), ...demux.push(Buffer.from("more\n"))]).toString()).toBe("plain text\nmore\n");
+  });
+});
+
+describe("readLogFile", () => {
+  it("reads a large engine.log's head and tail only, within the cap", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-log-"));
+    const file = path.join(dir, "engine.log");
+    await fs.writeFile(file, lines(0, 100_000)); // ~4.8 MiB
+    const log = await readLogFile(file, 32 * 1024);
+    expect(log.problem).toBeUndefined();
+    expect(log.where).toBe(file);
+    expect(Buffer.byteLength(log.text)).toBeLessThanOrEqual(32 * 1024);
+    expect(log.text.startsWith("line 0 ")).toBe(true);
+    expect(log.text.endsWith(`line 99999 ${"x".repeat(40)}\n`)).toBe(true);
+    await fs.rm(dir, { recursive: true });
+  });
+
+  it("names a missing engine.log instead of throwing", async () => {
+    const log = await readLogFile("/nonexistent/engine.log", 1024);
+    expect(log.text).toBe("");
+    expect(log.problem).toMatch(/\/nonexistent\/engine\.log could not be read: ENOENT/);
+  });
+});
