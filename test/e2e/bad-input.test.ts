@@ -46,7 +46,7 @@ describe("narwhal validate on the corpus", () => {
       await removeTree(dir);
     });
     console.log(`validate CLI: ${sample.length} corpus trees (one per category), each exit 1 with every issue printed`);
-  }, 60_000);
+  }, 150_000);
 });
 
 describe("invalid desired input next to a running native fleet", () => {
