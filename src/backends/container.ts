@@ -9,7 +9,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
-import { PhaseError } from "../errors.js";
+import { PhaseError, type FailureClass } from "../errors.js";
 import { exists, writeFileExclusive } from "../state/atomic-file.js";
 import type { EngineBackend, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
 import { DockerCalls, DockerCallError } from "./docker-calls.js";
@@ -60,9 +60,11 @@ export class ContainerBackend implements EngineBackend {
   async runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string> {
     const ref = spec.launch.image ?? "";
     const docker = this.client(spec.node.docker_host);
-    const fail = (message: string, fix: string) => new PhaseError(spec.name, "inspect", message, { retryable: false, input: "engine-launch.json image", fix });
+    const fail = (message: string, fix: string, failure: FailureClass = "terminal") =>
+      new PhaseError(spec.name, "inspect", message, { failure, input: "engine-launch.json image", fix });
     const info = await docker.inspectImage(ref, signal);
-    if (!info) throw fail(`image ${ref} is not present on ${docker.endpoint}`, "Load or import the image on the engine host; narwhal never pulls.");
+    // An image not loaded yet is the host's to provide: outwaited, re-checked until it is there.
+    if (!info) throw fail(`image ${ref} is not present on ${docker.endpoint}`, "Load or import the image on the engine host; narwhal never pulls, and starts the engine once it is there.", "outwait");
     const parsed = parseImageRef(ref);
     if (parsed.id && info.Id !== parsed.id) throw fail(`image ${ref} resolves to ${info.Id}`, "Set image to the immutable image id the host actually holds.");
     if (parsed.digest && !(info.RepoDigests ?? []).some((d) => d.endsWith(`@${parsed.digest}`))) {
@@ -161,7 +163,7 @@ export class ContainerBackend implements EngineBackend {
     } catch (err) {
       // Observe again before acting: remove whatever this attempt created (by its token), under fresh deadlines.
       for (const c of await this.byToken(docker, run.launch_token).catch(() => [])) await docker.remove(c.id).catch(() => undefined);
-      if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { retryable: err.retryable, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
+      if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { failure: err.failure, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
       throw err;
     }
   }
