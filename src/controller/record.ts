@@ -16,6 +16,12 @@ export function conditionsFor(phase: string, ctx: EngineContext, now: string): C
   return conditions;
 }
 
+/**
+ * Transitions kept per engine: an outwaited cause is re-checked every resync period for as long
+ * as it lasts, so an uncapped history would grow the state file without end.
+ */
+export const HISTORY_LIMIT = 200;
+
 export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: EngineContext, backend: string, snapshot: unknown, event?: string): EngineRecord {
   const now = new Date().toISOString();
   const history = [...(prev?.history ?? [])];
@@ -42,7 +48,7 @@ export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: E
     last_error: ctx.error,
     attempts: ctx.attempts,
     retry_at: ctx.retryAt,
-    history,
+    history: history.slice(-HISTORY_LIMIT),
     snapshot,
     updated_at: now,
   };
