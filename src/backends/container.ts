@@ -176,8 +176,9 @@ export class ContainerBackend implements EngineBackend {
     const labels = existing.Config.Labels ?? {};
     if (labels[LABEL.state] !== this.opts.stateDir) {
       const owner = labels[LABEL.state] ? `the narwhal controller of state directory ${labels[LABEL.state]}` : "no narwhal controller";
+      // Like a stranger on a planned port: not narwhal's to remove, so outwaited until it is gone.
       throw new PhaseError(plan.engine, "start", `a container named ${name} (${existing.Id.slice(0, 12)}) already exists and belongs to ${owner}`, {
-        retryable: false,
+        failure: "outwait",
         input: name,
         fix: "Stop the other fleet's engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.",
       });
