@@ -3,7 +3,7 @@
 // first (a dead engine or an orphan wins over the snapshot), applies desired
 // changes as events, and reports when everything has settled.
 import { createActor, type Actor, type Snapshot } from "xstate";
-import { engineMachine, isSettled, type EngineContext, type RetryPolicy } from "../../machines/engine.js";
+import { engineMachine, isSettled, notWaiting, type EngineContext, type RetryPolicy } from "../../machines/engine.js";
 import { failureOf } from "../errors.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
@@ -142,8 +142,9 @@ export class Controller {
     const record = this.store.engine(name);
     const input = { engine: name, desiredHash, retry: this.retry };
     let snapshot = record?.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext> }) | undefined | null;
-    // The retry policy is this controller's configuration, not history: a restored actor takes the current one.
-    if (snapshot?.context) snapshot.context.retry = this.retry;
+    // The retry policy is this controller's configuration, not history: a restored actor takes the
+    // current one, and an outwait streak counts from this controller's start (--once bounds it).
+    if (snapshot?.context) Object.assign(snapshot.context, { retry: this.retry, ...notWaiting });
     let adoptedNow = false;
     let actor: EngineActor | undefined;
     if (snapshot) {
