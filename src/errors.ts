@@ -122,6 +122,15 @@ export class PhaseError extends NarwhalError {
   }
 }
 
+/**
+ * An error raised below a step (a Docker call, a host probe) as the step's own: the engine and
+ * step it happened in are named, its class, input and fix are kept. Anything else is returned as is.
+ */
+export function inStep(err: unknown, engine: string, step: Step): unknown {
+  if (!(err instanceof NarwhalError) || err instanceof CancelledError || (err.engine && err.step)) return err;
+  return new PhaseError(err.engine ?? engine, err.step ?? step, err.message, { failure: err.failure, input: err.input, fix: err.fix, cause: err });
+}
+
 /** Another controller holds the state directory. */
 export class LockHeldError extends NarwhalError {}
 

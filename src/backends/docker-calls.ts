@@ -15,7 +15,11 @@ export class DockerCallError extends NarwhalError {
     retryable: boolean | FailureClass,
     readonly timedOut = false,
   ) {
-    super(message, { ...(typeof retryable === "string" ? { failure: retryable } : { retryable }), input: `docker ${call}` });
+    super(message, {
+      ...(typeof retryable === "string" ? { failure: retryable } : { retryable }),
+      input: `docker ${call}`,
+      ...(retryable === "outwait" ? { fix: "Start the Docker daemon on the engine host, or correct docker_host / DOCKER_HOST; narwhal re-checks until it answers." } : {}),
+    });
   }
 }
 

@@ -8,7 +8,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { EngineHandle } from "../phases/types.js";
-import { PhaseError, type Step } from "../errors.js";
+import { PhaseError, inStep, type Step } from "../errors.js";
 import { inspect } from "../phases/inspect.js";
 import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
@@ -61,7 +61,9 @@ export function phaseActors(deps: PhaseDeps) {
       await deps.persisted();
       signal.throwIfAborted();
       deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
-      const out = await body(input, signal);
+      const out = await body(input, signal).catch((err: unknown) => {
+        throw inStep(err, input.engine, name);
+      });
       deps.log.info(`${name} done`, { engine: input.engine, step: name });
       return out;
     });

@@ -1,9 +1,9 @@
 // Host inspection reports every problem it finds at once, so an operator fixes
 // a host in one pass instead of one reconcile per fault. Each problem carries
-// the input at fault and the fix, and its failure class; the aggregate is as
-// hopeless as its worst problem: terminal if any is (a hardware mismatch stays),
-// else outwaited if any is (a stranger's port, a missing device: re-checked
-// until they clear), else retried.
+// the input at fault and the fix, and its failure class; the aggregate is
+// terminal if any problem is (a hardware mismatch stays), else retried with a
+// budget if any is (a tool that timed out), else outwaited (a stranger's port,
+// a missing device: re-checked until they clear).
 
 import { CancelledError, NarwhalError, PhaseError, type FailureClass } from "../errors.js";
 
@@ -20,7 +20,7 @@ function worst(problems: InspectionProblem[]): FailureClass {
   const classes = new Set(problems.map((p) => p.failure));
   // No problem at all (an inspection that observed nothing) is no cause to wait for.
   if (problems.length === 0 || classes.has("terminal")) return "terminal";
-  return classes.has("outwait") ? "outwait" : "retry";
+  return classes.has("retry") ? "retry" : "outwait";
 }
 
 /** The inspect step failed; `problems` lists each finding, the message prints them all. */

@@ -9,6 +9,7 @@ import path from "node:path";
 import Docker from "dockerode";
 import { DockerCalls, DockerCallError } from "../../src/backends/docker-calls.js";
 import { loadConfig } from "../../src/config.js";
+import { inStep, NarwhalError } from "../../src/errors.js";
 import { freePort } from "../e2e/sim-fleet.js";
 
 const timeouts = loadConfig({}, {}).docker.timeouts;
@@ -48,6 +49,14 @@ describe("Docker call failures: an unavailable daemon is outwaited, its own erro
     const c = calls({ socketPath: path.join(os.tmpdir(), `narwhal-no-daemon-${process.pid}.sock`) }, "a missing socket");
     expect(await failureOf(c.ping())).toBe("outwait");
     expect(await failureOf(c.list(["io.narwhal.purpose=engine"]))).toBe("outwait");
+  });
+
+  it("reaches the engine's record as a failure of the step it happened in, keeping its class and naming the fix", async () => {
+    const c = calls({ socketPath: path.join(os.tmpdir(), `narwhal-no-daemon-${process.pid}.sock`) }, "a missing socket");
+    const err = await c.inspectImage("sim:latest").catch((e: unknown) => inStep(e, "engine-1", "inspect"));
+    expect(err).toBeInstanceOf(NarwhalError);
+    expect((err as NarwhalError).toJSON()).toMatchObject({ engine: "engine-1", step: "inspect", failure: "outwait", input: "docker image inspect sim:latest" });
+    expect((err as NarwhalError).describe()).toMatch(/^engine-1 inspect: docker image inspect sim:latest failed on a missing socket: .*ENOENT.* Fix: Start the Docker daemon on the engine host/);
   });
 
   it("outwaits a refused connection (ECONNREFUSED) and a cut one (ECONNRESET)", async () => {

@@ -103,7 +103,8 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
       return e?.phase === "failed" && (failuresSince(e, downAt) > 2 * budget || e.retry_at === null) ? e : undefined;
     });
     expect(outage.retry_at, JSON.stringify(outage.history.slice(-8), null, 1)).not.toBeNull();
-    expect(outage.last_error).toMatchObject({ failure: "outwait", retryable: true });
+    expect(outage.last_error).toMatchObject({ engine: "engine-1", failure: "outwait", retryable: true });
+    expect(outage.last_error!.step).toMatch(/^(inspect|check|start)$/);
     expect(outage.last_error!.message).toMatch(/ENOENT|ECONNREFUSED|ECONNRESET|shutting down/);
     expect(log()).toMatch(/outwaiting a cause outside narwhal's control since/);
 
