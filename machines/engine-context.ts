@@ -1,7 +1,7 @@
 // The engine machine's data: its context, events and inputs, and the pure
 // helpers its actions use. Split from engine.ts so the machine definition reads
 // as the procedure itself. Pure: no IO.
-import type { ErrorRecord } from "../src/errors.js";
+import { failureOf, type ErrorRecord } from "../src/errors.js";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
 
 export type Phase = "pending" | "inspected" | "prepared" | "checked" | "started" | "probed" | "captured";
@@ -11,6 +11,16 @@ export interface RetryPolicy {
   baseMs: number;
   capMs: number;
   maxAttempts: number;
+  /**
+   * Longest pause between re-checks of a cause narwhal outwaits (the resync cadence in watch
+   * mode); default capMs.
+   */
+  outwaitCapMs?: number;
+  /**
+   * How long one outwaited cause may last before the engine is given up on (reconcile --once);
+   * null or absent: for as long as it lasts (watch mode).
+   */
+  outwaitForMs?: number | null;
 }
 
 /** An engine that served this long before it died is not crash-looping: its restart budget starts over. */
@@ -49,6 +59,13 @@ export interface EngineContext {
   /** When the engine last reached `captured` (epoch ms): a crash after a stable run starts a fresh budget. */
   capturedAt: number | null;
   terminal: boolean;
+  /**
+   * Since when (epoch ms) the engine has been outwaiting a cause outside narwhal's control, and
+   * how many re-checks failed since: they pace the re-checks and bound them in --once; they
+   * never count as attempts. Absent in snapshots written before outwaiting existed.
+   */
+  waitingSince?: number | null;
+  waits?: number;
   retry: RetryPolicy;
 }
 
@@ -86,9 +103,43 @@ export interface StepInput {
 }
 
 /** Capped exponential backoff with jitter (50–100% of the step), pure given `random`. */
-export function backoffMs(attempts: number, policy: RetryPolicy, random: number): number {
+export function backoffMs(attempts: number, policy: Pick<RetryPolicy, "baseMs" | "capMs">, random: number): number {
   const step = Math.min(policy.capMs, policy.baseMs * 2 ** Math.max(0, attempts - 1));
   return Math.round(step * (0.5 + random / 2));
+}
+
+/** The pause before the next re-check of an outwaited cause: the same backoff, capped at the outwait cadence. */
+export function outwaitMs(waits: number, policy: RetryPolicy, random: number): number {
+  return backoffMs(waits, { baseMs: policy.baseMs, capMs: policy.outwaitCapMs ?? policy.capMs }, random);
+}
+
+/** A streak of outwaited failures ends: at a success, a fresh attempt or a new desired state. */
+export const notWaiting = { waitingSince: null, waits: 0 } as const;
+
+type FailureUpdate = Pick<EngineContext, "error" | "attempts" | "terminal" | "retryAt" | "waitingSince" | "waits">;
+
+/**
+ * What a failed step does to the budget, by the failure's class (src/errors.ts): a terminal
+ * failure stops at once; a retryable one uses an attempt; an outwaited one uses none and is
+ * re-checked until it clears, or, with a bound (reconcile --once), until the bound has passed.
+ * Pure given `now` and `random`.
+ */
+export function afterFailure(context: EngineContext, error: ErrorRecord, now: number, random: number): FailureUpdate {
+  const failure = failureOf(error);
+  if (failure === "outwait") {
+    const waitingSince = context.waitingSince ?? now;
+    const waits = (context.waits ?? 0) + 1;
+    const bound = context.retry.outwaitForMs ?? null;
+    if (bound !== null && now - waitingSince >= bound) {
+      const waited = `${Math.round((now - waitingSince) / 1000)} s`;
+      const message = `${error.message} (unchanged after outwaiting it for ${waited}, the bound of reconcile --once; watch mode outwaits it for as long as it lasts)`;
+      return { error: { ...error, message }, attempts: context.attempts, terminal: true, retryAt: null, waitingSince, waits };
+    }
+    return { error, attempts: context.attempts, terminal: false, retryAt: now + outwaitMs(waits, context.retry, random), waitingSince, waits };
+  }
+  const attempts = context.attempts + 1;
+  const terminal = failure === "terminal" || attempts >= context.retry.maxAttempts;
+  return { error, attempts, terminal, retryAt: terminal ? null : now + backoffMs(attempts, context.retry, random), ...notWaiting };
 }
 
 export const stepInput = ({ context }: { context: EngineContext }): StepInput => ({
@@ -124,6 +175,7 @@ export function initialContext(input: EngineInput): EngineContext {
     retryAt: null,
     capturedAt: null,
     terminal: false,
+    ...notWaiting,
     retry: input.retry,
   };
 }

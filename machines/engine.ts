@@ -11,7 +11,7 @@ import { setup, assign, enqueueActions, fromPromise } from "xstate";
 import { toErrorRecord } from "../src/errors.js";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
 import {
-  STABLE_RUN_MS, backoffMs, freshAttempt, initialContext, stepInput,
+  STABLE_RUN_MS, afterFailure, backoffMs, freshAttempt, initialContext, notWaiting, stepInput,
   type EngineContext, type EngineEvent, type EngineInput, type RetryFrom, type StepInput,
 } from "./engine-context.js";
 
@@ -39,19 +39,11 @@ export const engineMachine = setup({
   },
   actions: {
     /** A failed step: record the error and where to resume, and set the backoff deadline. */
-    recordFailure: assign(({ context, event }, params: { from: RetryFrom; dropsEngine?: boolean }) => {
-      const error = toErrorRecord((event as { error?: unknown }).error);
-      const attempts = context.attempts + 1;
-      const terminal = !error.retryable || attempts >= context.retry.maxAttempts;
-      return {
-        error,
-        attempts,
-        terminal,
-        retryFrom: params.from,
-        retryAt: terminal ? null : Date.now() + backoffMs(attempts, context.retry, Math.random()),
-        ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
-      };
-    }),
+    recordFailure: assign(({ context, event }, params: { from: RetryFrom; dropsEngine?: boolean }) => ({
+      ...afterFailure(context, toErrorRecord((event as { error?: unknown }).error), Date.now(), Math.random()),
+      retryFrom: params.from,
+      ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
+    })),
     /** Hold a desired-state event until the running step settles. */
     defer: assign(({ context, event }) => ({
       deferred: {
@@ -87,6 +79,7 @@ export const engineMachine = setup({
         },
         attempts,
         terminal,
+        ...notWaiting,
         retryFrom: "pending" as const,
         retryAt: terminal ? null : Date.now() + backoffMs(attempts, context.retry, Math.random()),
       };
@@ -142,6 +135,7 @@ export const engineMachine = setup({
           error: null,
           terminal: false,
           retryAt: null,
+          ...notWaiting,
         })),
       },
     ],
@@ -193,7 +187,7 @@ export const engineMachine = setup({
     },
     captured: {
       // attempts are kept: a crash-looping engine must exhaust its budget (recordLoss resets it after a stable run).
-      entry: assign({ error: null, retryFrom: null, retryAt: null, terminal: false, capturedAt: () => Date.now() }),
+      entry: assign({ error: null, retryFrom: null, retryAt: null, terminal: false, ...notWaiting, capturedAt: () => Date.now() }),
       on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } } },
     },
     failed: {
@@ -202,7 +196,7 @@ export const engineMachine = setup({
         // A dead engine cannot be probed or captured: resume from a fresh run.
         ENGINE_LOST: { actions: assign({ handle: null, runningHash: null, retryFrom: "pending" }) },
         // An operator's fresh attempt (a new controller run): the budget starts over.
-        RETRY: { actions: assign({ attempts: 0, terminal: false, retryAt: () => Date.now() }), reenter: true, target: "failed" },
+        RETRY: { actions: assign({ attempts: 0, terminal: false, ...notWaiting, retryAt: () => Date.now() }), reenter: true, target: "failed" },
         // After a restore: re-arm the backoff timer from the deadline kept in context.
         RESUME: { reenter: true, target: "failed" },
       },

@@ -11,8 +11,12 @@ export interface Config {
   logRotation: LogRotation;
   /** Base environment handed to native engine processes (PATH, HOME, LANG). */
   hostEnv: Record<string, string>;
-  /** Retry policy: first backoff, cap, and attempts before a retryable failure turns terminal. */
-  retry: { baseMs: number; capMs: number; maxAttempts: number };
+  /**
+   * Retry policy: first backoff, cap, and attempts before a retryable failure turns terminal;
+   * and how long `reconcile --once` outwaits a cause outside narwhal's control (a missing image
+   * or device, a stranger on a port, the Docker daemon down) before it gives up and exits 2.
+   */
+  retry: { baseMs: number; capMs: number; maxAttempts: number; onceOutwaitMs: number };
   /** Watch mode: debounce for desired/ edits and the drift resync period. */
   watch: { debounceMs: number; resyncMs: number };
   /** Grace period before SIGKILL when stopping an engine. */
@@ -90,6 +94,7 @@ export function loadConfig(
       baseMs: intFrom(env, "NARWHAL_RETRY_BASE_MS", 1000),
       capMs: intFrom(env, "NARWHAL_RETRY_CAP_MS", 60_000),
       maxAttempts: intFrom(env, "NARWHAL_RETRY_MAX_ATTEMPTS", 5),
+      onceOutwaitMs: intFrom(env, "NARWHAL_ONCE_OUTWAIT_MS", 120_000),
     },
     watch: {
       debounceMs: intFrom(env, "NARWHAL_WATCH_DEBOUNCE_MS", 300),

@@ -16,6 +16,21 @@ export type Step =
   | "observe"
   | "state";
 
+/**
+ * What trying again can do about a failure, decided where the error is raised
+ * (phases, backends) and applied by the engine machine:
+ * - "retry": it may clear by itself (a crash, a deadline): retried with capped
+ *   backoff, up to config.retry.maxAttempts;
+ * - "terminal": the same inputs fail the same way (a rejected flag, a
+ *   trust_remote_code request, a missing interpreter): stopped at once, with the
+ *   fix, until the desired state changes (a new input hash is a fresh budget);
+ * - "outwait": a cause outside narwhal's control that goes away without a
+ *   desired edit (image not on the host, a stranger on a planned port, a missing
+ *   device, the Docker daemon down or restarting): re-checked on a capped
+ *   cadence without using up attempts, for as long as it lasts in watch mode.
+ */
+export type FailureClass = "retry" | "terminal" | "outwait";
+
 export interface ErrorDetails {
   engine?: string;
   step?: Step;
@@ -24,11 +39,14 @@ export interface ErrorDetails {
   /** What the operator should do, in the imperative. */
   fix?: string;
   retryable?: boolean;
+  /** Overrides `retryable`: "outwait" is retryable without using up attempts. */
+  failure?: FailureClass;
   cause?: unknown;
 }
 
 export class NarwhalError extends Error {
   readonly retryable: boolean;
+  readonly failure: FailureClass;
   readonly engine?: string;
   readonly step?: Step;
   readonly input?: string;
@@ -37,7 +55,8 @@ export class NarwhalError extends Error {
   constructor(message: string, details: ErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
     this.name = new.target.name;
-    this.retryable = details.retryable ?? false;
+    this.failure = details.failure ?? (details.retryable ? "retry" : "terminal");
+    this.retryable = this.failure !== "terminal";
     this.engine = details.engine;
     this.step = details.step;
     this.input = details.input;
@@ -59,6 +78,7 @@ export class NarwhalError extends Error {
       name: this.name,
       message: this.message,
       retryable: this.retryable,
+      failure: this.failure,
       engine: this.engine,
       step: this.step,
       input: this.input,
@@ -105,7 +125,7 @@ export class PhaseError extends NarwhalError {
 /**
  * An error raised inside a step, named for that step: a backend error (a Docker call, a file)
  * knows neither the engine nor the step, and a record without them reads "undefined: ...".
- * Everything else about the error (retryable, input, fix, its class name) is kept.
+ * Everything else about the error (its failure class, input, fix, its class name) is kept.
  */
 export function inStep(err: unknown, engine: string, step: Step): unknown {
   if (err instanceof NarwhalError && err.engine && err.step) return err;
@@ -116,7 +136,7 @@ export function inStep(err: unknown, engine: string, step: Step): unknown {
     step: e?.step ?? step,
     input: e?.input,
     fix: e?.fix,
-    retryable: e ? e.retryable : true,
+    failure: e ? e.failure : "retry",
     cause: err,
   });
   named.name = err instanceof Error ? err.name : "Error";
@@ -184,10 +204,17 @@ export interface ErrorRecord {
   name: string;
   message: string;
   retryable: boolean;
+  /** Absent in records written before failure classes: derived from `retryable`. */
+  failure?: FailureClass;
   engine?: string;
   step?: Step;
   input?: string;
   fix?: string;
+}
+
+/** How the machine treats a recorded failure. */
+export function failureOf(record: Pick<ErrorRecord, "retryable" | "failure">): FailureClass {
+  return record.failure ?? (record.retryable ? "retry" : "terminal");
 }
 
 export function toErrorRecord(err: unknown): ErrorRecord {

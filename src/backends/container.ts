@@ -10,7 +10,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
-import { PhaseError } from "../errors.js";
+import { PhaseError, type FailureClass } from "../errors.js";
 import { exists, writeFileExclusive } from "../state/atomic-file.js";
 import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
 import { LogTail } from "./engine-log.js";
@@ -65,9 +65,11 @@ export class ContainerBackend implements EngineBackend {
   async runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string> {
     const ref = spec.launch.image ?? "";
     const docker = this.client(spec.node.docker_host);
-    const fail = (message: string, fix: string) => new PhaseError(spec.name, "inspect", message, { retryable: false, input: "engine-launch.json image", fix });
+    const fail = (message: string, fix: string, failure: FailureClass = "terminal") =>
+      new PhaseError(spec.name, "inspect", message, { failure, input: "engine-launch.json image", fix });
     const info = await docker.inspectImage(ref, signal);
-    if (!info) throw fail(`image ${ref} is not present on ${docker.endpoint}`, "Load or import the image on the engine host; narwhal never pulls.");
+    // An image not loaded yet is the host's to provide: outwaited, re-checked until it is there.
+    if (!info) throw fail(`image ${ref} is not present on ${docker.endpoint}`, "Load or import the image on the engine host; narwhal never pulls, and starts the engine once it is there.", "outwait");
     const parsed = parseImageRef(ref);
     if (parsed.id && info.Id !== parsed.id) throw fail(`image ${ref} resolves to ${info.Id}`, "Set image to the immutable image id the host actually holds.");
     if (parsed.digest && !(info.RepoDigests ?? []).some((d) => d.endsWith(`@${parsed.digest}`))) {
@@ -182,7 +184,7 @@ export class ContainerBackend implements EngineBackend {
     } catch (err) {
       // Observe again before acting: remove whatever this attempt created (by its token), under fresh deadlines.
       await this.removeAttempt(docker, run.launch_token, "engine", id);
-      if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { retryable: err.retryable, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
+      if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { failure: err.failure, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
       throw err;
     }
   }
@@ -195,8 +197,9 @@ export class ContainerBackend implements EngineBackend {
     const labels = existing.Config.Labels ?? {};
     if (labels[LABEL.state] !== this.opts.stateDir) {
       const owner = labels[LABEL.state] ? `the narwhal controller of state directory ${labels[LABEL.state]}` : "no narwhal controller";
+      // Like a stranger on a planned port: not narwhal's to remove, so outwaited until it is gone.
       throw new PhaseError(plan.engine, "start", `a container named ${name} (${existing.Id.slice(0, 12)}) already exists and belongs to ${owner}`, {
-        retryable: false,
+        failure: "outwait",
         input: name,
         fix: "Stop the other fleet's engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.",
       });

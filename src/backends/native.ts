@@ -64,7 +64,12 @@ export class NativeBackend implements EngineBackend {
         [scriptPath, inputPath],
         { env, cwd: run.dir, signal, timeout: CHECK_TIMEOUT_MS, maxBuffer: 8 * 1024 * 1024 },
         (err, stdout, stderr) => {
-          const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : null) : 0;
+          const errno = (err as { code?: unknown } | null)?.code;
+          // An interpreter that cannot be executed fails the same way every time: report it as a
+          // shell does (127 not found, 126 not executable), an exit the check treats as final,
+          // not as a run that produced nothing (a timeout, which is retried).
+          const notRunnable = errno === "ENOENT" || errno === "ENOTDIR" ? 127 : errno === "EACCES" ? 126 : null;
+          const code = err ? (typeof errno === "number" ? errno : notRunnable) : 0;
           // execFile's timeout kills the check: a deadline, with the partial output kept.
           // (maxBuffer also kills the child, but says so in its code.)
           const killed = err as { killed?: boolean; code?: unknown } | null;
@@ -73,7 +78,7 @@ export class NativeBackend implements EngineBackend {
             inspection_id: inspectionId,
             exit_code: code,
             stdout: String(stdout),
-            stderr: String(stderr) + (err && code === null ? `\n${err.message}` : ""),
+            stderr: String(stderr) + (err && typeof errno !== "number" ? `\n${err.message}` : ""),
             ...(timedOut ? { deadline: { message: `the runtime check exceeded its deadline of ${CHECK_TIMEOUT_MS} ms`, input: "the native check deadline (fixed, 120 s)" } } : {}),
           });
         },

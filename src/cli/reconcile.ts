@@ -21,7 +21,7 @@ function onShutdown(): { signal: AbortSignal; dispose(): void } {
 export async function reconcileOnce(config: Config, log: Logger, format: string, write: (s: string) => void): Promise<number> {
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
   const desired = await loadDesired(config.desiredDir);
-  const controller = controllerFor(config, log);
+  const controller = controllerFor(config, log, "once");
   await controller.open();
   const shutdown = onShutdown();
   try {

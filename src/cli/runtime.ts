@@ -31,7 +31,7 @@ export function backendsFor(config: Config, failpoint: Failpoint = noFailpoints)
   };
 }
 
-export function controllerFor(config: Config, log: Logger): Controller {
+export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {
   const failpoint = failpoints(config.failpoints);
-  return new Controller({ config, log, app: appIdentity(), scriptPath: checkScriptPath(), backends: backendsFor(config, failpoint), failpoint });
+  return new Controller({ config, log, app: appIdentity(), scriptPath: checkScriptPath(), backends: backendsFor(config, failpoint), failpoint, mode });
 }

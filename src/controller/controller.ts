@@ -3,7 +3,8 @@
 // first (a dead engine or an orphan wins over the snapshot), applies desired
 // changes as events, and reports when everything has settled.
 import { createActor, type Actor, type Snapshot } from "xstate";
-import { engineMachine, isSettled, type EngineContext } from "../../machines/engine.js";
+import { engineMachine, isSettled, notWaiting, type EngineContext, type RetryPolicy } from "../../machines/engine.js";
+import { failureOf } from "../errors.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
 import { StateStore } from "../state/store.js";
@@ -45,6 +46,18 @@ export interface ControllerOptions {
   scriptPath: string;
   backends: Record<EngineSpec["backend"], EngineBackend>;
   failpoint?: Failpoint;
+  /**
+   * "watch" (default) outwaits a cause outside narwhal's control for as long as it lasts;
+   * "once" (reconcile --once) for config.retry.onceOutwaitMs, so a CI run ends.
+   */
+  mode?: "once" | "watch";
+}
+
+/** The engines' retry policy for this controller: its configuration, not history. */
+export function retryPolicy(config: Config, mode: ControllerOptions["mode"] = "watch"): RetryPolicy {
+  const { baseMs, capMs, maxAttempts, onceOutwaitMs } = config.retry;
+  // Outwaited causes are re-checked at most a resync period apart: as often as drift is.
+  return { baseMs, capMs, maxAttempts, outwaitCapMs: config.watch.resyncMs, outwaitForMs: mode === "once" ? onceOutwaitMs : null };
 }
 
 export class Controller {
@@ -58,8 +71,10 @@ export class Controller {
   private readonly unhealthy = new Map<string, number>();
   private readonly machine;
   private readonly world: World;
+  private readonly retry: RetryPolicy;
 
   constructor(private readonly opts: ControllerOptions) {
+    this.retry = retryPolicy(opts.config, opts.mode);
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
     this.machine = engineMachine.provide({
       actors: phaseActors({
@@ -145,10 +160,11 @@ export class Controller {
   /** Create (not start) an engine's actor: from its persisted snapshot, or adopted from what runs. */
   private async build(name: string, desiredHash: string, owned: Owned): Promise<Created> {
     const record = this.store.engine(name);
-    const input = { engine: name, desiredHash, retry: this.opts.config.retry };
+    const input = { engine: name, desiredHash, retry: this.retry };
     let snapshot = record?.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext> }) | undefined | null;
-    // The retry policy is this controller's configuration, not history: a restored actor takes the current one.
-    if (snapshot?.context) snapshot.context.retry = this.opts.config.retry;
+    // The retry policy is this controller's configuration, not history: a restored actor takes the
+    // current one, and an outwait streak counts from this controller's start (--once bounds it).
+    if (snapshot?.context) Object.assign(snapshot.context, { retry: this.retry, ...notWaiting });
     let adoptedNow = false;
     let actor: EngineActor | undefined;
     if (snapshot) {
@@ -186,7 +202,7 @@ export class Controller {
     // Prefer an engine that serves the current inputs over one kept only until it is replaced.
     const candidates = [];
     for (const o of owned.filter((x) => x.owned.engine === name)) {
-      const adopted = await adoptFromRun(o.owned, name, desiredHash, this.opts.config.retry);
+      const adopted = await adoptFromRun(o.owned, name, desiredHash, this.retry);
       if (adopted) candidates.push(adopted);
     }
     candidates.sort((a, b) => Number(a.context.retiring !== null) - Number(b.context.retiring !== null));
@@ -234,7 +250,12 @@ export class Controller {
 
   private logTransition(name: string, from: string, to: string, ctx: EngineContext): void {
     if (to === "failed" && ctx.error) {
-      const retry = ctx.terminal ? "terminal" : `retry ${ctx.attempts}/${ctx.retry.maxAttempts} at ${new Date(ctx.retryAt ?? 0).toISOString()}`;
+      const at = new Date(ctx.retryAt ?? 0).toISOString();
+      const retry = ctx.terminal
+        ? "terminal"
+        : failureOf(ctx.error) === "outwait"
+          ? `outwaiting a cause outside narwhal's control since ${new Date(ctx.waitingSince ?? 0).toISOString()}, re-check at ${at}`
+          : `retry ${ctx.attempts}/${ctx.retry.maxAttempts} at ${at}`;
       this.opts.log.warn(`${ctx.error.step ?? "step"} failed (${retry}): ${ctx.error.message}${ctx.error.fix ? ` Fix: ${ctx.error.fix}` : ""}`, { engine: name });
     } else this.opts.log.info(`${from || "(restored)"} → ${to}`, { engine: name });
   }

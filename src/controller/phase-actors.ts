@@ -61,12 +61,9 @@ export function phaseActors(deps: PhaseDeps) {
       await deps.persisted();
       signal.throwIfAborted();
       deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
-      let out: T;
-      try {
-        out = await body(input, signal);
-      } catch (err) {
+      const out = await body(input, signal).catch((err: unknown) => {
         throw inStep(err, input.engine, name);
-      }
+      });
       deps.log.info(`${name} done`, { engine: input.engine, step: name });
       return out;
     });

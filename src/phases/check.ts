@@ -126,7 +126,9 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
   if (!result) {
     const tail = (out.stderr || out.stdout).trim().split("\n").slice(-5).join(" | ");
     throw new PhaseError(run.engine, "check", `the runtime check produced no result (exit ${out.exit_code}): ${tail}`, {
-      retryable: out.exit_code === null,
+      // No exit code (a deadline) or one past 128 (killed by a signal: a daemon shutting down
+      // stops its containers) says nothing about the plan: retried. Any other exit is the runtime's.
+      retryable: out.exit_code === null || out.exit_code >= 128,
       input: plan.command[0],
       fix: `Read ${checkLogName(plan.backend)} in ${run.dir}; make sure the runtime's Python can run the check script.`,
     });

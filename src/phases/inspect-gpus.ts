@@ -49,7 +49,7 @@ export async function observeGpus(
       message: `the launch record targets ${vendor} GPUs (${spec.launch.gpu_visibility_env}) but the PCI scan found only ${vendors.join(", ")} accelerators`,
       input: "launch.gpu_visibility_env",
       fix: "Place this engine on a host with the accelerator it was planned for, or regenerate its launch record for this host.",
-      retryable: false,
+      failure: "terminal",
     });
     return { ...none, vendors };
   }
@@ -70,7 +70,7 @@ export async function observeGpus(
       message: `${toolName} lists no GPU although the PCI scan found ${vendor} accelerators`,
       input: vendor === "nvidia" ? "node.nvidia_smi" : "node.rocminfo",
       fix: "Load the GPU driver on this engine host (or fix the container's device exposure), then reconcile again.",
-      retryable: false,
+      failure: "terminal",
     });
     return { ...none, vendors, tool_output: raw };
   }
@@ -92,7 +92,7 @@ export async function observeGpus(
         r.reason === "ambiguous"
           ? "Give enough of the UUID to name exactly one GPU."
           : "Select GPUs this host exposes (index or UUID) in gpu_ids, or restore the missing GPU.",
-      retryable: false,
+      failure: "terminal",
     });
   });
 
@@ -107,7 +107,7 @@ export async function observeGpus(
       message: `observed accelerator "${product}" on GPU ${on} does not match launch.accelerator "${expected}" (expected to equal the fleet's hardware.accelerator)`,
       input: "launch.accelerator (fleet hardware.accelerator)",
       fix: `Set hardware.accelerator and the launch record's accelerator to the product the host reports, or place this engine on a host with "${expected}".`,
-      retryable: false,
+      failure: "terminal",
     });
   }
 

@@ -1,9 +1,11 @@
 // Host inspection reports every problem it finds at once, so an operator fixes
 // a host in one pass instead of one reconcile per fault. Each problem carries
-// the input at fault and the fix; the aggregate is retryable only when every
-// problem is (a busy port frees up, a hardware mismatch does not).
+// the input at fault and the fix, and its failure class; the aggregate is
+// terminal if any problem is (a hardware mismatch stays), else retried with a
+// budget if any is (a tool that timed out), else outwaited (a stranger's port,
+// a missing device: re-checked until they clear).
 
-import { CancelledError, NarwhalError, PhaseError } from "../errors.js";
+import { CancelledError, NarwhalError, PhaseError, type FailureClass } from "../errors.js";
 
 export interface InspectionProblem {
   message: string;
@@ -11,7 +13,14 @@ export interface InspectionProblem {
   input: string;
   /** What the operator should do, in the imperative. */
   fix: string;
-  retryable: boolean;
+  failure: FailureClass;
+}
+
+function worst(problems: InspectionProblem[]): FailureClass {
+  const classes = new Set(problems.map((p) => p.failure));
+  // No problem at all (an inspection that observed nothing) is no cause to wait for.
+  if (problems.length === 0 || classes.has("terminal")) return "terminal";
+  return classes.has("retry") ? "retry" : "outwait";
 }
 
 /** The inspect step failed; `problems` lists each finding, the message prints them all. */
@@ -27,7 +36,7 @@ export class InspectionError extends PhaseError {
       input: only ? only.input : problems.map((p) => p.input).join("; "),
       // With several problems each fix sits beside its problem in the message.
       fix: only ? only.fix : "Resolve each listed problem; narwhal inspects the host again afterwards.",
-      retryable: problems.length > 0 && problems.every((p) => p.retryable),
+      failure: worst(problems),
     });
     this.problems = problems;
   }
@@ -52,13 +61,13 @@ export function problemFromError(err: unknown, fallbackInput: string): Inspectio
       message: err.message,
       input: err.input ?? fallbackInput,
       fix: err.fix ?? "Inspect the host and reconcile again.",
-      retryable: err.retryable,
+      failure: err.failure,
     };
   }
   return {
     message: err instanceof Error ? err.message : String(err),
     input: fallbackInput,
     fix: "Inspect the host and reconcile again.",
-    retryable: true,
+    failure: "retry",
   };
 }

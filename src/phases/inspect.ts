@@ -52,7 +52,8 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
       message: `device ${d.path} is missing (looked for ${d.checked}; node.dev_root is "${spec.node.dev_root}")`,
       input: d.input,
       fix: "Restore the declared device exposure before launch.",
-      retryable: false,
+      // Devices come and go with drivers and hot-plug: outwaited, re-checked until the path exists.
+      failure: "outwait",
     });
   }
 
@@ -64,7 +65,8 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
         message: `port ${p.port} (${p.purpose}) already has a listener; an existing listener blocks launch until ownership is resolved`,
         input: p.input,
         fix: `Find the owner with \`ss -ltnp 'sport = :${p.port}'\` and stop it, or plan another ${p.purpose} port.`,
-        retryable: true,
+        // A stranger's listener is not narwhal's to stop: outwaited, re-checked until it is gone.
+        failure: "outwait",
       });
     }
   }
@@ -75,7 +77,7 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
       message: `sha256 of ${spec.model.dir}/config.json is ${modelSha}, but model.config_sha256 expects ${spec.model.config_sha256}`,
       input: "model.config_sha256 (NARWHAL_MODEL_CONFIG_SHA256) / model.dir (NARWHAL_MODEL_DIR)",
       fix: "Rerun discovery after changing the provisioned checkpoint, or restore the checkpoint discovery recorded.",
-      retryable: false,
+      failure: "terminal",
     });
   }
 

@@ -4,7 +4,7 @@
 import type { EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
 import { readPlan } from "./prepare.js";
-import { PhaseError } from "../errors.js";
+import { PhaseError, type FailureClass } from "../errors.js";
 import { httpRequest, joinUrl, sleep } from "./http.js";
 import { redactText } from "../log.js";
 
@@ -19,27 +19,36 @@ export interface StartOptions {
   stopOnFailure?: boolean;
 }
 
-/** Name the input an exit points at, using vLLM's own wording in the log. */
-export function diagnoseStartupLog(log: string): { cause: string; input?: string; fix: string } {
+/**
+ * Name the input an exit points at, using vLLM's own wording in the log, and what retrying can
+ * do about it: a rejected command line or a request for trust_remote_code or the DS layout fails
+ * the same way from the same inputs (terminal until the desired state changes); a stranger on a
+ * planned port is outwaited; anything else (a crash, an accelerator fault) is retried.
+ */
+export function diagnoseStartupLog(log: string): { cause: string; input?: string; fix: string; failure: FailureClass } {
   // Match vLLM's and transformers' *request* wording only: every start logs its config
   // ("... with config: model=..., trust_remote_code=True, ..."), which names the setting without asking for it.
   if (/(?:consider setting|pass the argument|set) `?trust_remote_code=True|contains custom code which must be executed/i.test(log)) {
-    return { cause: "vLLM exited requesting trust_remote_code=True", input: "model auto_map", fix: "Retain the failed attempt's evidence, rerun discovery from the corrected approved revision and prepare a new run." };
+    return { cause: "vLLM exited requesting trust_remote_code=True", input: "model auto_map", fix: SEED_REDISCOVER, failure: "terminal" };
   }
   if (/VLLM_SSM_CONV_STATE_LAYOUT/.test(log)) {
-    return { cause: "vLLM exited requesting VLLM_SSM_CONV_STATE_LAYOUT=DS", input: "model config (convolutional SSM)", fix: "Retain the failed attempt's evidence, rerun discovery from the corrected approved revision and prepare a new run." };
+    return { cause: "vLLM exited requesting VLLM_SSM_CONV_STATE_LAYOUT=DS", input: "model config (convolutional SSM)", fix: SEED_REDISCOVER, failure: "terminal" };
   }
   if (/Address already in use|EADDRINUSE/i.test(log)) {
-    return { cause: "a planned port is already in use", input: "ports", fix: "Inspect planned ports with ss -ltnp; any existing listener blocks launch until ownership is resolved." };
+    return { cause: "a planned port is already in use", input: "ports", fix: "Inspect planned ports with ss -ltnp; any existing listener blocks launch until ownership is resolved.", failure: "outwait" };
   }
   if (/unrecognized arguments|error: argument/i.test(log)) {
-    return { cause: "vLLM rejected its command line", input: "runtime.extra_args", fix: "Remove or correct the flag vLLM names in runtime.extra_args." };
+    return { cause: "vLLM rejected its command line", input: "runtime.extra_args", fix: "Remove or correct the flag vLLM names in runtime.extra_args.", failure: "terminal" };
   }
   if (/out of memory|CUDA error|HIP error/i.test(log)) {
-    return { cause: "the engine failed on its accelerator", input: "gpu_ids / gpu-memory-utilization", fix: "Trace the failure to a device, model, memory, library, or transport input before creating another plan." };
+    return { cause: "the engine failed on its accelerator", input: "gpu_ids / gpu-memory-utilization", fix: "Trace the failure to a device, model, memory, library, or transport input before creating another plan.", failure: "retry" };
   }
-  return { cause: "the engine exited during startup", fix: "Use the recorded process or container identity and engine log; trace the failure to a device, model, memory, library, or transport input before creating another plan." };
+  return { cause: "the engine exited during startup", fix: "Use the recorded process or container identity and engine log; trace the failure to a device, model, memory, library, or transport input before creating another plan.", failure: "retry" };
 }
+
+/** Seed 000, "If vLLM exits requesting trust_remote_code=True or VLLM_SSM_CONV_STATE_LAYOUT=DS". */
+const SEED_REDISCOVER =
+  "Retain the failed attempt's evidence, rerun discovery from the corrected approved revision into fresh outputs, prepare a new deployment run, and validate engine 1 before updating the rest.";
 
 function tail(text: string, lines: number): string {
   return text.trimEnd().split("\n").slice(-lines).join("\n");
@@ -70,7 +79,7 @@ async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandl
       // The log is evidence: a copy that failed is named, with where the whole log still is.
       const unread = log.problem ? `\n(${log.problem})` : "";
       throw new PhaseError(run.engine, "start", `${d.cause}; last log lines:\n${redactText(tail(log.text, 8), opts.secrets ?? [])}${unread}`, {
-        retryable: true,
+        failure: d.failure,
         input: d.input,
         fix: `${d.fix} The engine's log: ${log.where}.`,
       });

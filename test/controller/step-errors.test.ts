@@ -12,6 +12,7 @@ describe("inStep", () => {
       name: "DockerCallError",
       message: "docker container logs abc exceeded its deadline of 1000 ms",
       retryable: true,
+      failure: "retry",
       engine: "engine-1",
       step: "capture",
       input: "NARWHAL_DOCKER_LOGS_MS",

@@ -156,20 +156,35 @@ function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
   });
 }
 
-interface PrivateDaemon {
+export interface PrivateDaemon {
   host: string;
   docker: Docker;
+  /** Remove every container, stop dockerd, and delete its run directory. */
   stop: () => Promise<void>;
+  /**
+   * Stop dockerd only (SIGTERM, as a daemon restart does), keeping its data, exec root and
+   * socket path: starting it again with the same `runDir` and `dataRoot` is a daemon outage.
+   */
+  halt: () => Promise<void>;
 }
 
-async function startPrivateDaemon(): Promise<PrivateDaemon> {
+export interface PrivateDaemonOptions {
+  /** The daemon's run directory (socket, exec root, log); default a fresh one under BASE. */
+  runDir?: string;
+  /** Its data root; default the shared one under BASE (or a throwaway when another run holds it). */
+  dataRoot?: string;
+}
+
+/** Start a dockerd of this test run's own (root only); the global setup's, or one a test stops and starts. */
+export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promise<PrivateDaemon> {
   const dockerd = ensureDockerd();
   if (!isRoot()) {
     throw new Error("Docker tests need a Docker Engine: no DOCKER_HOST or /var/run/docker.sock answers, and starting a private dockerd needs root");
   }
   await fs.mkdir(BASE, { recursive: true });
-  const runDir = await fs.mkdtemp(path.join(BASE, "run-"));
-  const { dataRoot, release } = claimDataRoot(runDir);
+  const runDir = opts.runDir ?? (await fs.mkdtemp(path.join(BASE, "run-")));
+  await fs.mkdir(runDir, { recursive: true });
+  const { dataRoot, release } = opts.dataRoot ? { dataRoot: opts.dataRoot, release: () => {} } : claimDataRoot(runDir);
   const execRoot = path.join(runDir, "exec");
   const socket = path.join(runDir, "docker.sock");
   const logFile = path.join(runDir, "dockerd.log");
@@ -201,8 +216,18 @@ async function startPrivateDaemon(): Promise<PrivateDaemon> {
   const host = `unix://${socket}`;
   const docker = dockerClient(host);
 
-  const stop = async (): Promise<void> => {
+  const halt = async (): Promise<void> => {
     process.off("exit", onExit);
+    if (exited) return;
+    child.kill("SIGTERM");
+    if (!(await waitExit(child, STOP_TIMEOUT_MS))) {
+      log(`dockerd did not stop in ${STOP_TIMEOUT_MS} ms; killing it`);
+      child.kill("SIGKILL");
+      await waitExit(child, 5_000);
+    }
+  };
+
+  const stop = async (): Promise<void> => {
     if (!exited) {
       // Every container on a private engine is this run's: remove them so nothing outlives the daemon.
       try {
@@ -211,13 +236,8 @@ async function startPrivateDaemon(): Promise<PrivateDaemon> {
       } catch {
         /* the daemon is going away anyway */
       }
-      child.kill("SIGTERM");
-      if (!(await waitExit(child, STOP_TIMEOUT_MS))) {
-        log(`dockerd did not stop in ${STOP_TIMEOUT_MS} ms; killing it`);
-        child.kill("SIGKILL");
-        await waitExit(child, 5_000);
-      }
     }
+    await halt();
     // dockerd stops its managed containerd; kill it if SIGKILL left it behind
     for (const f of [path.join(execRoot, "containerd/containerd.pid")]) {
       const pid = Number((await fs.readFile(f, "utf8").catch(() => "")).trim());
@@ -251,7 +271,7 @@ async function startPrivateDaemon(): Promise<PrivateDaemon> {
     await sleep(250);
   }
   log(`started private dockerd pid ${child.pid} on ${host} (data root ${dataRoot})`);
-  return { host, docker, stop };
+  return { host, docker, stop, halt };
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

@@ -42,6 +42,10 @@ export interface SimFleetOptions {
   model?: string;
   /** Run the engines as containers of this image (default: native processes). */
   container?: { image: string };
+  /** The node's dev_root, where declared devices are looked for (default the h100x2 fixture). */
+  devRoot?: string;
+  /** NARWHAL_NATIVE_PYTHON (default /usr/bin/python3). */
+  python?: string;
 }
 
 export interface SimFleet {
@@ -109,13 +113,13 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
     `NARWHAL_MODEL_CONFIG_SHA256=${modelSha(modelDir)}`,
     `NARWHAL_ENGINE_MODEL_NAME=${o.model ?? "tiny-llama"}`,
     "NARWHAL_MODEL_REVISION=sim-0001",
-    "NARWHAL_NATIVE_PYTHON=/usr/bin/python3",
+    `NARWHAL_NATIVE_PYTHON=${o.python ?? "/usr/bin/python3"}`,
     `NARWHAL_ENGINE_API_KEY=${o.apiKey ?? "e2e-key-0123456789"}`,
     `NARWHAL_READY_SECONDS=${o.readySeconds ?? 60}`,
   ];
   const fleet = {
     engines: engines.map((_, i) => ({ iid: `n${i + 1}`, url: `\${NARWHAL_NODE_${i + 1}_URL}`, attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`, role: i === 0 ? "prefill" : "decode" })),
-    nodes: [{ name: "local", engines: engines.map((_, i) => `n${i + 1}`), sysfs_root: path.join(HOST_FIXTURE, "sys"), nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"), dev_root: HOST_FIXTURE }],
+    nodes: [{ name: "local", engines: engines.map((_, i) => `n${i + 1}`), sysfs_root: path.join(HOST_FIXTURE, "sys"), nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"), dev_root: o.devRoot ?? HOST_FIXTURE }],
     hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: engines[0]!.gpus?.length ?? 1, tensor_parallel: engines[0]!.gpus?.length ?? 1 },
   };
   const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(i === 0 ? "prefill" : "decode", String(i), e, o.container)])) };

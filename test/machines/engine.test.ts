@@ -3,14 +3,14 @@
 // test can assert what was done, in which order, with which inputs.
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor, type Snapshot } from "xstate";
-import { engineMachine, isSettled, type StepInput } from "../../machines/engine.js";
-import { PhaseError, type Step } from "../../src/errors.js";
+import { engineMachine, isSettled, type RetryPolicy, type StepInput } from "../../machines/engine.js";
+import { PhaseError, type FailureClass, type Step } from "../../src/errors.js";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../../src/phases/types.js";
 
 interface World {
   calls: Array<{ step: string; input: StepInput }>;
   /** Failures to raise, consumed in order, per step. */
-  failures: Partial<Record<Step, Array<{ retryable: boolean }>>>;
+  failures: Partial<Record<Step, Array<{ retryable?: boolean; failure?: FailureClass }>>>;
   runs: number;
 }
 
@@ -23,7 +23,7 @@ function actors(w: World) {
     fromPromise<T, StepInput>(async ({ input }) => {
       w.calls.push({ step: name, input });
       const f = w.failures[name]?.shift();
-      if (f) throw new PhaseError(input.engine, name, `${name} broke`, { retryable: f.retryable });
+      if (f) throw new PhaseError(input.engine, name, `${name} broke`, f);
       return out(input);
     });
   return {
@@ -39,9 +39,9 @@ function actors(w: World) {
 
 const retry = { baseMs: 5, capMs: 20, maxAttempts: 3 };
 
-function spawnEngine(w: World, snapshot?: Snapshot<unknown>) {
+function spawnEngine(w: World, snapshot?: Snapshot<unknown>, policy: RetryPolicy = retry) {
   const machine = engineMachine.provide({ actors: actors(w) });
-  const input = { engine: "engine-1", desiredHash: "h1", retry };
+  const input = { engine: "engine-1", desiredHash: "h1", retry: policy };
   const actor = snapshot ? createActor(machine, { snapshot, input }) : createActor(machine, { input });
   actor.start();
   return actor;
@@ -177,6 +177,62 @@ describe("engine machine", () => {
     expect(s.value).toBe("captured");
     expect(steps(w2)).toEqual(["start", "probe", "capture"]);
     expect(w2.calls[0]!.input.run!.dir).toBe("/runs/1");
+  });
+});
+
+describe("engine machine: what retrying can and cannot fix (failure classes)", () => {
+  it("a terminal failure at start stops at once, with one attempt, and waits for a desired edit, which gives a fresh budget", async () => {
+    const w = world({ start: [{ failure: "terminal" }] });
+    const a = spawnEngine(w);
+    const s = await settled(a);
+    expect(s.value).toBe("failed");
+    expect(s.context).toMatchObject({ terminal: true, attempts: 1, error: { step: "start", failure: "terminal", retryable: false } });
+    expect(steps(w)).toEqual(["inspect", "prepare", "check", "start"]);
+    a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
+    const after = await settled(a);
+    expect(after.value).toBe("captured");
+    expect(steps(w).slice(4)).toEqual(["inspect", "prepare", "check", "start", "probe", "capture"]);
+  });
+
+  it("outwaits a cause outside its control far past maxAttempts without using an attempt, and converges once it clears", async () => {
+    const outwaits = Array.from({ length: retry.maxAttempts * 3 }, () => ({ failure: "outwait" as const }));
+    const w = world({ inspect: [...outwaits] });
+    const a = spawnEngine(w);
+    const waiting = await waitFor(a, (s) => s.value === "failed" && (s.context.waits ?? 0) === 2, { timeout: 5000 });
+    expect(waiting.context).toMatchObject({ attempts: 0, terminal: false, error: { failure: "outwait", retryable: true } });
+    expect(waiting.context.waitingSince).toBeTypeOf("number");
+    expect(isSettled("failed", waiting.context)).toBe(false);
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(steps(w).filter((x) => x === "inspect")).toHaveLength(outwaits.length + 1);
+    expect(s.context).toMatchObject({ attempts: 0, waits: 0, waitingSince: null });
+  });
+
+  it("paces re-checks by the outwait cap (the resync cadence), not by the retry cap", async () => {
+    const policy = { ...retry, baseMs: 50, capMs: 60_000, outwaitCapMs: 50 };
+    const w = world({ inspect: Array.from({ length: 8 }, () => ({ failure: "outwait" as const })) });
+    const started = Date.now();
+    const s = await settled(spawnEngine(w, undefined, policy));
+    expect(s.value).toBe("captured");
+    // Eight re-checks at most 50 ms apart; the retry cap would have let the later ones wait minutes.
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("with a bound (reconcile --once), gives up once the cause has lasted past it, saying so", async () => {
+    const policy = { ...retry, outwaitCapMs: 20, outwaitForMs: 150 };
+    const w = world({ inspect: Array.from({ length: 1000 }, () => ({ failure: "outwait" as const })) });
+    const s = await settled(spawnEngine(w, undefined, policy));
+    expect(s.value).toBe("failed");
+    expect(s.context).toMatchObject({ terminal: true, attempts: 0, error: { step: "inspect", failure: "outwait" } });
+    expect(s.context.error!.message).toMatch(/^inspect broke \(unchanged after outwaiting it for \d+ s, the bound of reconcile --once/);
+    expect(steps(w).length).toBeGreaterThan(retry.maxAttempts);
+  });
+
+  it("counts retryable failures after an outwaited cause cleared from a fresh streak", async () => {
+    const w = world({ inspect: [{ failure: "outwait" }, { failure: "outwait" }], check: [{ retryable: true }, { retryable: true }, { retryable: true }] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("failed");
+    expect(s.context).toMatchObject({ terminal: true, attempts: 3, waits: 0, waitingSince: null });
   });
 });
 

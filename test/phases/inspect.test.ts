@@ -133,21 +133,28 @@ describe("inspect on h100x2", () => {
       expect(text).toContain(`port ${ports[2]} (nixl side channel) already has a listener`);
       expect(text).toContain("blocks launch until ownership is resolved");
       expect(text).toContain("Rerun discovery after changing the provisioned checkpoint");
-      // A busy port alone would be retryable; hardware and identity mismatches are not.
-      expect(err.retryable).toBe(false);
+      // A busy port alone would be outwaited; hardware and identity mismatches are terminal.
+      expect(err).toMatchObject({ retryable: false, failure: "terminal" });
+      expect(err.problems.map((p) => p.failure)).toEqual(["terminal", "outwait", "outwait", "terminal"]);
       expect(err.toJSON()).toHaveProperty("problems");
     } finally {
       await new Promise((r) => busy.close(r));
     }
   });
 
-  it("treats a busy port alone as retryable, and ignorePorts skips the engine's own", async () => {
+  it("outwaits a missing device alone: the host's to restore, not a desired edit", async () => {
+    const err = await failure(inspect(spec({ launch: { accelerator_devices: ["/dev/nvidia0", "/dev/nvidia5"] } }), opts()));
+    expect(err.problems).toHaveLength(1);
+    expect(err).toMatchObject({ retryable: true, failure: "outwait", input: "launch.accelerator_devices[1]" });
+  });
+
+  it("outwaits a stranger's listener on a planned port alone, and ignorePorts skips the engine's own", async () => {
     const busy = net.createServer();
     await new Promise<void>((r) => busy.listen(ports[0], "127.0.0.1", () => r()));
     try {
       const err = await failure(inspect(spec(), opts()));
       expect(err.problems).toHaveLength(1);
-      expect(err).toMatchObject({ retryable: true, input: "http_port (engine url)" });
+      expect(err).toMatchObject({ retryable: true, failure: "outwait", input: "http_port (engine url)" });
       const r = await inspect(spec(), { ...opts(), ignorePorts: [ports[0] ?? 0] });
       expect(r.ports[0]).toMatchObject({ purpose: "http", free: true });
     } finally {
