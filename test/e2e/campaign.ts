@@ -72,3 +72,45 @@ export async function assertConverged(
   await assertEvidenceIntact(fleet.stateDir);
   return out;
 }
+
+export interface PlanEdit {
+  engine: string;
+  runDir: string;
+  planFile: string;
+  /** The hash checked.json (and the state) bind. */
+  checkedSha: string;
+  /** The hash of the edited launch.json. */
+  editedSha: string;
+  /** The file the edited command would create if it ever ran. */
+  markerExists(): Promise<boolean>;
+}
+
+/**
+ * A hostile edit of a checked plan: find the engine the state records as `checked` and wrap
+ * its launch.json command in a shell that touches a marker file before exec'ing the original.
+ */
+export async function editCheckedPlan(fleet: SimFleet): Promise<PlanEdit> {
+  const view = await status(fleet.stateDir);
+  const victim = view.engines.find((e) => e.phase === "checked");
+  expect(victim?.run_dir, `no engine is checked: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`).toBeTruthy();
+  const runDir = victim!.run_dir!;
+  const planFile = path.join(runDir, "launch.json");
+  const original = await fs.readFile(planFile);
+  const checkedSha = JSON.parse(await fs.readFile(path.join(runDir, "checked.json"), "utf8")).plan_sha256 as string;
+  expect(sha256(original)).toBe(checkedSha);
+  expect(victim!.plan_sha256).toBe(checkedSha);
+  const marker = path.join(path.dirname(fleet.stateDir), `edited-command-ran-${victim!.engine}`);
+  const plan = JSON.parse(original.toString());
+  plan.command = ["/bin/sh", "-c", `touch ${marker}; exec "$@"`, "sh", ...plan.command];
+  const edited = Buffer.from(JSON.stringify(plan, null, 2) + "\n");
+  await fs.chmod(planFile, 0o600);
+  await fs.writeFile(planFile, edited);
+  return {
+    engine: victim!.engine,
+    runDir,
+    planFile,
+    checkedSha,
+    editedSha: sha256(edited),
+    markerExists: () => fs.access(marker).then(() => true, () => false),
+  };
+}
