@@ -1,5 +1,5 @@
-// What a container must run to be a plan's engine: the plan's serving command
-// as Cmd and the plan's environment in Config.Env. Docker merges the image's
+// What a container must run to be a plan's engine: narwhal's entrypoint, the
+// plan's serving command as Cmd and the plan's environment in Config.Env. Docker merges the image's
 // ENV under the create-time Env, so the image's entries are expected too. A
 // container found by its launch token is trusted only if it passes this.
 import type { LaunchPlan } from "../phases/plan.js";
@@ -8,6 +8,8 @@ import type { LaunchPlan } from "../phases/plan.js";
 export function planEnv(plan: Pick<LaunchPlan, "environment">): string[] {
   return Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`);
 }
+
+const sameArgs = (a: string[], b: string[]) => a.length === b.length && a.every((arg, i) => arg === b[i]);
 
 function envMap(entries: string[]): Map<string, string> {
   // Later entries win, as Docker applies create-time Env over the image's ENV.
@@ -18,15 +20,19 @@ function envMap(entries: string[]): Map<string, string> {
  * How a container's Cmd and Env differ from the plan's (empty: they are the plan's). Variables
  * are named, never their values: an environment may carry credentials.
  */
-export function containerPlanProblems(config: { Cmd?: string[] | null; Env?: string[] | null }, imageEnv: string[], plan: Pick<LaunchPlan, "command" | "environment">): string[] {
+export function containerPlanProblems(
+  config: { Entrypoint?: string | string[] | null; Cmd?: string[] | null; Env?: string[] | null },
+  expected: { entrypoint: string[]; imageEnv: string[] },
+  plan: Pick<LaunchPlan, "command" | "environment">,
+): string[] {
   const problems: string[] = [];
+  const entrypoint = typeof config.Entrypoint === "string" ? [config.Entrypoint] : (config.Entrypoint ?? []);
+  if (!sameArgs(entrypoint, expected.entrypoint)) problems.push(`its entrypoint ${JSON.stringify(entrypoint)} is not narwhal's`);
   const cmd = config.Cmd ?? [];
-  if (cmd.length !== plan.command.length || cmd.some((arg, i) => arg !== plan.command[i])) {
-    problems.push(`its command ${JSON.stringify(cmd)} is not the plan's ${JSON.stringify(plan.command)}`);
-  }
-  const expected = envMap([...imageEnv, ...planEnv(plan)]);
+  if (!sameArgs(cmd, plan.command)) problems.push(`its command ${JSON.stringify(cmd)} is not the plan's ${JSON.stringify(plan.command)}`);
+  const want = envMap([...expected.imageEnv, ...planEnv(plan)]);
   const actual = envMap(config.Env ?? []);
-  const differ = [...new Set([...expected.keys(), ...actual.keys()])].filter((k) => expected.get(k) !== actual.get(k)).sort();
+  const differ = [...new Set([...want.keys(), ...actual.keys()])].filter((k) => want.get(k) !== actual.get(k)).sort();
   if (differ.length) problems.push(`its environment differs from the plan's (and the image's) in ${differ.join(", ")}`);
   return problems;
 }

@@ -25,6 +25,8 @@ const SECRET_PATH = "run/secrets/narwhal-api-key";
 // The key reaches vLLM as VLLM_API_KEY read from a file inside the container, so
 // it never appears in Config.Env (docker inspect) or on the command line.
 const KEY_WRAPPER = `if [ -r /${SECRET_PATH} ]; then VLLM_API_KEY="$(cat /${SECRET_PATH})"; export VLLM_API_KEY; fi; exec "$@"`;
+/** What every engine container runs its plan's command through; a found container must carry exactly this. */
+const ENGINE_ENTRYPOINT = ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"];
 
 export interface ContainerBackendOptions {
   stateDir: string;
@@ -139,7 +141,7 @@ export class ContainerBackend implements EngineBackend {
         {
           name: `narwhal-${run.engine}`,
           Image: plan.image!.id,
-          Entrypoint: ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"],
+          Entrypoint: ENGINE_ENTRYPOINT,
           Cmd: plan.command,
           Env: planEnv(plan),
           Labels: engineLabels(run, plan, this.opts.stateDir),
@@ -173,7 +175,7 @@ export class ContainerBackend implements EngineBackend {
     const info = await docker.inspectContainer(id, signal);
     const problems = info ? await this.planProblems(docker, info, plan, signal) : [];
     if (!problems.length) return;
-    throw new PhaseError(run.engine, "start", `container ${id.slice(0, 12)} carries the launch token of ${run.dir} but does not run its launch.json: ${problems.join("; ")}; it was not started`, {
+    throw new PhaseError(run.engine, "start", `container ${id.slice(0, 12)} carries the launch token of ${run.dir} but does not run its launch.json: ${problems.join("; ")}; it was not started or adopted`, {
       retryable: false,
       input: `container ${id.slice(0, 12)}`,
       fix: `Inspect and remove that container (docker inspect ${id.slice(0, 12)}; docker rm -f ${id.slice(0, 12)}); narwhal starts only the checked plan, from a fresh run on its next attempt.`,
@@ -182,7 +184,7 @@ export class ContainerBackend implements EngineBackend {
 
   private async planProblems(docker: DockerCalls, info: Docker.ContainerInspectInfo, plan: LaunchPlan, signal?: AbortSignal): Promise<string[]> {
     const image = await docker.inspectImage(plan.image!.id, signal);
-    return containerPlanProblems(info.Config, image?.Config?.Env ?? [], plan);
+    return containerPlanProblems(info.Config, { entrypoint: ENGINE_ENTRYPOINT, imageEnv: image?.Config?.Env ?? [] }, plan);
   }
 
   /** `narwhal-<engine>` may still belong to this engine's previous, dead run: keep its log, then remove it. */
