@@ -28,7 +28,26 @@ export async function killAt(fleet: SimFleet, point: KillPoint, env: Record<stri
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
-/** Every complete run directory: a parseable plan; checked.json and cache-layout.json, if present, bound to it. */
+/**
+ * Every directory under `dir` is 0700 and no file has group or other bits (seed 000 writes
+ * run directories under `umask 077`: the engine's key and environment sit beside the evidence).
+ * Returns how many files were checked, so a caller can tell an empty tree from a private one.
+ */
+export async function assertPrivateTree(dir: string): Promise<number> {
+  expect((await fs.stat(dir)).mode & 0o777, dir).toBe(0o700);
+  let files = 0;
+  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) files += await assertPrivateTree(p);
+    else {
+      expect(((await fs.lstat(p)).mode & 0o077).toString(8), `${p} is readable by group or others`).toBe("0");
+      files++;
+    }
+  }
+  return files;
+}
+
+/** Every complete run directory: a parseable plan; checked.json and cache-layout.json, if present, bound to it; private. */
 export async function assertEvidenceIntact(stateDir: string): Promise<number> {
   const root = path.join(stateDir, "runs");
   let count = 0;
@@ -44,6 +63,7 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
       if (checked !== null) expect(JSON.parse(checked).plan_sha256).toBe(sha256(planBytes));
       const layout = await fs.readFile(path.join(dir, "cache-layout.json"), "utf8").catch(() => null);
       if (layout !== null) expect(JSON.parse(layout).plan_sha256).toBe(sha256(planBytes));
+      await assertPrivateTree(dir);
       count++;
     }
   }
