@@ -107,9 +107,10 @@ export interface PlanEdit {
 
 /**
  * A hostile edit of a checked plan: find the engine the state records as `checked` and wrap
- * its launch.json command in a shell that touches a marker file before exec'ing the original.
+ * its launch.json command in a shell that touches a marker file before exec'ing the original
+ * (and, with `rebindChecked`, rewrite checked.json to bind the edited plan).
  */
-export async function editCheckedPlan(fleet: SimFleet): Promise<PlanEdit> {
+export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: boolean } = {}): Promise<PlanEdit> {
   const view = await status(fleet.stateDir);
   const victim = view.engines.find((e) => e.phase === "checked");
   expect(victim?.run_dir, `no engine is checked: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`).toBeTruthy();
@@ -125,6 +126,11 @@ export async function editCheckedPlan(fleet: SimFleet): Promise<PlanEdit> {
   const edited = Buffer.from(JSON.stringify(plan, null, 2) + "\n");
   await fs.chmod(planFile, 0o600);
   await fs.writeFile(planFile, edited);
+  // A thorough attacker re-binds checked.json to the edited plan: only the state's hash is left to tell.
+  if (opts.rebindChecked) {
+    const checkedFile = path.join(runDir, "checked.json");
+    await fs.writeFile(checkedFile, JSON.stringify({ ...JSON.parse(await fs.readFile(checkedFile, "utf8")), plan_sha256: sha256(edited) }, null, 2) + "\n");
+  }
   return {
     engine: victim!.engine,
     runDir,
