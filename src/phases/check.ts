@@ -83,7 +83,8 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
   const checkedPath = path.join(run.dir, CHECKED_FILE);
   const existing = await readJsonIfExists<CheckResult>(checkedPath);
   // The state's hash (recorded at prepare) too: an edit made before the first check must not get checked into a binding.
-  const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), planSha, [...(existing ? [{ what: checkedPath, sha256: existing.plan_sha256 }] : []), { what: STATE_BINDING, sha256: run.plan_sha256 }]);
+  const bindings = [...(existing ? [{ what: checkedPath, sha256: existing.plan_sha256 }] : []), { what: STATE_BINDING, sha256: run.plan_sha256 }];
+  const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), planSha, bindings);
   if (changed) throw new PhaseError(run.engine, "check", changed, { retryable: false, input: path.join(run.dir, LAUNCH_FILE), fix: CHANGED_PLAN_FIX });
   if (existing && !opts.force) return existing;
 

@@ -97,7 +97,7 @@ export interface PlanEdit {
   engine: string;
   runDir: string;
   planFile: string;
-  /** The hash checked.json (and the state) bind. */
+  /** The hash the state (and checked.json, once checked) bind: the plan as prepared. */
   checkedSha: string;
   /** The hash of the edited launch.json. */
   editedSha: string;
@@ -106,20 +106,22 @@ export interface PlanEdit {
 }
 
 /**
- * A hostile edit of a checked plan: find the engine the state records as `checked` and wrap
- * its launch.json command in a shell that touches a marker file before exec'ing the original
+ * A hostile edit of a plan: find the engine the state records in `phase` (default `checked`) and
+ * wrap its launch.json command in a shell that touches a marker file before exec'ing the original
  * (and, with `rebindChecked`, rewrite checked.json to bind the edited plan).
  */
-export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: boolean } = {}): Promise<PlanEdit> {
+export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: boolean; phase?: "prepared" | "checked" } = {}): Promise<PlanEdit> {
+  const phase = opts.phase ?? "checked";
   const view = await status(fleet.stateDir);
-  const victim = view.engines.find((e) => e.phase === "checked");
-  expect(victim?.run_dir, `no engine is checked: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`).toBeTruthy();
+  const victim = view.engines.find((e) => e.phase === phase);
+  expect(victim?.run_dir, `no engine is ${phase}: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`).toBeTruthy();
   const runDir = victim!.run_dir!;
   const planFile = path.join(runDir, "launch.json");
+  const checkedFile = path.join(runDir, "checked.json");
   const original = await fs.readFile(planFile);
-  const checkedSha = JSON.parse(await fs.readFile(path.join(runDir, "checked.json"), "utf8")).plan_sha256 as string;
+  const checkedSha = victim!.plan_sha256!;
   expect(sha256(original)).toBe(checkedSha);
-  expect(victim!.plan_sha256).toBe(checkedSha);
+  if (phase === "checked") expect(JSON.parse(await fs.readFile(checkedFile, "utf8")).plan_sha256).toBe(checkedSha);
   const marker = path.join(path.dirname(fleet.stateDir), `edited-command-ran-${victim!.engine}`);
   const plan = JSON.parse(original.toString());
   plan.command = ["/bin/sh", "-c", `touch ${marker}; exec "$@"`, "sh", ...plan.command];
@@ -128,7 +130,6 @@ export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: b
   await fs.writeFile(planFile, edited);
   // A thorough attacker re-binds checked.json to the edited plan: only the state's hash is left to tell.
   if (opts.rebindChecked) {
-    const checkedFile = path.join(runDir, "checked.json");
     await fs.writeFile(checkedFile, JSON.stringify({ ...JSON.parse(await fs.readFile(checkedFile, "utf8")), plan_sha256: sha256(edited) }, null, 2) + "\n");
   }
   return {

@@ -2,6 +2,8 @@
 // transition and around every side effect, rerun, and check that nothing was
 // lost or duplicated.
 import { afterAll, describe, expect, it } from "vitest";
+import fs from "node:fs/promises";
+import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
 import { engineProcesses, status, teardown } from "./cli.js";
 import { assertConverged, editCheckedPlan, killAt, killSpec, reconcileOnce, type KillPoint } from "./campaign.js";
@@ -95,6 +97,28 @@ describe("a launch.json edited while its engine is checked (native)", () => {
       expect(after.phase).toBe("captured");
       expect(after.run_dir).not.toBe(edit.runDir);
       expect(await edit.markerExists()).toBe(false);
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+});
+
+describe("a launch.json edited while its engine is being checked (native)", () => {
+  it("is refused by the check itself: the edited plan is never bound by a checked.json, nor run", async () => {
+    const fleet = await simFleet();
+    try {
+      // The check step has waited for `prepared` to be on disk; the check script runs, no checked.json yet.
+      await killAt(fleet, { name: "native:check:running", hit: 1 });
+      const edit = await editCheckedPlan(fleet, { phase: "prepared" });
+      const r = await reconcileOnce(fleet);
+      expect(r.code, r.stderr.slice(-3000)).toBe(2);
+      const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === edit.engine)!;
+      expect(e.phase).toBe("failed");
+      expect(e.last_error).toMatchObject({ step: "check", retryable: false, input: edit.planFile });
+      expect(e.last_error!.message).toContain(`${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`);
+      await expect(fs.access(path.join(edit.runDir, "checked.json")), "the edited plan was checked").rejects.toThrow();
+      expect(await edit.markerExists(), "the edited command ran").toBe(false);
+      expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).not.toContain(edit.engine);
     } finally {
       await teardown(fleet.stateDir);
     }
