@@ -21,12 +21,15 @@ import { tarArchive } from "./tar.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { API_KEY_FILE } from "../phases/prepare.js";
 import { LABEL, engineLabels, checkLabels, parseImageRef } from "./container-labels.js";
+import { containerPlanProblems, planEnv } from "./container-plan.js";
 
 export const CONTAINER_ID_FILE = "container.id";
 const SECRET_PATH = "run/secrets/narwhal-api-key";
 // The key reaches vLLM as VLLM_API_KEY read from a file inside the container, so
 // it never appears in Config.Env (docker inspect) or on the command line.
 const KEY_WRAPPER = `if [ -r /${SECRET_PATH} ]; then VLLM_API_KEY="$(cat /${SECRET_PATH})"; export VLLM_API_KEY; fi; exec "$@"`;
+/** What every engine container runs its plan's command through; a found container must carry exactly this. */
+const ENGINE_ENTRYPOINT = ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"];
 
 export interface ContainerBackendOptions {
   stateDir: string;
@@ -91,7 +94,7 @@ export class ContainerBackend implements EngineBackend {
           Image: plan.image!.id,
           Entrypoint: ["python3"],
           Cmd: ["/narwhal/check_runtime.py", "/narwhal/check-input.json"],
-          Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
+          Env: planEnv(plan),
           Labels: checkLabels(run, this.opts.stateDir, token),
           HostConfig: { NetworkMode: "none", Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`) },
         },
@@ -136,6 +139,7 @@ export class ContainerBackend implements EngineBackend {
 
     const [mine] = await this.byToken(docker, run.launch_token, signal);
     if (mine) {
+      await this.refuseForeign(docker, run, plan, mine.id, signal);
       await writeFileExclusive(idFile, mine.id + "\n");
       if (mine.state === "running") return handleOf(mine.id);
       if (mine.state === "created") {
@@ -160,9 +164,9 @@ export class ContainerBackend implements EngineBackend {
         {
           name: `narwhal-${run.engine}`,
           Image: plan.image!.id,
-          Entrypoint: ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"],
+          Entrypoint: ENGINE_ENTRYPOINT,
           Cmd: plan.command,
-          Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
+          Env: planEnv(plan),
           Labels: engineLabels(run, plan, this.opts.stateDir),
           HostConfig: {
             NetworkMode: "host",
@@ -187,6 +191,23 @@ export class ContainerBackend implements EngineBackend {
       if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { failure: err.failure, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
       throw err;
     }
+  }
+
+  /** A container that bears this run's token but not its plan's command and environment is never started or adopted. */
+  private async refuseForeign(docker: DockerCalls, run: PreparedRun, plan: LaunchPlan, id: string, signal: AbortSignal): Promise<void> {
+    const info = await docker.inspectContainer(id, signal);
+    const problems = info ? await this.planProblems(docker, info, plan, signal) : [];
+    if (!problems.length) return;
+    throw new PhaseError(run.engine, "start", `container ${id.slice(0, 12)} carries the launch token of ${run.dir} but does not run its launch.json: ${problems.join("; ")}; it was not started or adopted`, {
+      retryable: false,
+      input: `container ${id.slice(0, 12)}`,
+      fix: `Inspect and remove that container (docker inspect ${id.slice(0, 12)}; docker rm -f ${id.slice(0, 12)}); narwhal starts only the checked plan, from a fresh run on its next attempt.`,
+    });
+  }
+
+  private async planProblems(docker: DockerCalls, info: Docker.ContainerInspectInfo, plan: LaunchPlan, signal?: AbortSignal): Promise<string[]> {
+    const image = await docker.inspectImage(plan.image!.id, signal);
+    return containerPlanProblems(info.Config, { entrypoint: ENGINE_ENTRYPOINT, imageEnv: image?.Config?.Env ?? [] }, plan);
   }
 
   /** `narwhal-<engine>` may still belong to this engine's previous, dead run: keep its log, then remove it. */
@@ -229,6 +250,7 @@ export class ContainerBackend implements EngineBackend {
     if (info.Image !== plan.image?.id) problems.push(`container runs image ${info.Image}, the plan's is ${plan.image?.id}`);
     if (labels[LABEL.token] !== plan.launch_token) problems.push(`container's launch token label is ${labels[LABEL.token] ?? "missing"}, not this plan's`);
     if (labels[LABEL.inputHash] !== plan.input_hash) problems.push(`container's input-hash label ${labels[LABEL.inputHash] ?? "missing"} differs from the plan's ${plan.input_hash}`);
+    problems.push(...(await this.planProblems(this.client(handle.docker_host), info, plan)).map((p) => `container ${handle.container_id.slice(0, 12)}: ${p}`));
     return problems;
   }
 

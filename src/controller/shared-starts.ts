@@ -10,6 +10,7 @@ import { startShared } from "../phases/start-shared.js";
 import { PhaseError, NarwhalError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { wasStarted } from "../phases/checked-run.js";
+import { readVerifiedPlan } from "../phases/plan-binding.js";
 
 interface Request {
   spec: EngineSpec;
@@ -76,7 +77,13 @@ export class SharedStarts {
     // plain start's ensure; start-shared only takes unused plans.
     const batch: Request[] = [];
     for (const r of all) {
-      if (await wasStarted(r.run.dir, r.spec)) void start(r.run, r.opts).then(r.resolve, r.reject);
+      if (await wasStarted(r.run.dir, r.spec)) {
+        void start(r.run, r.opts).then(r.resolve, r.reject);
+        continue;
+      }
+      // start-shared re-reads each plan from its directory; bind it to the state's hash first, as start does.
+      const refused = await readVerifiedPlan(r.run, "start").then(() => null, (err: unknown) => err);
+      if (refused) r.reject(refused);
       else batch.push(r);
     }
     if (batch.length === 0) return;

@@ -5,7 +5,7 @@
 import path from "node:path";
 import type { CacheLayout, EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { readCheckedPlan } from "./check.js";
+import { readVerifiedPlan } from "./plan-binding.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest, joinUrl } from "./http.js";
 import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
@@ -43,7 +43,7 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   const existing = await readJsonIfExists<CacheLayout>(layoutPath);
   if (existing) return existing; // one layout per run; recapturing needs a fresh prepared run
 
-  const { plan, planSha } = await readCheckedPlan(run, "capture");
+  const { plan, planSha } = await readVerifiedPlan(run, "capture");
   if (opts.handle.launch_token !== plan.launch_token) throw fail("the recorded engine was not started from this plan", "launch token", "Prepare a fresh run.");
   // Container id, image and plan-hash labels (or pid, start tick and token): the layout must come from this plan's engine.
   const problems = await opts.backend.identityProblems(opts.handle, plan);

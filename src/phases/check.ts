@@ -6,12 +6,13 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type { CheckResult, PreparedRun } from "./types.js";
 import type { EngineBackend, RuntimeCheckOutput } from "../backends/types.js";
-import { readPlan } from "./prepare.js";
-import { PhaseError, type Step } from "../errors.js";
+import { LAUNCH_FILE, readPlan } from "./prepare.js";
+import { PhaseError } from "../errors.js";
 import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
 import type { LaunchPlan } from "./plan.js";
+import { CHANGED_PLAN_FIX, CHECKED_FILE, planBindingProblem, STATE_BINDING } from "./plan-binding.js";
 
-export const CHECKED_FILE = "checked.json";
+export { CHECKED_FILE } from "./plan-binding.js";
 export const RESULT_PREFIX = "NARWHAL_CHECK_RESULT ";
 
 export function checkLogName(backend: LaunchPlan["backend"]): string {
@@ -77,16 +78,6 @@ function logEntry(out: RuntimeCheckOutput, planSha: string): string {
   ].filter((l, i, a) => l !== "" || i === a.length - 1).join("\n");
 }
 
-/** The run's plan and its checked.json, which must bind that plan: what every step after check relies on. */
-export async function readCheckedPlan(run: PreparedRun, step: Step): Promise<{ plan: LaunchPlan; planSha: string; checked: CheckResult }> {
-  const { plan, sha256: planSha } = await readPlan(run.dir);
-  const checked = await readJsonIfExists<CheckResult>(path.join(run.dir, CHECKED_FILE));
-  if (!checked || checked.plan_sha256 !== planSha) {
-    throw new PhaseError(run.engine, step, "checked.json does not bind this plan", { retryable: false, input: CHECKED_FILE, fix: "Repeat the image check for this plan." });
-  }
-  return { plan, planSha, checked };
-}
-
 export interface CheckOptions {
   backend: EngineBackend;
   scriptPath: string;
@@ -99,13 +90,10 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
   const { plan, sha256: planSha } = await readPlan(run.dir);
   const checkedPath = path.join(run.dir, CHECKED_FILE);
   const existing = await readJsonIfExists<CheckResult>(checkedPath);
-  if (existing && existing.plan_sha256 !== planSha) {
-    throw new PhaseError(run.engine, "check", `checked.json in ${run.dir} binds plan ${existing.plan_sha256.slice(0, 12)}, but launch.json now hashes to ${planSha.slice(0, 12)}`, {
-      retryable: false,
-      input: path.join(run.dir, "launch.json"),
-      fix: "A changed launch-plan hash requires a fresh prepared run.",
-    });
-  }
+  // The state's hash (recorded at prepare) too: an edit made before the first check must not get checked into a binding.
+  const bindings = [...(existing ? [{ what: checkedPath, sha256: existing.plan_sha256 }] : []), { what: STATE_BINDING, sha256: run.plan_sha256 }];
+  const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), planSha, bindings);
+  if (changed) throw new PhaseError(run.engine, "check", changed, { retryable: false, input: path.join(run.dir, LAUNCH_FILE), fix: CHANGED_PLAN_FIX });
   if (existing && !opts.force) return existing;
 
   // The input file is evidence too: one per plan, identical on every attempt.

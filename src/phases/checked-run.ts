@@ -7,14 +7,13 @@ import path from "node:path";
 import type { CheckResult, EngineHandle, PreparedRun } from "./types.js";
 import { PLAN_SCHEMA, type LaunchPlan } from "./plan.js";
 import { LAUNCH_FILE, readPlan } from "./prepare.js";
-import { CHECKED_FILE } from "./check.js";
+import { CHANGED_PLAN_FIX, CHECKED_FILE, planBindingProblem } from "./plan-binding.js";
 import { CONTAINER_ID_FILE } from "../backends/container.js";
 import { PROCESS_FILE } from "../backends/native.js";
 import { exists, readJsonIfExists } from "../state/atomic-file.js";
 import { refusal } from "./action-error.js";
 
 export const FRESH_RUN_FIX = "A run directory is immutable: use a fresh prepared directory (narwhal engine prepare --out NEW_DIR, then check).";
-export const CHANGED_PLAN_FIX = "A changed launch-plan hash requires a fresh prepared run: prepare a new directory and check it.";
 
 export interface LoadedRun {
   run: PreparedRun;
@@ -61,8 +60,9 @@ export async function loadCheckedRun(action: string, dir: string): Promise<Check
       fix: `Run \`narwhal engine check --run ${run.dir}\` first.`,
     });
   }
-  if (checked.plan_sha256 !== run.plan_sha256) {
-    throw refusal(action, `${CHECKED_FILE} binds plan ${checked.plan_sha256.slice(0, 12)}, but ${LAUNCH_FILE} now hashes to ${run.plan_sha256.slice(0, 12)}`, {
+  const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), run.plan_sha256, [{ what: path.join(run.dir, CHECKED_FILE), sha256: checked.plan_sha256 }]);
+  if (changed) {
+    throw refusal(action, changed, {
       engine: plan.engine,
       run: run.dir,
       input: LAUNCH_FILE,

@@ -77,10 +77,10 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
   const { plan, env } = buildLaunchPlan({ spec, inspection, meta, app: opts.app, launchToken, createdAt: now.toISOString(), modelFileSha256 });
   const planBytes = JSON.stringify(plan, null, 2) + "\n";
   const files: RunFile[] = [
-    { name: LAUNCH_FILE, data: planBytes, mode: 0o444 },
+    { name: LAUNCH_FILE, data: planBytes, mode: 0o400 },
     { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
     // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
-    { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o644 },
+    { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o600 },
     // Containers read the key from a file copied in at start, never from Config.Env.
     ...(spec.backend === "container" && spec.api_key ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }] : []),
   ];

@@ -9,7 +9,7 @@ import type { EngineHandle, PreparedRun, ProbeResult } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
 import { ENV_FILE } from "./prepare.js";
 import { parseEnvFile } from "./plan.js";
-import { readCheckedPlan } from "./check.js";
+import { readVerifiedPlan } from "./plan-binding.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest, joinUrl } from "./http.js";
 import { freshName } from "../state/run-dir.js";
@@ -30,7 +30,7 @@ export interface ProbeOptions {
 export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<ProbeResult> {
   const fail = (message: string, input: string, fix: string, retryable = false) =>
     new PhaseError(run.engine, "probe", message, { retryable, input, fix });
-  const { plan, checked } = await readCheckedPlan(run, "probe");
+  const { plan, checked } = await readVerifiedPlan(run, "probe");
   const env = parseEnvFile(await fs.readFile(path.join(run.dir, ENV_FILE), "utf8"));
   const headers: Record<string, string> = {};
   if (env.VLLM_API_KEY) headers.Authorization = `Bearer ${env.VLLM_API_KEY}`;

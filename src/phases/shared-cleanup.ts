@@ -134,7 +134,7 @@ export async function cleanUpShared(launched: Launched[], cause: unknown, opts: 
       post_cleanup: post,
     };
     // The one sanctioned rewrite of run evidence: the seed marks these records failed after cleanup.
-    await writeFileAtomic(path.join(entry.run.dir, SHARED_START_FILE), JSON.stringify(record, null, 2) + "\n", 0o644).catch((err: unknown) => cleanupErrors.push(`${entry.plan.engine}: cannot write ${SHARED_START_FILE}: ${messageOf(err)}`));
+    await writeFileAtomic(path.join(entry.run.dir, SHARED_START_FILE), JSON.stringify(record, null, 2) + "\n").catch((err: unknown) => cleanupErrors.push(`${entry.plan.engine}: cannot write ${SHARED_START_FILE}: ${messageOf(err)}`));
   }
   const summary = [...outcomes].reverse().map(([e, o]) => `${e.plan.engine} ${o.cleanup_status}`).join(", ");
   const original = cause instanceof NarwhalError ? cause : undefined;

@@ -3,7 +3,7 @@
 // budget. A crash during startup is traced to its cause from the startup log.
 import type { EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { readPlan } from "./prepare.js";
+import { readVerifiedPlan } from "./plan-binding.js";
 import { PhaseError, type FailureClass } from "../errors.js";
 import { httpRequest, joinUrl, sleep } from "./http.js";
 import { redactText } from "../log.js";
@@ -55,7 +55,8 @@ function tail(text: string, lines: number): string {
 }
 
 export async function start(run: PreparedRun, opts: StartOptions): Promise<EngineHandle> {
-  const { plan } = await readPlan(run.dir);
+  // Before anything runs: the plan on disk must be the checked one the state recorded.
+  const { plan } = await readVerifiedPlan(run, "start");
   const handle = await opts.backend.ensureStarted(run, plan, opts.signal);
   try {
     await waitReady(run, plan.endpoint, handle, opts);

@@ -40,8 +40,9 @@ export async function fsyncDir(dir: string): Promise<void> {
  * The file appears whole or not at all: it is written and synced under a
  * temporary name, then link()ed into place (which fails if the name exists),
  * so a SIGKILL never leaves a truncated evidence file that later reads as real.
+ * Private by default (0600): evidence lives in run directories beside the engine's key.
  */
-export async function writeFileExclusive(file: string, data: string | Buffer, mode = 0o644): Promise<boolean> {
+export async function writeFileExclusive(file: string, data: string | Buffer, mode = 0o600): Promise<boolean> {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
   const handle = await fs.open(tmp, "wx", mode);

@@ -1,9 +1,21 @@
 // Run directories: state/runs/<engine>/<utc-stamp>-<hash8>/. A run directory
 // appears whole or not at all (built under a hidden name, then renamed), and
 // every file added later is created exclusively: evidence is never rewritten.
+// Run directories hold the engine's private environment and key next to the
+// evidence, so they are written as seed 000's `umask 077` shell writes them:
+// directories 0700, files without group or other bits, whatever the caller's umask.
 import fs from "node:fs/promises";
 import path from "node:path";
 import { exists, fsyncDir } from "./atomic-file.js";
+
+/** seed 000's `umask 077`: nothing in a run directory is readable by group or others. */
+export const RUN_UMASK = 0o077;
+export const RUN_DIR_MODE = 0o700;
+
+/** A run file's mode under RUN_UMASK (launch.json's read-only 0444 becomes 0400). */
+export function runFileMode(mode: number): number {
+  return mode & ~RUN_UMASK;
+}
 
 export function runsRoot(stateDir: string, engine: string): string {
   return path.join(stateDir, "runs", engine);
@@ -22,7 +34,7 @@ export interface RunFile {
 /** Create a fresh run directory holding `files`, atomically. */
 export async function createRunDir(stateDir: string, engine: string, inputHash: string, files: RunFile[], now = new Date()): Promise<string> {
   const root = runsRoot(stateDir, engine);
-  await fs.mkdir(root, { recursive: true, mode: 0o700 });
+  await fs.mkdir(root, { recursive: true, mode: RUN_DIR_MODE });
   let name = `${utcStamp(now)}-${inputHash.slice(0, 8)}`;
   // Two prepares within one second for the same hash (a retry) get distinct names.
   for (let n = 2; await exists(path.join(root, name)); n++) name = `${utcStamp(now)}-${inputHash.slice(0, 8)}-${n}`;
@@ -39,12 +51,14 @@ export async function createDirAtomically(final: string, files: RunFile[]): Prom
   const root = path.dirname(final);
   const tmp = path.join(root, `.${path.basename(final)}.partial`);
   await fs.rm(tmp, { recursive: true, force: true });
-  await fs.mkdir(tmp, { mode: 0o700 });
+  await fs.mkdir(tmp, { mode: RUN_DIR_MODE });
+  await fs.chmod(tmp, RUN_DIR_MODE); // mkdir's mode is narrowed by the process umask, chmod's is exact
   for (const f of files) {
-    const handle = await fs.open(path.join(tmp, f.name), "wx", f.mode);
+    const mode = runFileMode(f.mode);
+    const handle = await fs.open(path.join(tmp, f.name), "wx", mode);
     try {
       await handle.writeFile(f.data);
-      await handle.chmod(f.mode);
+      await handle.chmod(mode);
       await handle.sync();
     } finally {
       await handle.close();

@@ -2,10 +2,13 @@
 // every Docker side effect (create, start, stop, remove), rerun, and check:
 // one container per engine, no orphans, evidence intact.
 import { afterAll, describe, expect, inject, it } from "vitest";
+import fs from "node:fs/promises";
+import path from "node:path";
 import { simFleet, type SimFleet, type SimFleetOptions } from "../e2e/sim-fleet.js";
-import { runCli } from "../e2e/cli.js";
-import { assertConverged, killAt, killSpec, reconcileOnce, type KillPoint } from "../e2e/campaign.js";
+import { runCli, status } from "../e2e/cli.js";
+import { assertConverged, editCheckedPlan, killAt, killSpec, reconcileOnce, type KillPoint } from "../e2e/campaign.js";
 import { dockerClient } from "../docker/sim-image.mjs";
+import { engineLabels } from "../../src/backends/container-labels.js";
 
 const ENGINES = ["engine-1", "engine-2"];
 const tally = { points: new Set<string>(), runs: 0 };
@@ -44,6 +47,63 @@ describe("kill-point campaign (container)", () => {
       }
     });
   }
+
+  describe("a checked plan tampered with while the controller is down", () => {
+    const failedAt = async (fleet: SimFleet, engine: string) => {
+      const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === engine)!;
+      expect(e.phase).toBe("failed");
+      return e.last_error!;
+    };
+
+    it("an edited launch.json is refused before any container is created", async () => {
+      const fleet = await simFleet(opts());
+      try {
+        // At create:before the start step has waited for `checked` to be on disk; no container exists yet.
+        await killAt(fleet, { name: "docker:create:before", hit: 1 }, env);
+        const edit = await editCheckedPlan(fleet);
+        const r = await reconcileOnce(fleet, env);
+        expect(r.code, r.stderr.slice(-3000)).toBe(2);
+        const error = await failedAt(fleet, edit.engine);
+        expect(error).toMatchObject({ step: "start", retryable: false, input: edit.planFile });
+        for (const s of [edit.planFile, edit.checkedSha, edit.editedSha]) expect(error.message).toContain(s);
+        expect(await docker.listContainers({ all: true, filters: { label: [`io.narwhal.run=${edit.runDir}`] } }), "nothing was created from the edited plan").toEqual([]);
+      } finally {
+        await cleanup(fleet.stateDir);
+      }
+    });
+
+    it("a container bearing the run's launch token but another command is refused, never started", async () => {
+      const fleet = await simFleet(opts());
+      try {
+        await killAt(fleet, { name: "docker:create:before", hit: 1 }, env);
+        const victim = (await status(fleet.stateDir)).engines.find((e) => e.phase === "checked")!;
+        const runDir = victim.run_dir!;
+        const plan = JSON.parse(await fs.readFile(path.join(runDir, "launch.json"), "utf8"));
+        // A container planted with this run's labels (as a create by a tampered controller would leave it), wrapping the command.
+        const run = { engine: victim.engine, dir: runDir, input_hash: plan.input_hash, plan_sha256: victim.plan_sha256!, launch_token: plan.launch_token };
+        const planted = await docker.createContainer({
+          Image: plan.image.id,
+          Entrypoint: ["/bin/sh", "-c", 'touch /tmp/planted-ran; exec "$@"', "sh"],
+          Cmd: plan.command,
+          Env: [...Object.entries(plan.environment as Record<string, string>).map(([k, v]) => `${k}=${v}`), "PLANTED=1"],
+          Labels: engineLabels(run, plan, fleet.stateDir),
+          HostConfig: { NetworkMode: "host" },
+        });
+        const r = await reconcileOnce(fleet, env);
+        expect(r.code, r.stderr.slice(-3000)).toBe(2);
+        const error = await failedAt(fleet, victim.engine);
+        expect(error).toMatchObject({ step: "start", retryable: false });
+        expect(error.message).toContain(`container ${planted.id.slice(0, 12)} carries the launch token of ${runDir}`);
+        expect(error.message).toMatch(/its entrypoint .* is not narwhal's/);
+        expect(error.message).toMatch(/its environment differs from the plan's .* in PLANTED/);
+        const info = await planted.inspect();
+        expect(info.State.Status, "the planted container was started").toBe("created");
+        expect(info.State.StartedAt).toMatch(/^0001-/);
+      } finally {
+        await cleanup(fleet.stateDir);
+      }
+    });
+  });
 
   describe("replacement of engine-2", () => {
     let fleet: SimFleet;

@@ -28,7 +28,26 @@ export async function killAt(fleet: SimFleet, point: KillPoint, env: Record<stri
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
-/** Every complete run directory: a parseable plan; checked.json and cache-layout.json, if present, bound to it. */
+/**
+ * Every directory under `dir` is 0700 and no file has group or other bits (seed 000 writes
+ * run directories under `umask 077`: the engine's key and environment sit beside the evidence).
+ * Returns how many files were checked, so a caller can tell an empty tree from a private one.
+ */
+export async function assertPrivateTree(dir: string): Promise<number> {
+  expect((await fs.stat(dir)).mode & 0o777, dir).toBe(0o700);
+  let files = 0;
+  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) files += await assertPrivateTree(p);
+    else {
+      expect(((await fs.lstat(p)).mode & 0o077).toString(8), `${p} is readable by group or others`).toBe("0");
+      files++;
+    }
+  }
+  return files;
+}
+
+/** Every complete run directory: a parseable plan; checked.json and cache-layout.json, if present, bound to it; private. */
 export async function assertEvidenceIntact(stateDir: string): Promise<number> {
   const root = path.join(stateDir, "runs");
   let count = 0;
@@ -44,6 +63,7 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
       if (checked !== null) expect(JSON.parse(checked).plan_sha256).toBe(sha256(planBytes));
       const layout = await fs.readFile(path.join(dir, "cache-layout.json"), "utf8").catch(() => null);
       if (layout !== null) expect(JSON.parse(layout).plan_sha256).toBe(sha256(planBytes));
+      await assertPrivateTree(dir);
       count++;
     }
   }
@@ -71,4 +91,53 @@ export async function assertConverged(
   for (const p of live) expect(p.id).toBe(out[p.engine]!.id);
   await assertEvidenceIntact(fleet.stateDir);
   return out;
+}
+
+export interface PlanEdit {
+  engine: string;
+  runDir: string;
+  planFile: string;
+  /** The hash the state (and checked.json, once checked) bind: the plan as prepared. */
+  checkedSha: string;
+  /** The hash of the edited launch.json. */
+  editedSha: string;
+  /** The file the edited command would create if it ever ran. */
+  markerExists(): Promise<boolean>;
+}
+
+/**
+ * A hostile edit of a plan: find the engine the state records in `phase` (default `checked`) and
+ * wrap its launch.json command in a shell that touches a marker file before exec'ing the original
+ * (and, with `rebindChecked`, rewrite checked.json to bind the edited plan).
+ */
+export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: boolean; phase?: "prepared" | "checked" } = {}): Promise<PlanEdit> {
+  const phase = opts.phase ?? "checked";
+  const view = await status(fleet.stateDir);
+  const victim = view.engines.find((e) => e.phase === phase);
+  expect(victim?.run_dir, `no engine is ${phase}: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`).toBeTruthy();
+  const runDir = victim!.run_dir!;
+  const planFile = path.join(runDir, "launch.json");
+  const checkedFile = path.join(runDir, "checked.json");
+  const original = await fs.readFile(planFile);
+  const checkedSha = victim!.plan_sha256!;
+  expect(sha256(original)).toBe(checkedSha);
+  if (phase === "checked") expect(JSON.parse(await fs.readFile(checkedFile, "utf8")).plan_sha256).toBe(checkedSha);
+  const marker = path.join(path.dirname(fleet.stateDir), `edited-command-ran-${victim!.engine}`);
+  const plan = JSON.parse(original.toString());
+  plan.command = ["/bin/sh", "-c", `touch ${marker}; exec "$@"`, "sh", ...plan.command];
+  const edited = Buffer.from(JSON.stringify(plan, null, 2) + "\n");
+  await fs.chmod(planFile, 0o600);
+  await fs.writeFile(planFile, edited);
+  // A thorough attacker re-binds checked.json to the edited plan: only the state's hash is left to tell.
+  if (opts.rebindChecked) {
+    await fs.writeFile(checkedFile, JSON.stringify({ ...JSON.parse(await fs.readFile(checkedFile, "utf8")), plan_sha256: sha256(edited) }, null, 2) + "\n");
+  }
+  return {
+    engine: victim!.engine,
+    runDir,
+    planFile,
+    checkedSha,
+    editedSha: sha256(edited),
+    markerExists: () => fs.access(marker).then(() => true, () => false),
+  };
 }

@@ -8,6 +8,7 @@ import net from "node:net";
 import path from "node:path";
 import { engineFleet, readJson, SHARED_GPU, type EngineFleet } from "./engine-fleet.js";
 import { engineProcesses, runCli, teardown } from "./cli.js";
+import { assertPrivateTree } from "./campaign.js";
 import { ENGINE_ACTIONS } from "../../src/cli/engine/command.js";
 
 const squash = (s: string) => s.replace(/\s+/g, " ");
@@ -65,6 +66,9 @@ describe("narwhal engine on the native backend", () => {
     expect(plan.launch_record.shared_device).toEqual({ gpu_uuid: SHARED_GPU, device_allowance: "0.3", gpu_memory_utilization: "0.1" });
     expect(plan.command.join(" ")).toContain("--gpu-memory-utilization 0.1");
     expect((await fs.stat(path.join(run.main!, "container.env"))).mode & 0o777).toBe(0o600);
+    // `--out runs/<name>` (the README's own example): runs/ is created private, and so is every file of the prepared and checked run.
+    expect((await fs.stat(f.runs)).mode & 0o777).toBe(0o700);
+    expect(await assertPrivateTree(run.main!)).toBeGreaterThanOrEqual(5);
     const again = await f.engine(["prepare", "--desired", f.dir, "--engine", "engine-1", "--out", run.main!]);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already exists/);
@@ -150,6 +154,8 @@ describe("narwhal engine on the native backend", () => {
     const twice = await f.engine(["stop-native", "--run", run.main!]);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toMatch(/native-stop.json already exists/);
+    // A whole lifecycle's evidence, the key's environment beside it, written as seed 000's `umask 077` shell writes it.
+    expect(await assertPrivateTree(run.main!)).toBeGreaterThanOrEqual(12);
   });
 
   it("start-shared starts two plans on one GPU within the allowance and records the readings", async () => {

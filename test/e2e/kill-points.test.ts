@@ -2,9 +2,11 @@
 // transition and around every side effect, rerun, and check that nothing was
 // lost or duplicated.
 import { afterAll, describe, expect, it } from "vitest";
+import fs from "node:fs/promises";
+import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { engineProcesses, teardown } from "./cli.js";
-import { assertConverged, killAt, killSpec, reconcileOnce, type KillPoint } from "./campaign.js";
+import { engineProcesses, status, teardown } from "./cli.js";
+import { assertConverged, editCheckedPlan, killAt, killSpec, reconcileOnce, type KillPoint } from "./campaign.js";
 
 const ENGINES = ["engine-1", "engine-2"];
 const native = (stateDir: string) => async () => (await engineProcesses(stateDir)).map((p) => ({ engine: p.engine, id: String(p.pid) }));
@@ -68,6 +70,57 @@ describe("kill-point campaign (native)", () => {
         const live = await assertConverged(fleet, ENGINES, native(fleet.stateDir));
         expect(live["engine-1"]!.id, "the unchanged engine is never touched").toBe(engine1);
       });
+    }
+  });
+});
+
+describe("a launch.json edited while its engine is checked (native)", () => {
+  it("is refused before start: terminal, naming the file and both hashes; the edited command never runs", async () => {
+    const fleet = await simFleet();
+    try {
+      // Before the spawn, the start step has waited for `checked` to be on disk: the engine is checked, nothing runs yet.
+      await killAt(fleet, { name: "native:spawn:before", hit: 1 });
+      const edit = await editCheckedPlan(fleet);
+      const r = await reconcileOnce(fleet);
+      expect(r.code, r.stderr.slice(-3000)).toBe(2);
+      const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === edit.engine)!;
+      expect(e.phase).toBe("failed");
+      expect(e.last_error).toMatchObject({ step: "start", retryable: false, input: edit.planFile });
+      for (const s of [edit.planFile, edit.checkedSha, edit.editedSha]) expect(e.last_error!.message).toContain(s);
+      expect(await edit.markerExists(), "the edited command ran").toBe(false);
+      expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).not.toContain(edit.engine);
+
+      // The operator's next run starts the engine over from a fresh prepared and checked run; the edited plan stays unrun.
+      const again = await reconcileOnce(fleet);
+      expect(again.code, again.stderr.slice(-3000)).toBe(0);
+      const after = (await status(fleet.stateDir)).engines.find((x) => x.engine === edit.engine)!;
+      expect(after.phase).toBe("captured");
+      expect(after.run_dir).not.toBe(edit.runDir);
+      expect(await edit.markerExists()).toBe(false);
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+});
+
+describe("a launch.json edited while its engine is being checked (native)", () => {
+  it("is refused by the check itself: the edited plan is never bound by a checked.json, nor run", async () => {
+    const fleet = await simFleet();
+    try {
+      // The check step has waited for `prepared` to be on disk; the check script runs, no checked.json yet.
+      await killAt(fleet, { name: "native:check:running", hit: 1 });
+      const edit = await editCheckedPlan(fleet, { phase: "prepared" });
+      const r = await reconcileOnce(fleet);
+      expect(r.code, r.stderr.slice(-3000)).toBe(2);
+      const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === edit.engine)!;
+      expect(e.phase).toBe("failed");
+      expect(e.last_error).toMatchObject({ step: "check", retryable: false, input: edit.planFile });
+      expect(e.last_error!.message).toContain(`${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`);
+      await expect(fs.access(path.join(edit.runDir, "checked.json")), "the edited plan was checked").rejects.toThrow();
+      expect(await edit.markerExists(), "the edited command ran").toBe(false);
+      expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).not.toContain(edit.engine);
+    } finally {
+      await teardown(fleet.stateDir);
     }
   });
 });

@@ -6,6 +6,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { engineFleet } from "./engine-fleet.js";
 import { engineProcesses, runCli, status, teardown } from "./cli.js";
+import { editCheckedPlan, killAt } from "./campaign.js";
 
 describe("reconcile with a shared GPU", () => {
   it("starts both sharing engines through start-shared and captures them", async () => {
@@ -24,6 +25,26 @@ describe("reconcile with a shared GPU", () => {
         expect(x.readings.after.used_mib).toBeGreaterThan(x.readings.baseline.used_mib);
         expect(x.identity.handle.pid).toBe(engines.find((e) => e.engine === x.engine)!.pid);
       }
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+
+  it("refuses a sharing engine whose plan and checked.json were both edited while it was checked: the state's hash tells", async () => {
+    const fleet = await engineFleet();
+    try {
+      // The first spawn of the shared start: both engines are checked and on disk, nothing runs yet.
+      await killAt(fleet, { name: "native:spawn:before", hit: 1 }, fleet.env);
+      const edit = await editCheckedPlan(fleet, { rebindChecked: true });
+      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], fleet.env);
+      expect(r.code, r.stderr.slice(-3000)).toBe(2);
+      const engines = (await status(fleet.stateDir)).engines;
+      const victim = engines.find((e) => e.engine === edit.engine)!;
+      expect(victim.phase).toBe("failed");
+      expect(victim.last_error).toMatchObject({ step: "start", retryable: false, input: edit.planFile });
+      expect(victim.last_error!.message).toContain(`${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`);
+      expect(await edit.markerExists(), "the edited command ran").toBe(false);
+      expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).toEqual(engines.filter((e) => e.engine !== edit.engine).map((e) => e.engine));
     } finally {
       await teardown(fleet.stateDir);
     }

@@ -68,6 +68,17 @@ describe("writeFileExclusive", () => {
     expect(await readFile(f, "utf8")).toBe("one");
   });
 
+  it("creates evidence private (0600) by default, even under a permissive umask", async () => {
+    const old = process.umask(0o000);
+    try {
+      const f = path.join(dir, "health.txt");
+      expect(await writeFileExclusive(f, "ok")).toBe(true);
+      expect(await modeOf(f)).toBe(0o600);
+    } finally {
+      process.umask(old);
+    }
+  });
+
   it("returns false on an existing file and never overwrites it", async () => {
     const f = path.join(dir, "checked.json");
     await writeFileExclusive(f, "original", 0o600);

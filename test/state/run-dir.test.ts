@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createRunDir, freshName, removePartialRuns, runsRoot, utcStamp } from "../../src/state/run-dir.js";
+import { createRunDir, freshName, removePartialRuns, runFileMode, runsRoot, utcStamp } from "../../src/state/run-dir.js";
 
 const HASH = "0123456789abcdef".repeat(4);
 const NOW = new Date("2025-03-04T05:06:07.891Z");
@@ -28,16 +28,20 @@ const files = () => [
 ];
 
 describe("createRunDir", () => {
-  it("names the dir <utc-stamp>-<hash8> under runs/<engine> and writes each file with its mode", async () => {
+  it("names the dir <utc-stamp>-<hash8> under runs/<engine> and writes each file as umask 077 would, whatever the process umask", async () => {
     process.umask(0o000);
-    const dir = await createRunDir(state, "engine-1", HASH, files(), NOW);
+    const dir = await createRunDir(state, "engine-1", HASH, [...files(), { name: "inspection.json", data: "{}", mode: 0o644 }], NOW);
     expect(dir).toBe(path.join(state, "runs", "engine-1", "20250304T050607Z-01234567"));
     expect(runsRoot(state, "engine-1")).toBe(path.dirname(dir));
-    expect((await readdir(dir)).sort()).toEqual(["container.env", "launch.json"]);
+    expect((await readdir(dir)).sort()).toEqual(["container.env", "inspection.json", "launch.json"]);
     expect(await readFile(path.join(dir, "launch.json"), "utf8")).toBe('{"schema":"narwhal.launch/v1"}\n');
-    expect(await modeOf(path.join(dir, "launch.json"))).toBe(0o444);
+    // seed 000 prepares under `umask 077`: no group or other bits on anything, read-only stays read-only.
+    expect(await modeOf(path.join(dir, "launch.json"))).toBe(0o400);
+    expect(await modeOf(path.join(dir, "inspection.json"))).toBe(0o600);
     expect(await modeOf(path.join(dir, "container.env"))).toBe(0o600);
     expect(await modeOf(dir)).toBe(0o700);
+    expect(await modeOf(runsRoot(state, "engine-1"))).toBe(0o700);
+    expect(runFileMode(0o755)).toBe(0o700);
     // Only the final directory remains: the hidden .partial one was renamed.
     expect(await readdir(runsRoot(state, "engine-1"))).toEqual([path.basename(dir)]);
   });
