@@ -105,6 +105,21 @@ export class PhaseError extends NarwhalError {
 /** Another controller holds the state directory. */
 export class LockHeldError extends NarwhalError {}
 
+/**
+ * The state file cannot be used as it is: not a regular file ("refused"), not a
+ * narwhal state file ("corrupt"), or of another version ("unsupported"). A
+ * controller sets the first two aside and rebuilds from what it observes.
+ */
+export class StateFileError extends NarwhalError {
+  constructor(
+    readonly kind: "refused" | "corrupt" | "unsupported",
+    message: string,
+    details: ErrorDetails,
+  ) {
+    super(message, { ...details, step: "state" });
+  }
+}
+
 /** An operation was cancelled through its AbortSignal (controller shutdown, desired change). */
 export class CancelledError extends NarwhalError {
   constructor(what: string) {

@@ -84,7 +84,8 @@ export class Controller {
   async open(): Promise<void> {
     this.lock = await acquireStateLock(this.opts.config.stateDir);
     this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
-    if (this.store.movedAside) this.opts.log.warn(`state file did not parse; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
+    if (this.store.movedAside) this.opts.log.warn(`${this.store.asideReason}; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
+    if (this.store.sweptTemps.length) this.opts.log.info(`removed ${this.store.sweptTemps.length} temp file(s) a killed controller left in ${this.opts.config.stateDir}`);
   }
 
   /** Stop the actors (engines keep running), flush state, release the lock. */
