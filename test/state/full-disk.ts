@@ -1,6 +1,6 @@
 // A real full disk for write-failure tests: a small tmpfs mounted on a fresh
 // directory (the tests run as root, as the Docker project already requires),
-// filled to ENOSPC by a filler file. unmount() removes the mount and the directory.
+// filled to ENOSPC by a filler file. unmount() removes the mount (and the directory it made).
 import { execFileSync } from "node:child_process";
 import { mkdtemp, open, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,11 +10,14 @@ export interface FullDisk {
   dir: string;
   /** Fill every free block, so the next write fails with ENOSPC. */
   fill(): Promise<void>;
+  /** Free what fill() took. */
+  free(): Promise<void>;
   unmount(): Promise<void>;
 }
 
-export async function smallDisk(sizeKb = 256): Promise<FullDisk> {
-  const dir = await mkdtemp(path.join(tmpdir(), "narwhal-fulldisk-"));
+/** Mount a tmpfs of sizeKb on `at` (an existing empty directory), or on a fresh temporary directory. */
+export async function smallDisk(sizeKb = 256, at?: string): Promise<FullDisk> {
+  const dir = at ?? (await mkdtemp(path.join(tmpdir(), "narwhal-fulldisk-")));
   execFileSync("mount", ["-t", "tmpfs", "-o", `size=${sizeKb}k,mode=0700`, "tmpfs", dir]);
   return {
     dir,
@@ -29,10 +32,11 @@ export async function smallDisk(sizeKb = 256): Promise<FullDisk> {
         await handle.close();
       }
     },
+    free: () => rm(path.join(dir, "filler"), { force: true }),
     unmount: async () => {
       // Lazy: a descriptor a failed test left open must not leave the mount behind.
       execFileSync("umount", ["-l", dir]);
-      await rm(dir, { recursive: true, force: true });
+      if (!at) await rm(dir, { recursive: true, force: true });
     },
   };
 }
