@@ -6,9 +6,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { Low } from "lowdb";
 import type { Adapter } from "lowdb";
-import type { ErrorRecord } from "../errors.js";
+import { StateFileError, type ErrorRecord } from "../errors.js";
 import type { EngineHandle, Inspection, CacheLayout, CheckResult } from "../phases/types.js";
-import { StateFileError } from "../errors.js";
 import { sweepAtomicTemps, writeFileAtomic } from "./atomic-file.js";
 import { readStateFile, STATE_VERSION } from "./state-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
@@ -105,8 +104,7 @@ export class StateStore {
       // An IO error (EACCES, EIO, ...) is not corruption: moving the file aside would lose a good state.
       // Nor is a file of another version: it belongs to another narwhal, which can still read it.
       if (!(err instanceof StateFileError) || err.kind === "unsupported") throw err;
-      const kind = err.kind === "refused" ? "refused" : "corrupt";
-      const aside = `${stateFilePath(stateDir)}.${kind}-${new Date().toISOString().replace(/[:.]/g, "")}`;
+      const aside = `${stateFilePath(stateDir)}.${err.kind}-${new Date().toISOString().replace(/[:.]/g, "")}`;
       await fs.rename(stateFilePath(stateDir), aside);
       store.db.data = { version: STATE_VERSION, engines: {} };
       store.movedAside = aside;

@@ -6,7 +6,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readState, STATE_VERSION, StateStore, stateFilePath } from "../../src/state/store.js";
-import { writeFileExclusive } from "../../src/state/atomic-file.js";
 import { record } from "../controller/records.js";
 import { smallDisk, type FullDisk } from "./full-disk.js";
 
@@ -183,12 +182,6 @@ describe("temp files of failed and killed writes", () => {
     for (let i = 0; i < 5; i++) await expect(store.update("engine-1", (prev) => ({ ...prev!, attempts: i + 1 }))).rejects.toMatchObject({ code: "ENOSPC" });
     expect(await temps(dir)).toEqual([]);
     expect(await readFile(stateFilePath(dir), "utf8")).toBe(before); // the last good state is intact
-  });
-
-  it("evidence (writeFileExclusive) on a full disk leaves no temp file either", async () => {
-    await disk.fill();
-    await expect(writeFileExclusive(path.join(disk.dir, "checked.json"), "x".repeat(10_000))).rejects.toMatchObject({ code: "ENOSPC" });
-    expect(await temps(disk.dir)).toEqual([]);
   });
 });
 
