@@ -3,6 +3,8 @@
 // controller and `status` rely on. Anything else is a typed StateFileError,
 // never a hang (a FIFO, a symlink to /dev/zero) and never a TypeError later (a
 // `null` record). The controller sets such a file aside; `status` reports it.
+// The schema checks the types consumers rely on and lets unknown fields through:
+// a field added to EngineRecord needs nothing here, a field removed or retyped does.
 import { z } from "zod";
 import { StateFileError } from "../errors.js";
 import type { StateFile } from "./store.js";
@@ -21,7 +23,8 @@ const HandleSchema = z
   .describe("the live engine: a native process (pid, start ticks, boot id) or a container id, with its launch token");
 
 const ConditionSchema = z
-  .looseObject({ type: z.string(), status: z.enum(["True", "False"]), reason: z.string(), message: z.string(), at: z.string() })
+  // status is any string: which values a condition takes is status-view's business, and a new one must not set a state aside.
+  .looseObject({ type: z.string(), status: z.string(), reason: z.string(), message: z.string(), at: z.string() })
   .describe("one status condition (Ready, UpToDate, Failed)");
 
 const HistoryEntrySchema = z
