@@ -192,6 +192,21 @@ export function ioFailure(err: unknown, details: ErrorDetails = {}): unknown {
   });
 }
 
+/**
+ * The state file cannot be used as it is: not a regular file ("refused"), not a
+ * narwhal state file ("corrupt"), or of another version ("unsupported"). A
+ * controller sets the first two aside and rebuilds from what it observes.
+ */
+export class StateFileError extends NarwhalError {
+  constructor(
+    readonly kind: "refused" | "corrupt" | "unsupported",
+    message: string,
+    details: ErrorDetails,
+  ) {
+    super(message, { ...details, step: "state" });
+  }
+}
+
 /** An operation was cancelled through its AbortSignal (controller shutdown, desired change). */
 export class CancelledError extends NarwhalError {
   constructor(what: string) {

@@ -111,7 +111,8 @@ export class Controller {
       await this.lock.release();
       throw ioFailure(err, { step: "state" });
     }
-    if (this.store.movedAside) this.opts.log.warn(`state file did not parse; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
+    if (this.store.movedAside) this.opts.log.warn(`${this.store.asideReason}; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
+    if (this.store.sweptTemps.length) this.opts.log.info(`removed ${this.store.sweptTemps.length} temp file(s) a killed controller left in ${this.opts.config.stateDir}`);
   }
 
   /**

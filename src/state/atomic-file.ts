@@ -1,28 +1,48 @@
 // Files that must survive a SIGKILL at any instant: write a temp file beside
 // the target, fsync it, rename over the target, fsync the directory. A reader
-// sees the old bytes or the new bytes, never a torn file.
+// sees the old bytes or the new bytes, never a torn file. A write that fails
+// (ENOSPC, EIO) removes its temp file; temps a killed process left behind are
+// swept by sweepAtomicTemps at start.
 import fs from "node:fs/promises";
+import { constants as fsc, type Stats } from "node:fs";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
+import { processExists } from "../backends/proc.js";
 
-export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o600): Promise<void> {
-  const dir = path.dirname(file);
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+/** `.<name>.<pid>.<8 hex>.tmp`: hidden, and naming the writer so a sweep can tell a live writer's temp from a dead one's. */
+const TEMP_NAME = /^\..+\.(\d+)\.[0-9a-f]{8}\.tmp$/;
+/** The lock temp of narwhal before it wrote locks through writeFileExclusive: `controller.lock.<pid>.<ms>.tmp`. */
+const LEGACY_LOCK_TEMP = /^controller\.lock\.(\d+)\.\d+\.tmp$/;
+
+/** Write data to a fresh, synced temp file beside `file`; on any failure the temp file is removed. */
+async function writeTemp(file: string, data: string | Buffer, mode: number): Promise<string> {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
   const handle = await fs.open(tmp, "wx", mode);
   try {
-    await handle.writeFile(data);
-    await handle.chmod(mode); // umask may have narrowed or widened the create mode
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(data);
+      await handle.chmod(mode); // umask may have narrowed or widened the create mode
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    // A full disk fails every write: without this, each state transition would leave one more temp.
+    await fs.rm(tmp, { force: true });
+    throw err;
   }
+  return tmp;
+}
+
+export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o600): Promise<void> {
+  const tmp = await writeTemp(file, data, mode);
   try {
     await fs.rename(tmp, file);
   } catch (err) {
     await fs.rm(tmp, { force: true });
     throw err;
   }
-  await fsyncDir(dir);
+  await fsyncDir(path.dirname(file));
 }
 
 export async function fsyncDir(dir: string): Promise<void> {
@@ -43,16 +63,7 @@ export async function fsyncDir(dir: string): Promise<void> {
  * Private by default (0600): evidence lives in run directories beside the engine's key.
  */
 export async function writeFileExclusive(file: string, data: string | Buffer, mode = 0o600): Promise<boolean> {
-  const dir = path.dirname(file);
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
-  const handle = await fs.open(tmp, "wx", mode);
-  try {
-    await handle.writeFile(data);
-    await handle.chmod(mode);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  const tmp = await writeTemp(file, data, mode);
   try {
     await fs.link(tmp, file);
   } catch (err) {
@@ -61,8 +72,76 @@ export async function writeFileExclusive(file: string, data: string | Buffer, mo
   } finally {
     await fs.rm(tmp, { force: true });
   }
-  await fsyncDir(dir);
+  await fsyncDir(path.dirname(file));
   return true;
+}
+
+/**
+ * Remove atomic-write temps under `dir` (to `depth` levels, symlinks not followed)
+ * whose writer is gone: a process SIGKILLed mid-write leaves one, and nothing else
+ * ever would. A temp naming a live pid is kept, since it may be mid-rename.
+ * Returns the paths removed.
+ */
+export async function sweepAtomicTemps(dir: string, depth = 0): Promise<string[]> {
+  const removed: string[] = [];
+  let entries;
+  try {
+    entries = await fs.readdir(dir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return removed;
+    throw err;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (depth > 0) removed.push(...(await sweepAtomicTemps(full, depth - 1)));
+      continue;
+    }
+    const writer = TEMP_NAME.exec(entry.name) ?? LEGACY_LOCK_TEMP.exec(entry.name);
+    if (!entry.isFile() || !writer || processExists(Number(writer[1]))) continue;
+    await fs.rm(full, { force: true });
+    removed.push(full);
+  }
+  return removed;
+}
+
+/** What sits at a path that should be a regular file: its text, nothing, or something else (named). */
+export type RegularFileRead = { kind: "text"; text: string } | { kind: "missing" } | { kind: "not-regular"; what: string };
+
+function kindOf(st: Stats): string {
+  if (st.isDirectory()) return "a directory";
+  if (st.isFIFO()) return "a FIFO";
+  if (st.isSocket()) return "a socket";
+  if (st.isCharacterDevice()) return "a character device";
+  if (st.isBlockDevice()) return "a block device";
+  return "not a regular file";
+}
+
+/**
+ * Read a file that must be regular, without ever blocking on what it turns out
+ * to be. stat() first, so a FIFO or a device (a symlink to /dev/zero, to a
+ * watchdog) is never even opened; then open O_NONBLOCK and fstat, so a file
+ * swapped for a FIFO in between cannot hang the read either.
+ */
+export async function readRegularFile(file: string): Promise<RegularFileRead> {
+  let st: Stats;
+  try {
+    st = await fs.stat(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return { kind: "missing" };
+    if (code === "ELOOP") return { kind: "not-regular", what: "a symlink loop" };
+    throw err;
+  }
+  if (!st.isFile()) return { kind: "not-regular", what: kindOf(st) };
+  const handle = await fs.open(file, fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY);
+  try {
+    const opened = await handle.stat();
+    if (!opened.isFile() || opened.ino !== st.ino || opened.dev !== st.dev) return { kind: "not-regular", what: kindOf(opened) };
+    return { kind: "text", text: await handle.readFile("utf8") };
+  } finally {
+    await handle.close();
+  }
 }
 
 export async function readJsonIfExists<T>(file: string): Promise<T | null> {

@@ -6,12 +6,13 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { Low } from "lowdb";
 import type { Adapter } from "lowdb";
-import type { ErrorRecord } from "../errors.js";
+import { StateFileError, type ErrorRecord } from "../errors.js";
 import type { EngineHandle, Inspection, CacheLayout, CheckResult } from "../phases/types.js";
-import { writeFileAtomic } from "./atomic-file.js";
+import { sweepAtomicTemps, writeFileAtomic } from "./atomic-file.js";
+import { readStateFile, STATE_VERSION } from "./state-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 
-export const STATE_VERSION = 1;
+export { STATE_VERSION };
 const HISTORY_LIMIT = 50;
 
 export interface Condition {
@@ -62,21 +63,8 @@ export interface StateFile {
 
 class AtomicJsonFile implements Adapter<StateFile> {
   constructor(private readonly file: string) {}
-  async read(): Promise<StateFile | null> {
-    let text: string;
-    try {
-      text = await fs.readFile(this.file, "utf8");
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-      throw err;
-    }
-    const parsed = JSON.parse(text) as unknown;
-    // `null`, `[]` or `{}` parse, but are not a state file: treat them as corrupt, not as "empty".
-    const shape = parsed as Partial<StateFile> | null;
-    if (!shape || typeof shape !== "object" || Array.isArray(shape) || typeof shape.version !== "number" || !shape.engines || typeof shape.engines !== "object") {
-      throw new SyntaxError(`${this.file} is not a narwhal state file`);
-    }
-    return parsed as StateFile;
+  read(): Promise<StateFile | null> {
+    return readStateFile(this.file);
   }
   async write(data: StateFile): Promise<void> {
     await writeFileAtomic(this.file, JSON.stringify(data, null, 2) + "\n", 0o600);
@@ -99,28 +87,39 @@ export class StateStore {
     this.db = new Low<StateFile>(new AtomicJsonFile(stateFilePath(stateDir)), { version: STATE_VERSION, engines: {} });
   }
 
-  /** Open (or create) the state file. A file that does not parse is moved aside, never silently reset. */
+  /**
+   * Open (or create) the state file; called under the state lock. A file that is
+   * not a usable state file (does not parse, a record of the wrong shape, a FIFO,
+   * a directory, a symlink to a device) is moved aside, never silently reset and
+   * never waited on; the controller then rebuilds from what it observes.
+   * Temps of a killed writer are swept first: under the lock no live writer is ours.
+   */
   static async open(stateDir: string, failpoint: Failpoint = noFailpoints): Promise<StateStore> {
     await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
     const store = new StateStore(stateDir, failpoint);
+    // Depth 3 reaches runs/<engine>/<run>/, where evidence is written through the same temps.
+    store.sweptTemps = await sweepAtomicTemps(stateDir, 3);
     try {
       await store.db.read();
     } catch (err) {
       // An IO error (EACCES, EIO, ...) is not corruption: moving the file aside would lose a good state.
-      if ((err as NodeJS.ErrnoException).code !== undefined) throw err;
-      const aside = `${stateFilePath(stateDir)}.corrupt-${new Date().toISOString().replace(/[:.]/g, "")}`;
+      // Nor is a file of another version: it belongs to another narwhal, which can still read it.
+      if (!(err instanceof StateFileError) || err.kind === "unsupported") throw err;
+      const aside = `${stateFilePath(stateDir)}.${err.kind}-${new Date().toISOString().replace(/[:.]/g, "")}`;
       await fs.rename(stateFilePath(stateDir), aside);
       store.db.data = { version: STATE_VERSION, engines: {} };
       store.movedAside = aside;
-    }
-    if (store.db.data.version !== STATE_VERSION) {
-      throw new Error(`state file version ${store.db.data.version} is not supported (expected ${STATE_VERSION})`);
+      store.asideReason = err.message;
     }
     return store;
   }
 
-  /** Set when open() found an unreadable state file and moved it aside. */
+  /** Set when open() found an unusable state file and moved it aside (the file keeps the evidence). */
   movedAside: string | null = null;
+  /** Why it was moved aside, for the operator. */
+  asideReason: string | null = null;
+  /** Temps of killed writers that open() removed. */
+  sweptTemps: string[] = [];
 
   get data(): StateFile {
     return this.db.data;
@@ -154,12 +153,7 @@ export class StateStore {
   }
 }
 
-/** Read-only view for `status`: no lock, no writes. */
+/** Read-only view for `status`: no lock, no writes; an unusable state file is a StateFileError, not an empty fleet. */
 export async function readState(stateDir: string): Promise<StateFile> {
-  try {
-    return JSON.parse(await fs.readFile(stateFilePath(stateDir), "utf8")) as StateFile;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return { version: STATE_VERSION, engines: {} };
-    throw err;
-  }
+  return (await readStateFile(stateFilePath(stateDir))) ?? { version: STATE_VERSION, engines: {} };
 }

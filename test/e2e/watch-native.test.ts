@@ -6,7 +6,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type { ChildProcess } from "node:child_process";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
+import { CLI, engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
 
 describe("reconcile (watch mode) on the native backend", () => {
   let fleet: SimFleet;
@@ -46,6 +46,7 @@ describe("reconcile (watch mode) on the native backend", () => {
     const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(new RegExp(`held by another controller \\(pid ${controller.pid} `));
+    expect(r.stderr).toContain(`command line: ${process.execPath} ${CLI} reconcile`); // what the operator would be stopping
   });
 
   it("keeps the last valid desired state through a half-written file", async () => {

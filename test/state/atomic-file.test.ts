@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { exists, readJsonIfExists, writeFileAtomic, writeFileExclusive } from "../../src/state/atomic-file.js";
+import { smallDisk, type FullDisk } from "./full-disk.js";
 
 let dir: string;
 let oldUmask: number;
@@ -89,6 +90,28 @@ describe("writeFileExclusive", () => {
 
   it("propagates errors other than EEXIST", async () => {
     await expect(writeFileExclusive(path.join(dir, "missing-dir", "f"), "x")).rejects.toMatchObject({ code: "ENOENT" });
+  });
+});
+
+describe("on a full disk (a real tmpfs, filled)", () => {
+  let disk: FullDisk;
+  beforeEach(async () => {
+    disk = await smallDisk();
+    await writeFile(path.join(disk.dir, "checked.json.old"), "kept");
+    await disk.fill();
+  });
+  afterEach(async () => {
+    await disk.unmount();
+  });
+
+  it("writeFileAtomic fails with ENOSPC and removes its temp file", async () => {
+    await expect(writeFileAtomic(path.join(disk.dir, "narwhal.json"), "x".repeat(10_000))).rejects.toMatchObject({ code: "ENOSPC" });
+    expect((await readdir(disk.dir)).sort()).toEqual(["checked.json.old", "filler"]);
+  });
+
+  it("writeFileExclusive fails with ENOSPC and removes its temp file", async () => {
+    await expect(writeFileExclusive(path.join(disk.dir, "checked.json"), "x".repeat(10_000))).rejects.toMatchObject({ code: "ENOSPC" });
+    expect((await readdir(disk.dir)).sort()).toEqual(["checked.json.old", "filler"]);
   });
 });
 

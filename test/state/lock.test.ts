@@ -1,12 +1,12 @@
 // One controller per state directory: a live holder blocks, a dead one is
 // taken over, and release only ever removes our own lock.
-import { spawnSync } from "node:child_process";
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { acquireStateLock } from "../../src/state/lock.js";
-import { readBootId } from "../../src/backends/proc.js";
+import { readBootId, readProcStat } from "../../src/backends/proc.js";
 import { LockHeldError } from "../../src/errors.js";
 
 let state: string;
@@ -70,8 +70,9 @@ describe("acquireStateLock", () => {
     await lock.release();
   });
 
-  it("does not take over a live holder on this host (pid 1)", async () => {
-    await writeFile(lockFile(), JSON.stringify({ pid: 1, host: os.hostname(), boot_id: await readBootId(), since: "2020-01-01T00:00:00.000Z" }));
+  it("does not take over a live holder on this host (pid 1, its own start ticks)", async () => {
+    const init = await readProcStat(1);
+    await writeFile(lockFile(), JSON.stringify({ pid: 1, start_ticks: init!.startTicks, host: os.hostname(), boot_id: await readBootId(), since: "2020-01-01T00:00:00.000Z" }));
     await expect(acquireStateLock(state)).rejects.toThrow(/pid 1 on .* since 2020-01-01/);
   });
 
@@ -106,5 +107,79 @@ describe("release", () => {
     await first.release();
     expect(JSON.parse(await readFile(lockFile(), "utf8"))).toEqual(second.holder);
     await second.release();
+  });
+});
+
+describe("a lock holder is a pid plus its start time (pids are reused)", () => {
+  let unrelated: ChildProcess;
+  let ticks: number;
+  beforeEach(async () => {
+    // A live process that is not a controller, standing in for whatever reused a killed controller's pid.
+    unrelated = spawn("sleep", ["1000"], { stdio: "ignore" });
+    await new Promise((r) => unrelated.once("spawn", r));
+    let stat = await readProcStat(unrelated.pid!);
+    // Between fork and exec the child still shows node's command line; wait for sleep's own.
+    while (!(await readFile(`/proc/${unrelated.pid}/cmdline`, "utf8")).startsWith("sleep")) stat = await readProcStat(unrelated.pid!);
+    ticks = stat!.startTicks;
+  });
+  afterEach(() => {
+    unrelated.kill("SIGKILL");
+  });
+
+  const lockNaming = async (over: Record<string, unknown>) =>
+    writeFile(lockFile(), JSON.stringify({ pid: unrelated.pid, host: os.hostname(), boot_id: await readBootId(), since: new Date().toISOString(), ...over }));
+
+  it("records this process's start ticks in the lock it takes", async () => {
+    const lock = await acquireStateLock(state);
+    const own = await readProcStat(process.pid);
+    expect(JSON.parse(await readFile(lockFile(), "utf8"))).toMatchObject({ pid: process.pid, start_ticks: own!.startTicks });
+    await lock.release();
+  });
+
+  it("takes over a lock whose pid now belongs to a process with another start time", async () => {
+    await lockNaming({ start_ticks: ticks - 1 });
+    const lock = await acquireStateLock(state);
+    expect(JSON.parse(await readFile(lockFile(), "utf8"))).toMatchObject({ pid: process.pid });
+    expect(unrelated.exitCode).toBeNull(); // the unrelated process is left alone
+    await lock.release();
+  });
+
+  it("refuses while the recorded process still runs, naming its command line", async () => {
+    await lockNaming({ start_ticks: ticks });
+    const before = await readFile(lockFile(), "utf8");
+    const err = await acquireStateLock(state).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(LockHeldError);
+    expect((err as LockHeldError).message).toContain(`pid ${unrelated.pid} on ${os.hostname()}`);
+    expect((err as LockHeldError).message).toContain("command line: sleep 1000");
+    expect((err as LockHeldError).input).toBe(lockFile());
+    expect(await readFile(lockFile(), "utf8")).toBe(before);
+  });
+
+  it("an older lock without start ticks: held while its pid lives, and the message tells how to tell", async () => {
+    await lockNaming({});
+    const err = await acquireStateLock(state).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(LockHeldError);
+    expect((err as LockHeldError).message).toContain("command line: sleep 1000");
+    expect((err as LockHeldError).fix).toContain(`if pid ${unrelated.pid} is not a narwhal controller, remove ${lockFile()}`);
+  });
+
+  it("an older lock without start ticks, taken well before its pid's process started, is stale", async () => {
+    await lockNaming({ since: new Date(Date.now() - 3_600_000).toISOString() });
+    const lock = await acquireStateLock(state);
+    expect(lock.holder.pid).toBe(process.pid);
+    await lock.release();
+  });
+});
+
+describe("a lock path that is not a file", () => {
+  it("refuses a FIFO at once, without blocking on it", async () => {
+    spawnSync("mkfifo", [lockFile()]);
+    expect((await stat(lockFile())).isFIFO()).toBe(true);
+    await expect(acquireStateLock(state)).rejects.toThrow(/controller\.lock is a FIFO, not a lock file/);
+  }, 5_000);
+
+  it("refuses a directory with a message naming it", async () => {
+    await mkdir(lockFile());
+    await expect(acquireStateLock(state)).rejects.toMatchObject({ name: "LockHeldError", input: lockFile() });
   });
 });

@@ -1,11 +1,13 @@
 // The lowdb state file: created on open, persisted on update, history capped,
 // corrupt files moved aside (never silently reset), always 0600.
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readState, STATE_VERSION, StateStore, stateFilePath } from "../../src/state/store.js";
 import { record } from "../controller/records.js";
+import { smallDisk, type FullDisk } from "./full-disk.js";
 
 let root: string;
 let state: string;
@@ -88,15 +90,131 @@ describe("StateStore", () => {
   });
 
   it("an IO error reading the state file is reported, not treated as corruption", async () => {
-    await mkdir(stateFilePath(state), { recursive: true }); // EISDIR on read
-    await expect(StateStore.open(state)).rejects.toMatchObject({ code: "EISDIR" });
-    expect((await readdir(state)).filter((n) => n.includes("corrupt"))).toEqual([]);
+    await StateStore.open(state);
+    // /proc/self/mem is a regular file whose first page cannot be read: EIO, as a failing disk gives.
+    await rm(stateFilePath(state), { force: true });
+    await symlink("/proc/self/mem", stateFilePath(state));
+    await expect(StateStore.open(state)).rejects.toMatchObject({ code: "EIO" });
+    expect((await readdir(state)).filter((n) => n.includes("corrupt") || n.includes("refused"))).toEqual([]);
   });
 
-  it("refuses a state file of another version", async () => {
+  it("refuses a state file of another version, and leaves it in place", async () => {
     await StateStore.open(state);
     await writeFile(stateFilePath(state), JSON.stringify({ version: 99, engines: {} }));
-    await expect(StateStore.open(state)).rejects.toThrow(/version 99/);
+    await expect(StateStore.open(state)).rejects.toMatchObject({ name: "StateFileError", kind: "unsupported", message: expect.stringMatching(/version 99/) });
+    expect(await readdir(state)).toEqual(["narwhal.json"]);
+  });
+});
+
+/** Make narwhal.json something other than a state file; returns what to expect of the moved-aside path. */
+const notAFile = {
+  FIFO: async (f: string) => (spawnSync("mkfifo", [f]), (p: string) => lstat(p).then((s) => s.isFIFO())),
+  directory: async (f: string) => (await mkdir(f), (p: string) => lstat(p).then((s) => s.isDirectory())),
+  "symlink to /dev/zero": async (f: string) => (await symlink("/dev/zero", f), (p: string) => readlink(p).then((t) => t === "/dev/zero")),
+} as const;
+
+describe("a state file that is not what it seems", () => {
+  it.each(Object.keys(notAFile) as Array<keyof typeof notAFile>)("a %s is moved aside as refused, at once, and the state rebuilt", async (kind) => {
+    await StateStore.open(state);
+    await rm(stateFilePath(state), { force: true });
+    const isTheSame = await notAFile[kind](stateFilePath(state));
+    const store = await StateStore.open(state);
+    expect(store.movedAside).toMatch(/narwhal\.json\.refused-\d{4}-\d{2}-\d{2}T\d{9}Z$/);
+    expect(store.asideReason).toContain(`is ${kind === "FIFO" ? "a FIFO" : kind === "directory" ? "a directory" : "a character device"}, not a regular file`);
+    expect(await isTheSame(store.movedAside!)).toBe(true); // the thing itself was moved, not what it points to
+    expect(store.data).toEqual({ version: STATE_VERSION, engines: {} });
+    await store.update("engine-1", () => record("engine-1"));
+    expect((await lstat(stateFilePath(state))).isFile()).toBe(true);
+  }, 5_000);
+
+  it.each(Object.keys(notAFile) as Array<keyof typeof notAFile>)("status (readState) refuses a %s with a StateFileError, at once, touching nothing", async (kind) => {
+    await mkdir(state);
+    await notAFile[kind](stateFilePath(state));
+    await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", kind: "refused", step: "state", input: stateFilePath(state) });
+    expect(await readdir(state)).toEqual(["narwhal.json"]);
+  }, 5_000);
+
+  const badRecords: Array<[string, (r: Record<string, unknown>) => unknown]> = [
+    ["null", () => null],
+    ["a string", () => "engine-1"],
+    ["missing its phase", ({ phase: _, ...rest }) => rest],
+    ["with conditions null", (r) => ({ ...r, conditions: null })],
+    ["with a handle without a pid", (r) => ({ ...r, handle: { kind: "native", launch_token: "t" } })],
+    ["under another engine's key", (r) => ({ ...r, engine: "engine-2" })],
+  ];
+
+  it.each(badRecords)("valid JSON with an engine record %s is set aside as corrupt", async (_, bad) => {
+    const good = record("engine-3") as unknown as Record<string, unknown>;
+    const text = JSON.stringify({ version: 1, engines: { "engine-1": bad(record("engine-1") as unknown as Record<string, unknown>), "engine-3": good } });
+    await mkdir(state);
+    await writeFile(stateFilePath(state), text);
+    await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", kind: "corrupt", message: expect.stringContaining('$.engines["engine-1"]') });
+    const store = await StateStore.open(state);
+    expect(store.movedAside).toMatch(/narwhal\.json\.corrupt-/);
+    expect(await readFile(store.movedAside!, "utf8")).toBe(text);
+    expect(store.data.engines).toEqual({});
+  });
+
+  it("a record with null optional parts (no handle yet, no layout, no error) is a valid record", async () => {
+    const store = await StateStore.open(state);
+    await store.update("engine-1", () => record("engine-1", { handle: null, layout: null, running_hash: null, snapshot: null }));
+    expect((await StateStore.open(state)).movedAside).toBeNull();
+    expect(Object.keys((await readState(state)).engines)).toEqual(["engine-1"]);
+  });
+
+  it("records with today's conditions and with conditions written before lastTransitionTime (`at`) are both valid", async () => {
+    const store = await StateStore.open(state);
+    const now = { type: "Ready", status: "True" as const, reason: "Captured", message: "serving", lastTransitionTime: "2026-01-01T00:00:00.000Z" };
+    const old = { type: "Failed", status: "False", reason: "Terminal", message: "x", at: "2025-01-01T00:00:00.000Z" };
+    await store.update("engine-1", () => record("engine-1", { conditions: [now] }));
+    await store.update("engine-2", () => record("engine-2", { conditions: [old as never] }));
+    expect((await StateStore.open(state)).movedAside).toBeNull();
+    expect(Object.keys((await readState(state)).engines).sort()).toEqual(["engine-1", "engine-2"]);
+  });
+});
+
+describe("temp files of failed and killed writes", () => {
+  let disk: FullDisk;
+  beforeEach(async () => {
+    disk = await smallDisk();
+  });
+  afterEach(async () => {
+    await disk.unmount();
+  });
+  const temps = async (dir: string) => (await readdir(dir)).filter((n) => n.endsWith(".tmp"));
+
+  it("a state write on a full disk fails with ENOSPC and leaves no temp file, however many times it is tried", async () => {
+    const dir = path.join(disk.dir, "state");
+    const store = await StateStore.open(dir);
+    await store.update("engine-1", () => record("engine-1"));
+    const before = await readFile(stateFilePath(dir), "utf8");
+    await disk.fill();
+    for (let i = 0; i < 5; i++) await expect(store.update("engine-1", (prev) => ({ ...prev!, attempts: i + 1 }))).rejects.toMatchObject({ code: "ENOSPC" });
+    expect(await temps(dir)).toEqual([]);
+    expect(await readFile(stateFilePath(dir), "utf8")).toBe(before); // the last good state is intact
+  });
+});
+
+describe("sweeping temps a killed writer left", () => {
+  it("open removes atomic-write temps of dead pids in state/ and run directories, and keeps everything else", async () => {
+    const dead = spawnSync(process.execPath, ["-e", "0"]).pid!;
+    const run = path.join(state, "runs", "engine-1", "20250101T000000Z-11111111");
+    await mkdir(run, { recursive: true });
+    const stale = [
+      path.join(state, `.narwhal.json.${dead}.0a1b2c3d.tmp`),
+      path.join(state, `controller.lock.${dead}.1733000000000.tmp`), // what an older version's lock left
+      path.join(run, `.checked.json.${dead}.deadbeef.tmp`),
+    ];
+    const kept = [
+      path.join(state, `.narwhal.json.${process.pid}.0a1b2c3d.tmp`), // a live writer's, perhaps mid-rename
+      path.join(state, "notes.tmp"),
+      path.join(run, "launch.json"),
+    ];
+    for (const f of [...stale, ...kept]) await writeFile(f, "x");
+    const store = await StateStore.open(state);
+    expect(store.sweptTemps.sort()).toEqual([...stale].sort());
+    for (const f of stale) await expect(stat(f)).rejects.toMatchObject({ code: "ENOENT" });
+    for (const f of kept) expect((await stat(f)).isFile()).toBe(true);
   });
 });
 
@@ -115,6 +233,6 @@ describe("readState", () => {
   it("throws on a corrupt file rather than reporting an empty fleet", async () => {
     await StateStore.open(state);
     await writeFile(stateFilePath(state), "{");
-    await expect(readState(state)).rejects.toThrow();
+    await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", kind: "corrupt" });
   });
 });
