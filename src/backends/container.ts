@@ -16,14 +16,10 @@ import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
-import { API_KEY_FILE } from "../phases/prepare.js";
 import { LABEL, engineLabels, checkLabels, parseImageRef } from "./container-labels.js";
+import { entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 
 export const CONTAINER_ID_FILE = "container.id";
-const SECRET_PATH = "run/secrets/narwhal-api-key";
-// The key reaches vLLM as VLLM_API_KEY read from a file inside the container, so
-// it never appears in Config.Env (docker inspect) or on the command line.
-const KEY_WRAPPER = `if [ -r /${SECRET_PATH} ]; then VLLM_API_KEY="$(cat /${SECRET_PATH})"; export VLLM_API_KEY; fi; exec "$@"`;
 
 export interface ContainerBackendOptions {
   stateDir: string;
@@ -111,11 +107,25 @@ export class ContainerBackend implements EngineBackend {
     const handleOf = (id: string): EngineHandle => ({ kind: "container", container_id: id, launch_token: run.launch_token, ...(plan.docker_host ? { docker_host: plan.docker_host } : {}) });
     const idFile = path.join(run.dir, CONTAINER_ID_FILE);
 
+    // Every path that starts or keeps a container has its key in place, as recorded: a container a
+    // killed controller created (before the key was copied in) gets it now, never starts without it.
+    const key = await runKey(run, plan);
     const [mine] = await this.byToken(docker, run.launch_token, signal);
     if (mine) {
       await writeFileExclusive(idFile, mine.id + "\n");
-      if (mine.state === "running") return handleOf(mine.id);
+      if (mine.state === "running") {
+        const problems = key === null ? [] : await keyFileProblems(docker, mine.id, key, signal);
+        if (!problems.length) return handleOf(mine.id);
+        await this.saveLog(docker, mine.id, run.dir);
+        await docker.remove(mine.id, signal);
+        throw new PhaseError(run.engine, "start", `container ${mine.id.slice(0, 12)} of ${run.dir} was running with ${problems.join("; ")}; removed it`, {
+          retryable: true,
+          input: "API key file",
+          fix: "narwhal starts the engine from a fresh run on retry; find who changed the container's key file.",
+        });
+      }
       if (mine.state === "created") {
+        if (key !== null) await installKey(docker, mine.id, run.engine, key, signal);
         await docker.start(mine.id, signal); // created by a controller that died before starting it
         return handleOf(mine.id);
       }
@@ -129,7 +139,6 @@ export class ContainerBackend implements EngineBackend {
     }
     await this.clearName(docker, plan, signal);
 
-    const key = (await fs.readFile(path.join(run.dir, API_KEY_FILE), "utf8").catch(() => null))?.trim();
     let id: string | undefined;
     try {
       this.failpoint("docker:create:before");
@@ -137,7 +146,7 @@ export class ContainerBackend implements EngineBackend {
         {
           name: `narwhal-${run.engine}`,
           Image: plan.image!.id,
-          Entrypoint: ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"],
+          Entrypoint: entrypoint(plan),
           Cmd: plan.command,
           Env: Object.entries(plan.environment).map(([k, v]) => `${k}=${v}`),
           Labels: engineLabels(run, plan, this.opts.stateDir),
@@ -153,7 +162,7 @@ export class ContainerBackend implements EngineBackend {
       );
       this.failpoint("docker:create:after");
       await writeFileExclusive(idFile, id + "\n");
-      if (key) await docker.putArchive(id, tarArchive([{ name: "run/", mode: 0o755 }, { name: "run/secrets/", mode: 0o700 }, { name: SECRET_PATH, data: key, mode: 0o400 }]), "/", signal);
+      if (key !== null) await installKey(docker, id, run.engine, key, signal);
       this.failpoint("docker:start:before");
       await docker.start(id, signal);
       this.failpoint("docker:start:after");
@@ -210,6 +219,12 @@ export class ContainerBackend implements EngineBackend {
     if (labels[LABEL.token] !== plan.launch_token) problems.push(`container's launch token label is ${labels[LABEL.token] ?? "missing"}, not this plan's`);
     if (labels[LABEL.inputHash] !== plan.input_hash) problems.push(`container's input-hash label ${labels[LABEL.inputHash] ?? "missing"} differs from the plan's ${plan.input_hash}`);
     return problems;
+  }
+
+  async keyProblems(handle: EngineHandle, run: Pick<PreparedRun, "engine" | "dir">, plan: LaunchPlan): Promise<string[]> {
+    if (handle.kind !== "container") return [];
+    const key = await runKey(run, plan);
+    return key === null ? [] : keyFileProblems(this.client(handle.docker_host), handle.container_id, key);
   }
 
   async processStartTime(handle: EngineHandle): Promise<number | null> {
