@@ -1,6 +1,7 @@
 // The kill-point campaign: run `reconcile --once` with NARWHAL_FAILPOINTS so
 // the controller SIGKILLs itself at one point, rerun it clean, and check the
-// promises: every desired engine captured, exactly one engine per record, no
+// promises: every desired engine captured and enforcing its API key (401
+// without it, 200 with it), exactly one engine per record, no
 // orphans, and every run directory's evidence intact.
 import fs from "node:fs/promises";
 import path from "node:path";
