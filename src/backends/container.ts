@@ -17,7 +17,7 @@ import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { LABEL, engineLabels, checkLabels, parseImageRef } from "./container-labels.js";
-import { entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
+import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 
 export const CONTAINER_ID_FILE = "container.id";
 
@@ -120,7 +120,7 @@ export class ContainerBackend implements EngineBackend {
         await docker.remove(mine.id, signal);
         throw new PhaseError(run.engine, "start", `container ${mine.id.slice(0, 12)} of ${run.dir} was running with ${problems.join("; ")}; removed it`, {
           retryable: true,
-          input: "API key file",
+          input: SECRET_PATH,
           fix: "narwhal starts the engine from a fresh run on retry; find who changed the container's key file.",
         });
       }

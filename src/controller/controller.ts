@@ -252,7 +252,7 @@ export class Controller {
       if (key !== null) {
         this.opts.log.warn(`engine does not hold its API key as recorded (${key}); stopping it and restarting from a fresh run`, { engine: name });
         await this.world.stop(handle).catch(() => undefined);
-        actor.send({ type: "ENGINE_LOST", reason: `API key: ${key}` });
+        actor.send({ type: "ENGINE_LOST", reason: `stopped: it does not hold its API key as recorded: ${key}` });
         continue;
       }
       const health = await this.world.health(run.dir);

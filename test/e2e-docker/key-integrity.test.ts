@@ -63,7 +63,7 @@ describe("API key file integrity (container backend)", () => {
       return e && e["engine-1"]!.container_id !== before["engine-1"]!.container_id ? e : undefined;
     }, 120_000);
     expect(log).toContain(`API key file ${KEY_FILE} has mode 0644, not 0400`);
-    expect(after["engine-1"]!.history.map((h) => h.note ?? "").join("\n")).toContain("has mode 0644, not 0400");
+    expect(after["engine-1"]!.history.map((h) => h.note ?? "").join("\n")).toContain(`does not hold its API key as recorded: API key file ${KEY_FILE} has mode 0644, not 0400`);
     await expect(old.inspect()).rejects.toMatchObject({ statusCode: 404 });
     expect(after["engine-2"]!.container_id, "the other engine is never touched").toBe(before["engine-2"]!.container_id);
     await assertKeyEnforced(after["engine-1"]!.run_dir!, "engine-1");

@@ -101,7 +101,7 @@ describe("an engine that serves without its API key (native)", () => {
       const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
       return e && e.phase === "captured" && e.pid !== first.pid && e.history.some((h) => h.note?.includes("without the API key")) ? e : undefined;
     }, 60_000);
-    expect(replaced.history.map((h) => h.note ?? "").join("\n")).toContain("API key: /v1/models answered HTTP 200 without the API key");
+    expect(replaced.history.map((h) => h.note ?? "").join("\n")).toContain("does not hold its API key as recorded: /v1/models answered HTTP 200 without the API key");
     expect(log).toContain("does not hold its API key as recorded");
     expect(await engineProcesses(fleet.stateDir).then((p) => p.filter((x) => x.engine === "engine-2").map((x) => x.pid))).not.toContain(first.pid);
   });
