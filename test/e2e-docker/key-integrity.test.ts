@@ -1,7 +1,7 @@
 // A container engine's API key under real faults on a real Docker Engine: its key file
 // chmodded to 0644 (noticed by watch mode's resync), and its key file deleted by
 // `docker exec` followed by a restart (the fail-closed wrapper refuses to serve; the
-// next reconcile replaces it). Each time narwhal replaces the engine, names the
+// next reconcile replaces it), and a key file changed while no controller runs. Each time narwhal replaces the engine, names the
 // cause, and the new engine answers 401 without its key and 200 with it.
 import { afterAll, describe, expect, inject, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
@@ -94,5 +94,20 @@ describe("API key file integrity (container backend)", () => {
     expect(after["engine-2"]!.container_id).not.toBe(id);
     expect(after["engine-1"]!.container_id, "the other engine is never touched").toBe(before["engine-1"]!.container_id);
     await assertKeyEnforced(after["engine-2"]!.run_dir!, "engine-2");
+  });
+
+  it("a key file changed while no controller runs is noticed by the next reconcile --once, before it reports success", async () => {
+    const before = await byEngine();
+    const old = docker.getContainer(before["engine-1"]!.container_id!);
+    expect(await exec(old, ["python3", "-c", `import os; os.chmod(${JSON.stringify(KEY_FILE)}, 0o644)`])).toBe(0);
+    // engine-1 was replaced moments ago (first test): a budget of 2 would call this a crash loop.
+    const r = await reconcileOnce(fleet, { ...env, NARWHAL_RETRY_MAX_ATTEMPTS: "5" });
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    expect(r.stderr + r.stdout).toContain(`found at controller start without its API key as recorded: API key file ${KEY_FILE} has mode 0644, not 0400`);
+    const after = await byEngine();
+    expect(after["engine-1"]!.phase).toBe("captured");
+    expect(after["engine-1"]!.container_id).not.toBe(before["engine-1"]!.container_id);
+    expect(after["engine-2"]!.container_id, "the other engine is never touched").toBe(before["engine-2"]!.container_id);
+    await assertKeyEnforced(after["engine-1"]!.run_dir!, "engine-1");
   });
 });
