@@ -19,17 +19,11 @@ import { DockerCalls, DockerCallError } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { tarArchive } from "./tar.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
-import { API_KEY_FILE } from "../phases/prepare.js";
 import { LABEL, engineLabels, checkLabels, parseImageRef } from "./container-labels.js";
 import { containerPlanProblems, planEnv } from "./container-plan.js";
+import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 
 export const CONTAINER_ID_FILE = "container.id";
-const SECRET_PATH = "run/secrets/narwhal-api-key";
-// The key reaches vLLM as VLLM_API_KEY read from a file inside the container, so
-// it never appears in Config.Env (docker inspect) or on the command line.
-const KEY_WRAPPER = `if [ -r /${SECRET_PATH} ]; then VLLM_API_KEY="$(cat /${SECRET_PATH})"; export VLLM_API_KEY; fi; exec "$@"`;
-/** What every engine container runs its plan's command through; a found container must carry exactly this. */
-const ENGINE_ENTRYPOINT = ["/bin/sh", "-c", KEY_WRAPPER, "narwhal-engine"];
 
 export interface ContainerBackendOptions {
   stateDir: string;
@@ -137,12 +131,26 @@ export class ContainerBackend implements EngineBackend {
     const handleOf = (id: string): EngineHandle => ({ kind: "container", container_id: id, launch_token: run.launch_token, ...(plan.docker_host ? { docker_host: plan.docker_host } : {}) });
     const idFile = path.join(run.dir, CONTAINER_ID_FILE);
 
+    // Every path that starts or keeps a container has its key in place, as recorded: a container a
+    // killed controller created (before the key was copied in) gets it now, never starts without it.
+    const key = await runKey(run, plan);
     const [mine] = await this.byToken(docker, run.launch_token, signal);
     if (mine) {
       await this.refuseForeign(docker, run, plan, mine.id, signal);
       await writeFileExclusive(idFile, mine.id + "\n");
-      if (mine.state === "running") return handleOf(mine.id);
+      if (mine.state === "running") {
+        const problems = key === null ? [] : await keyFileProblems(docker, mine.id, key, signal);
+        if (!problems.length) return handleOf(mine.id);
+        await copyContainerLog(docker, mine.id, run.dir, this.opts.logCapBytes);
+        await docker.remove(mine.id, signal);
+        throw new PhaseError(run.engine, "start", `container ${mine.id.slice(0, 12)} of ${run.dir} was running with ${problems.join("; ")}; removed it`, {
+          retryable: true,
+          input: SECRET_PATH,
+          fix: "narwhal starts the engine from a fresh run on retry; find who changed the container's key file.",
+        });
+      }
       if (mine.state === "created") {
+        if (key !== null) await installKey(docker, mine.id, run.engine, key, signal);
         await docker.start(mine.id, signal); // created by a controller that died before starting it
         return handleOf(mine.id);
       }
@@ -156,7 +164,6 @@ export class ContainerBackend implements EngineBackend {
     }
     await this.clearName(docker, plan, signal);
 
-    const key = (await fs.readFile(path.join(run.dir, API_KEY_FILE), "utf8").catch(() => null))?.trim();
     let id: string | undefined;
     try {
       this.failpoint("docker:create:before");
@@ -164,7 +171,7 @@ export class ContainerBackend implements EngineBackend {
         {
           name: `narwhal-${run.engine}`,
           Image: plan.image!.id,
-          Entrypoint: ENGINE_ENTRYPOINT,
+          Entrypoint: entrypoint(plan),
           Cmd: plan.command,
           Env: planEnv(plan),
           Labels: engineLabels(run, plan, this.opts.stateDir),
@@ -180,7 +187,7 @@ export class ContainerBackend implements EngineBackend {
       );
       this.failpoint("docker:create:after");
       await writeFileExclusive(idFile, id + "\n");
-      if (key) await docker.putArchive(id, tarArchive([{ name: "run/", mode: 0o755 }, { name: "run/secrets/", mode: 0o700 }, { name: SECRET_PATH, data: key, mode: 0o400 }]), "/", signal);
+      if (key !== null) await installKey(docker, id, run.engine, key, signal);
       this.failpoint("docker:start:before");
       await docker.start(id, signal);
       this.failpoint("docker:start:after");
@@ -207,7 +214,7 @@ export class ContainerBackend implements EngineBackend {
 
   private async planProblems(docker: DockerCalls, info: Docker.ContainerInspectInfo, plan: LaunchPlan, signal?: AbortSignal): Promise<string[]> {
     const image = await docker.inspectImage(plan.image!.id, signal);
-    return containerPlanProblems(info.Config, { entrypoint: ENGINE_ENTRYPOINT, imageEnv: image?.Config?.Env ?? [] }, plan);
+    return containerPlanProblems(info.Config, { entrypoint: entrypoint(plan), imageEnv: image?.Config?.Env ?? [] }, plan);
   }
 
   /** `narwhal-<engine>` may still belong to this engine's previous, dead run: keep its log, then remove it. */
@@ -252,6 +259,12 @@ export class ContainerBackend implements EngineBackend {
     if (labels[LABEL.inputHash] !== plan.input_hash) problems.push(`container's input-hash label ${labels[LABEL.inputHash] ?? "missing"} differs from the plan's ${plan.input_hash}`);
     problems.push(...(await this.planProblems(this.client(handle.docker_host), info, plan)).map((p) => `container ${handle.container_id.slice(0, 12)}: ${p}`));
     return problems;
+  }
+
+  async keyProblems(handle: EngineHandle, run: Pick<PreparedRun, "engine" | "dir">, plan: LaunchPlan): Promise<string[]> {
+    if (handle.kind !== "container") return [];
+    const key = await runKey(run, plan);
+    return key === null ? [] : keyFileProblems(this.client(handle.docker_host), handle.container_id, key);
   }
 
   async processStartTime(handle: EngineHandle): Promise<number | null> {

@@ -164,6 +164,31 @@ export class DockerCalls {
     await this.call("create", `container archive upload ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).putArchive(tar, { path: dir, abortSignal } as object), signal);
   }
 
+  /** One path of a container's filesystem as a tar stream, read up to `maxBytes` (null: the path does not exist). */
+  async getArchive(id: string, file: string, maxBytes: number, signal?: AbortSignal): Promise<Buffer | null> {
+    try {
+      return await this.call(
+        "inspect",
+        `container archive download ${id.slice(0, 12)} ${file}`,
+        async (abortSignal) => {
+          const stream = (await this.docker.getContainer(id).getArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream;
+          const parts: Buffer[] = [];
+          let size = 0;
+          for await (const chunk of stream) {
+            parts.push(chunk as Buffer);
+            size += (chunk as Buffer).length;
+            if (size >= maxBytes) break; // a bounded read: what we compare is a few bytes, never a stranger's large file
+          }
+          return Buffer.concat(parts);
+        },
+        signal,
+      );
+    } catch (err) {
+      if (err instanceof DockerCallError && err.statusCode === 404) return null;
+      throw err;
+    }
+  }
+
   async wait(id: string, signal?: AbortSignal): Promise<number> {
     const out = await this.call("check", `container wait ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).wait({ abortSignal }), signal);
     return (out as { StatusCode: number }).StatusCode;

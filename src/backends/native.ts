@@ -152,6 +152,11 @@ export class NativeBackend implements EngineBackend {
     return problems;
   }
 
+  /** A native engine gets its key through its environment (VLLM_API_KEY), not a file: observation checks 401s. */
+  async keyProblems(): Promise<string[]> {
+    return [];
+  }
+
   async processStartTime(handle: EngineHandle): Promise<number | null> {
     if (handle.kind !== "native" || !(await this.isAlive(handle))) return null;
     const stat = await fs.readFile("/proc/stat", "utf8");

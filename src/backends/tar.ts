@@ -41,3 +41,20 @@ export function tarArchive(entries: TarEntry[]): Buffer {
   parts.push(Buffer.alloc(1024, 0));
   return Buffer.concat(parts);
 }
+
+/** The first regular file of a tar stream (Docker's archive download of one path): its mode and bytes. */
+export function firstTarFile(tar: Buffer): { name: string; mode: number; data: Buffer } | null {
+  let off = 0;
+  while (off + 512 <= tar.length) {
+    const h = tar.subarray(off, off + 512);
+    if (h.every((b) => b === 0)) return null; // end-of-archive marker
+    const field = (start: number, len: number) => h.toString("ascii", start, start + len).replace(/\0.*$/s, "").trim();
+    const size = parseInt(field(124, 12) || "0", 8);
+    const type = field(156, 1) || "0";
+    if (type === "0") {
+      return { name: h.toString("utf8", 0, 100).replace(/\0.*$/s, ""), mode: parseInt(field(100, 8) || "0", 8) & 0o7777, data: tar.subarray(off + 512, off + 512 + size) };
+    }
+    off += 512 + Math.ceil(size / 512) * 512; // skip directories, pax headers, links
+  }
+  return null;
+}

@@ -50,6 +50,11 @@ export interface EngineBackend {
   isAlive(handle: EngineHandle): Promise<boolean>;
   /** What about the running engine does not match the plan (empty: it is this plan's engine). */
   identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]>;
+  /**
+   * What about the engine's API key file differs from the run's (missing, mode, digest); empty when
+   * intact or when the backend hands the key over otherwise (native: the process environment).
+   */
+  keyProblems(handle: EngineHandle, run: Pick<PreparedRun, "engine" | "dir">, plan: LaunchPlan): Promise<string[]>;
   /** Unix time the engine process started, to compare with /metrics' process_start_time_seconds. */
   processStartTime(handle: EngineHandle): Promise<number | null>;
   /** The engine's process identity (PID, arguments; container and image id or boot id and start tick). */

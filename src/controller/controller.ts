@@ -193,9 +193,16 @@ export class Controller {
     // Checked before start() so that the restored step never acts on a dead engine.
     const restored = actor.getSnapshot();
     const handle = restored.context.handle;
-    const lost = handle !== null && !(await this.world.alive(handle)) ? await this.world.lostReason(restored.context, this.secrets) : null;
+    const lost = handle !== null ? await this.observeAtStart(handle, restored.context) : null;
     if (lost !== null && handle) await this.world.stop(handle).catch(() => undefined);
     return { name, actor, restored: snapshot ? restored : null, adopted: adoptedNow, lost, desiredHash, backend: this.specs.get(name)?.backend ?? record?.backend ?? "native" };
+  }
+
+  /** Why a recorded engine cannot be kept at controller start (null: it can): gone, or not holding its API key. */
+  private async observeAtStart(handle: NonNullable<EngineContext["handle"]>, ctx: EngineContext): Promise<string | null> {
+    if (!(await this.world.alive(handle))) return `found stopped at controller start (${await this.world.lostReason(ctx, this.secrets)})`;
+    const key = ctx.run ? await this.world.keyProblem(handle, ctx.run.dir) : null;
+    return key === null ? null : `found at controller start without its API key as recorded: ${key}`;
   }
 
   /** A snapshot for an engine with no usable record, from the engines this state directory runs. */
@@ -242,7 +249,7 @@ export class Controller {
     });
     actor.start();
     if (adopted && lost === null) actor.send({ type: "RESUME" });
-    if (lost !== null) actor.send({ type: "ENGINE_LOST", reason: `found stopped at controller start (${lost})` });
+    if (lost !== null) actor.send({ type: "ENGINE_LOST", reason: lost });
     // A failure recorded by an earlier controller run gets a fresh attempt: rerunning is the operator's request.
     if (restored?.value === "failed") actor.send({ type: restored.context.terminal ? "RETRY" : "RESUME" });
     if (restored && desiredHash && restored.context.desiredHash !== desiredHash) actor.send({ type: "DESIRED_CHANGED", desiredHash });
@@ -262,9 +269,10 @@ export class Controller {
   }
 
   /**
-   * Drift: an engine recorded as running that is gone, or that stays unhealthy (its /health not
-   * 200 on two resyncs in a row: vLLM answers 503 once its engine core died), is restarted from a
-   * fresh run after a backoff; orphans are stopped.
+   * Drift: an engine recorded as running that is gone, that does not hold its API key as recorded
+   * (serves /v1 without it, or its key file is missing or changed: at once, it is a security
+   * promise), or that stays unhealthy (its /health not 200 on two resyncs in a row: vLLM answers
+   * 503 once its engine core died), is restarted from a fresh run after a backoff; orphans are stopped.
    */
   async resync(): Promise<void> {
     for (const [name, actor] of this.actors) {
@@ -282,6 +290,13 @@ export class Controller {
         continue;
       }
       if (snap.value !== "captured" || !run) continue;
+      const key = await this.world.keyProblem(handle, run.dir);
+      if (key !== null) {
+        this.opts.log.warn(`engine does not hold its API key as recorded (${key}); stopping it and restarting from a fresh run`, { engine: name });
+        await this.world.stop(handle).catch(() => undefined);
+        actor.send({ type: "ENGINE_LOST", reason: `stopped: it does not hold its API key as recorded: ${key}` });
+        continue;
+      }
       const health = await this.world.health(run.dir);
       const strikes = health === null ? 0 : (this.unhealthy.get(name) ?? 0) + 1;
       this.unhealthy.set(name, strikes);

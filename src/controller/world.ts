@@ -1,5 +1,5 @@
 // Observing the world the controller acts on: whether a recorded engine still
-// runs (and is healthy), why it stopped, which engines this state directory
+// runs (and is healthy, and enforces its API key), why it stopped, which engines this state directory
 // owns, and which of those no record claims (orphans). Observation wins over
 // any snapshot; an engine that cannot be observed is never acted on by guess.
 import type { EngineContext } from "../../machines/engine.js";
@@ -8,6 +8,8 @@ import type { EngineBackend, OwnedEngine } from "../backends/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import { readPlan } from "../phases/prepare.js";
 import { httpRequest, joinUrl } from "../phases/http.js";
+import { keyNotEnforced, planHasKey } from "../phases/key-enforcement.js";
+import { PhaseError } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
 
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
@@ -57,6 +59,26 @@ export class World {
       return res.status === 200 ? null : `/health answered ${res.status}`;
     } catch (err) {
       return `/health did not answer: ${(err as Error).message}`;
+    }
+  }
+
+  /**
+   * null when an engine with a key enforces it (401 without it) and its key file is as recorded
+   * (mode, digest), else the cause. What cannot be observed (daemon or engine not answering) is
+   * not a key problem: liveness and health deal with it, and nothing is acted on by guess.
+   */
+  async keyProblem(handle: EngineHandle, runDir: string): Promise<string | null> {
+    const plan = await readPlan(runDir).then((r) => r.plan, () => null);
+    if (!plan || !planHasKey(plan)) return null; // an unreadable plan is the integrity checks' finding, not a key's
+    try {
+      const problems = await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan);
+      const open = await keyNotEnforced(plan, 5000).catch(() => null);
+      if (open) problems.push(open);
+      return problems.length ? problems.join("; ") : null;
+    } catch (err) {
+      if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's
+      this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, { engine: plan.engine });
+      return null;
     }
   }
 

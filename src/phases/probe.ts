@@ -15,6 +15,7 @@ import { httpRequest, joinUrl } from "./http.js";
 import { freshName } from "../state/run-dir.js";
 import { writeFileExclusive } from "../state/atomic-file.js";
 import { parsePrometheus, sampleValue } from "./prometheus.js";
+import { keyNotEnforced, planHasKey } from "./key-enforcement.js";
 
 export const PROBED_FILE = "probed.json";
 const TIMEOUT_MS = 60_000;
@@ -54,6 +55,16 @@ export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<Probe
   };
 
   await capture("/health", "health.txt");
+  // "captured" must never mean "open": an engine with a key refuses /v1 without it.
+  const open = planHasKey(plan)
+    ? await keyNotEnforced(plan, TIMEOUT_MS, opts.signal).catch((err: Error) => {
+        opts.signal.throwIfAborted();
+        throw fail(`GET /v1/models without the API key failed: ${err.message}`, plan.endpoint, "Check that the engine listens on its planned endpoint.", true);
+      })
+    : null;
+  if (open) {
+    throw fail(`${open}: the engine serves without its key`, plan.endpoint, "Check that the image's entrypoint passes VLLM_API_KEY (or --api-key) to vLLM; narwhal never captures an engine that serves without its key.");
+  }
   const version = (JSON.parse((await capture("/version", "version.json")).toString()) as { version?: string }).version ?? "";
   if (version !== checked.vllm_api_version) {
     throw fail(

@@ -1,6 +1,7 @@
 // The kill-point campaign: run `reconcile --once` with NARWHAL_FAILPOINTS so
 // the controller SIGKILLs itself at one point, rerun it clean, and check the
-// promises: every desired engine captured, exactly one engine per record, no
+// promises: every desired engine captured and enforcing its API key (401
+// without it, 200 with it), exactly one engine per record, no
 // orphans, and every run directory's evidence intact.
 import fs from "node:fs/promises";
 import path from "node:path";
@@ -8,6 +9,7 @@ import { createHash } from "node:crypto";
 import { expect } from "vitest";
 import type { SimFleet } from "./sim-fleet.js";
 import { runCli, status, type CliResult } from "./cli.js";
+import { parseEnvFile } from "../../src/phases/plan.js";
 
 export interface KillPoint {
   name: string;
@@ -70,7 +72,21 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
   return count;
 }
 
-/** After the clean rerun: all captured, one engine per record (and no other), evidence intact. */
+/**
+ * The engine enforces its API key: /v1/models answers 401 without it and 200 with it. The key is
+ * the one the run was prepared with (container.env), so this holds for both backends.
+ */
+export async function assertKeyEnforced(runDir: string, engine: string): Promise<void> {
+  const plan = JSON.parse(await fs.readFile(path.join(runDir, "launch.json"), "utf8")) as { endpoint: string };
+  const key = parseEnvFile(await fs.readFile(path.join(runDir, "container.env"), "utf8")).VLLM_API_KEY;
+  expect(key, `${engine}: the campaign's fleet has an API key`).toBeTruthy();
+  const url = plan.endpoint.replace(/\/+$/, "") + "/v1/models";
+  const get = async (headers: Record<string, string>) => (await fetch(url, { headers, signal: AbortSignal.timeout(10_000) })).status;
+  expect(await get({}), `${engine}: ${url} without the API key`).toBe(401);
+  expect(await get({ Authorization: `Bearer ${key}` }), `${engine}: ${url} with the API key`).toBe(200);
+}
+
+/** After the clean rerun: all captured, one engine per record (and no other), each enforcing its key, evidence intact. */
 export async function assertConverged(
   fleet: SimFleet,
   engines: string[],
@@ -85,6 +101,7 @@ export async function assertConverged(
     out[name] = { id, run_dir: e!.run_dir! };
     const planBytes = await fs.readFile(path.join(e!.run_dir!, "launch.json"));
     expect(sha256(planBytes)).toBe(e!.plan_sha256);
+    await assertKeyEnforced(e!.run_dir!, name);
   }
   const live = await running();
   expect(live.map((p) => p.engine).sort(), `exactly one engine per desired record, no orphans: ${JSON.stringify(live)}`).toEqual([...engines].sort());

@@ -1,11 +1,13 @@
 // A canary API key taken through the whole lifecycle at debug level must
 // appear nowhere but the engine's private environment: not in narwhal's logs,
 // the state file, launch.json, any other evidence file, or a command line.
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { engineProcesses, runCli, teardown } from "./cli.js";
+import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
+import { assertKeyEnforced, reconcileOnce } from "./campaign.js";
 
 const CANARY = "canary-5e3c7a9f-do-not-log";
 // Only these files may hold the key: the engine's 0600 environment file (and, for containers, its 0600 key file).
@@ -60,5 +62,47 @@ describe("the engine API key", () => {
     const procs = await engineProcesses(fleet.stateDir);
     expect(procs.length).toBe(1);
     for (const p of procs) expect((await fs.readFile(`/proc/${p.pid}/cmdline`, "utf8")).split("\0").join(" ")).not.toContain(CANARY);
+  });
+});
+
+// A native engine gets its key through its environment: only its answers prove it enforces it.
+describe("an engine that serves without its API key (native)", () => {
+  let fleet: SimFleet;
+  let controller: ChildProcess | undefined;
+  afterEach(async () => {
+    if (controller && controller.exitCode === null) {
+      controller.kill("SIGTERM");
+      await new Promise((r) => controller!.once("exit", r));
+    }
+    controller = undefined;
+    await teardown(fleet.stateDir);
+  });
+
+  it("is never captured: probe fails it, naming the 200 it answered without the key", async () => {
+    fleet = await simFleet({ engines: [{}, { faults: "ignore_api_key" }] });
+    const r = await reconcileOnce(fleet);
+    expect(r.code, r.stderr.slice(-2000)).toBe(2);
+    const [e1, e2] = (await status(fleet.stateDir)).engines;
+    expect(e1!.phase).toBe("captured");
+    expect(e2!.phase).toBe("failed");
+    expect(e2!.last_error).toMatchObject({ step: "probe", retryable: false });
+    expect(e2!.last_error!.message).toContain("/v1/models answered HTTP 200 without the API key (401 expected)");
+  });
+
+  it("that stops enforcing it is replaced on resync, the cause named", async () => {
+    // Enforces its key long enough to be captured, then answers without it.
+    fleet = await simFleet({ engines: [{}, { faults: "ignore_api_key=20@engine-2" }] });
+    controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    let log = "";
+    controller.stderr!.on("data", (d) => (log += d));
+    const first = await waitFor("engine-2 captured", async () => (await status(fleet.stateDir)).engines.find((e) => e.engine === "engine-2" && e.phase === "captured"), 60_000);
+    await assertKeyEnforced(first.run_dir!, "engine-2");
+    const replaced = await waitFor("engine-2 replaced", async () => {
+      const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
+      return e && e.phase === "captured" && e.pid !== first.pid && e.history.some((h) => h.note?.includes("without the API key")) ? e : undefined;
+    }, 60_000);
+    expect(replaced.history.map((h) => h.note ?? "").join("\n")).toContain("does not hold its API key as recorded: /v1/models answered HTTP 200 without the API key");
+    expect(log).toContain("does not hold its API key as recorded");
+    expect(await engineProcesses(fleet.stateDir).then((p) => p.filter((x) => x.engine === "engine-2").map((x) => x.pid))).not.toContain(first.pid);
   });
 });

@@ -134,6 +134,15 @@ def run(args):
                   missing_metrics=faults.values("missing_metric"),
                   access_log=not args.disable_uvicorn_access_log,
                   metrics=Metrics(served[0], layout, facts, args, nixl))
+    if faults.has("ignore_api_key"):
+        # An engine that does not enforce its key: at once, or after S seconds of enforcing it.
+        after = faults.value("ignore_api_key")
+        if not after:
+            state.api_key = None
+        else:
+            timer = threading.Timer(float(after), lambda: setattr(state, "api_key", None))
+            timer.daemon = True
+            timer.start()
     server.RequestHandlerClass = make_handler(state)
     server.server_activate()
     host = args.host or "0.0.0.0"
