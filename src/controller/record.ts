@@ -2,6 +2,7 @@
 // `narwhal status` shows and what a restarted controller resumes from.
 import type { EngineContext } from "../../machines/engine.js";
 import type { Condition, EngineRecord } from "../state/store.js";
+import { failureOf } from "../errors.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 const pascal = (phase: string) => phase.charAt(0).toUpperCase() + phase.slice(1);
@@ -39,7 +40,9 @@ export function conditionsFor(prev: readonly Condition[] | undefined, phase: str
       ? c("Failed", false, "Recovering", `attempt ${ctx.attempts + 1} in progress after ${failure}`)
       : ctx.terminal
         ? c("Failed", true, "Terminal", failure)
-        : c("Failed", true, "Retrying", `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`);
+        : failureOf(e) === "outwait"
+          ? c("Failed", true, "Waiting", `${failure} (outside narwhal's control; re-checked${ctx.retryAt ? ` next at ${new Date(ctx.retryAt).toISOString()}` : ""}, using no attempt${ctx.waitingSince ? `, waiting since ${new Date(ctx.waitingSince).toISOString()}` : ""})`)
+          : c("Failed", true, "Retrying", `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`);
   return [ready, upToDate, failed];
 }
 

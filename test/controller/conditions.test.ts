@@ -23,6 +23,7 @@ describe("conditions", () => {
     ["a captured engine", "captured", { runningHash: H1 }, { Ready: "True/Captured", UpToDate: "True/HashMatches", Failed: "False/NoFailure" }],
     ["a terminal failure", "failed", { error, terminal: true, attempts: 1 }, { Ready: "False/Failed", UpToDate: "False/NotRunning", Failed: "True/Terminal" }],
     ["a failure awaiting its retry", "failed", { error: { ...error, retryable: true }, attempts: 2, retryAt: Date.parse(T1) }, { Ready: "False/Failed", UpToDate: "False/NotRunning", Failed: "True/Retrying" }],
+    ["a cause outside narwhal's control, outwaited", "failed", { error: { ...error, retryable: true, failure: "outwait" as const }, attempts: 0, retryAt: Date.parse(T1), waitingSince: Date.parse(T0) }, { Ready: "False/Failed", UpToDate: "False/NotRunning", Failed: "True/Waiting" }],
     ["a retry in progress", "inspected", { error: { ...error, retryable: true }, attempts: 2 }, { Ready: "False/Inspected", UpToDate: "False/NotRunning", Failed: "False/Recovering" }],
     ["an engine serving old inputs", "captured", { runningHash: H2 }, { Ready: "True/Captured", UpToDate: "False/HashDiffers", Failed: "False/NoFailure" }],
     ["a replacement keeping the old engine", "prepared", { retiring: { handle: { kind: "native", pid: 1, pgid: 1, boot_id: "b", start_ticks: 1, launch_token: "t" }, run: null, hash: H2 } }, { Ready: "False/Prepared", UpToDate: "False/HashDiffers", Failed: "False/NoFailure" }],
@@ -33,6 +34,11 @@ describe("conditions", () => {
   it("names the failing step and the message, and when the next attempt is", () => {
     const [, , failed] = conditionsFor(undefined, "failed", ctx({ error: { ...error, retryable: true }, attempts: 2, retryAt: Date.parse(T1) }), T0);
     expect(failed!.message).toBe(`check: tokenizer failed (attempt 2 of 5, next at ${T1})`);
+  });
+
+  it("says an outwaited cause uses no attempt, and since when it is awaited", () => {
+    const [, , failed] = conditionsFor(undefined, "failed", ctx({ error: { ...error, retryable: true, failure: "outwait" }, retryAt: Date.parse(T1), waitingSince: Date.parse(T0) }), T0);
+    expect(failed!.message).toBe(`check: tokenizer failed (outside narwhal's control; re-checked next at ${T1}, using no attempt, waiting since ${T0})`);
   });
 
   it("keeps lastTransitionTime while a status holds and moves it when the status changes", () => {
