@@ -124,23 +124,33 @@ function kindOf(st: Stats): string {
  * swapped for a FIFO in between cannot hang the read either.
  */
 export async function readRegularFile(file: string): Promise<RegularFileRead> {
-  let st: Stats;
-  try {
-    st = await fs.stat(file);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return { kind: "missing" };
-    if (code === "ELOOP") return { kind: "not-regular", what: "a symlink loop" };
-    throw err;
-  }
-  if (!st.isFile()) return { kind: "not-regular", what: kindOf(st) };
-  const handle = await fs.open(file, fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY);
-  try {
-    const opened = await handle.stat();
-    if (!opened.isFile() || opened.ino !== st.ino || opened.dev !== st.dev) return { kind: "not-regular", what: kindOf(opened) };
-    return { kind: "text", text: await handle.readFile("utf8") };
-  } finally {
-    await handle.close();
+  // A writer renames a new file over this one at any instant: what is opened may be a newer
+  // regular file than what was stat()ed (read it: old or new bytes, both whole), or gone (look again).
+  for (let attempt = 0; ; attempt++) {
+    let st: Stats;
+    try {
+      st = await fs.stat(file);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") return { kind: "missing" };
+      if (code === "ELOOP") return { kind: "not-regular", what: "a symlink loop" };
+      throw err;
+    }
+    if (!st.isFile()) return { kind: "not-regular", what: kindOf(st) };
+    let handle: fs.FileHandle;
+    try {
+      handle = await fs.open(file, fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT" && attempt < 3) continue;
+      throw err;
+    }
+    try {
+      const opened = await handle.stat();
+      if (!opened.isFile()) return { kind: "not-regular", what: kindOf(opened) };
+      return { kind: "text", text: await handle.readFile("utf8") };
+    } finally {
+      await handle.close();
+    }
   }
 }
 

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { exists, readJsonIfExists, writeFileAtomic, writeFileExclusive } from "../../src/state/atomic-file.js";
+import { exists, readJsonIfExists, readRegularFile, writeFileAtomic, writeFileExclusive } from "../../src/state/atomic-file.js";
 import { smallDisk, type FullDisk } from "./full-disk.js";
 
 let dir: string;
@@ -125,5 +125,30 @@ describe("readJsonIfExists / exists", () => {
     expect(await exists(f)).toBe(true);
     await writeFile(f, "{");
     await expect(readJsonIfExists(f)).rejects.toThrow(SyntaxError);
+  });
+});
+
+describe("readRegularFile while the file is replaced atomically", () => {
+  it("reads the old or the new bytes, never calls a replaced regular file 'not regular', however often it is renamed over", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "narwhal-regular-"));
+    const file = path.join(dir, "narwhal.json");
+    await writeFileAtomic(file, "0");
+    let writing = true;
+    const writer = (async () => {
+      for (let i = 1; writing; i++) await writeFileAtomic(file, String(i));
+    })();
+    const seen = new Set<string>();
+    try {
+      for (let i = 0; i < 2000; i++) {
+        const read = await readRegularFile(file);
+        seen.add(read.kind);
+        expect(read.kind, JSON.stringify(read)).toBe("text");
+      }
+    } finally {
+      writing = false;
+      await writer;
+      await rm(dir, { recursive: true, force: true });
+    }
+    expect([...seen]).toEqual(["text"]);
   });
 });

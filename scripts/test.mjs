@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// `npm test` after the type-checks: the unit project first (fast, every core), then
+// the e2e project (real processes) and the docker project (a real Docker Engine) side
+// by side. Each runs its files one at a time, and their time is mostly spent waiting
+// on engines and daemons, so two vitest processes run them in about half the wall
+// time on two cores (one vitest process ran all files one after another: its wall
+// time was the sum of the files' times, 14.5 min). Output lines are prefixed with the project; the exit code
+// is the first failure's.
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const vitest = path.join(root, "node_modules/vitest/vitest.mjs");
+
+function run(project) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [vitest, "run", "--project", project], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    for (const [stream, sink] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
+      let rest = "";
+      stream.setEncoding("utf8");
+      stream.on("data", (chunk) => {
+        const lines = (rest + chunk).split("\n");
+        rest = lines.pop();
+        for (const line of lines) sink.write(`[${project}] ${line}\n`);
+      });
+      stream.on("end", () => rest && sink.write(`[${project}] ${rest}\n`));
+    }
+    child.on("close", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+const unit = await run("unit");
+const [e2e, docker] = await Promise.all([run("e2e"), run("docker")]);
+const codes = { unit, e2e, docker };
+console.log(`test projects: ${Object.entries(codes).map(([p, c]) => `${p} ${c === 0 ? "passed" : `failed (exit ${c})`}`).join(", ")}`);
+process.exitCode = [unit, e2e, docker].find((c) => c !== 0) ?? 0;
