@@ -13,16 +13,27 @@ export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const HOST_FIXTURE = path.join(REPO, "test/fixtures/hosts/h100x2");
 export const SIM_SITE = path.join(REPO, "test/sim/site");
 
+/**
+ * TCP ports nothing listens on right now, all different: every one is held open until all are
+ * chosen, since the kernel may hand a port just closed to the next bind(0) (the campaign saw
+ * one fleet's HTTP port equal to another engine's attestation port).
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<net.Server>((resolve, reject) => {
+      const srv = net.createServer();
+      srv.once("error", reject);
+      srv.listen(0, "127.0.0.1", () => resolve(srv));
+    })),
+  );
+  const found = servers.map((s) => (s.address() as net.AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return found;
+}
+
 /** A TCP port nothing listens on right now (the kernel picks it). */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
+  return (await freePorts(1))[0]!;
 }
 
 export interface SimEngineOptions {
@@ -61,7 +72,8 @@ export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
   const stateDir = path.join(root, "state");
   await fs.mkdir(dir);
   const ports: number[][] = [];
-  for (let i = 0; i < 2; i++) ports.push([await freePort(), await freePort(), await freePort()]);
+  const chosen = await freePorts(6);
+  for (let i = 0; i < 2; i++) ports.push(chosen.slice(3 * i, 3 * i + 3));
   const fleet: SimFleet = { dir, stateDir, ports, write: (o) => writeTree(dir, ports, o) };
   await fleet.write(opts);
   return fleet;

@@ -10,6 +10,7 @@ import type { EngineSpec } from "../../src/desired/types.js";
 import { CancelledError } from "../../src/errors.js";
 import { inspect } from "../../src/phases/inspect.js";
 import { InspectionError } from "../../src/phases/inspect-problems.js";
+import { freePorts } from "../e2e/sim-fleet.js";
 
 const hosts = fileURLToPath(new URL("../fixtures/hosts/", import.meta.url));
 const H100 = "NVIDIA H100 80GB HBM3";
@@ -19,16 +20,6 @@ const CONFIG_SHA = createHash("sha256").update(CONFIG).digest("hex");
 
 let modelDir: string;
 let ports: number[];
-
-/** Ports nobody listens on right now: bind port 0, note the number, close. */
-async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<net.Server>((r) => { const s = net.createServer(); s.listen(0, "127.0.0.1", () => r(s)); })),
-  );
-  const found = servers.map((s) => (s.address() as net.AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return found;
-}
 
 beforeAll(async () => {
   modelDir = await mkdtemp(path.join(tmpdir(), "narwhal-inspect-model-"));
