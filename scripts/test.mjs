@@ -13,18 +13,32 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const vitest = path.join(root, "node_modules/vitest/vitest.mjs");
 
+// vitest's closing "Tests  2 failed | 110 passed (112)", colours stripped: summed into one plain line.
+const totals = { passed: 0, failed: 0 };
+function count(line) {
+  const m = /^\s*Tests\s+(?:(\d+) failed \| )?(\d+) passed/.exec(line.replace(/\x1b\[[0-9;]*m/g, ""));
+  if (m) {
+    totals.failed += Number(m[1] ?? 0);
+    totals.passed += Number(m[2]);
+  }
+}
+
 function run(project) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [vitest, "run", "--project", project], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
     for (const [stream, sink] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
+      const emit = (line) => {
+        count(line);
+        sink.write(`[${project}] ${line}\n`);
+      };
       let rest = "";
       stream.setEncoding("utf8");
       stream.on("data", (chunk) => {
         const lines = (rest + chunk).split("\n");
         rest = lines.pop();
-        for (const line of lines) sink.write(`[${project}] ${line}\n`);
+        lines.forEach(emit);
       });
-      stream.on("end", () => rest && sink.write(`[${project}] ${rest}\n`));
+      stream.on("end", () => rest && emit(rest));
     }
     child.on("close", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
   });
@@ -33,5 +47,6 @@ function run(project) {
 const unit = await run("unit");
 const [e2e, docker] = await Promise.all([run("e2e"), run("docker")]);
 const codes = { unit, e2e, docker };
+console.log(`tests: ${totals.passed} passed, ${totals.failed} failed`);
 console.log(`test projects: ${Object.entries(codes).map(([p, c]) => `${p} ${c === 0 ? "passed" : `failed (exit ${c})`}`).join(", ")}`);
 process.exitCode = [unit, e2e, docker].find((c) => c !== 0) ?? 0;
