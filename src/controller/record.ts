@@ -56,12 +56,6 @@ export function stoppedConditions(prev: readonly Condition[] | undefined, now: s
   ];
 }
 
-/**
- * Transitions kept per engine: an outwaited cause is re-checked every resync period for as long
- * as it lasts, so an uncapped history would grow the state file without end.
- */
-export const HISTORY_LIMIT = 200;
-
 export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: EngineContext, backend: string, snapshot: unknown, event?: string): EngineRecord {
   const now = new Date().toISOString();
   const history = [...(prev?.history ?? [])];
@@ -88,7 +82,7 @@ export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: E
     last_error: ctx.error,
     attempts: ctx.attempts,
     retry_at: ctx.retryAt,
-    history: history.slice(-HISTORY_LIMIT),
+    history,
     snapshot,
     updated_at: now,
   };

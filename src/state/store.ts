@@ -13,7 +13,11 @@ import { readStateFile, STATE_VERSION } from "./state-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 
 export { STATE_VERSION };
-const HISTORY_LIMIT = 50;
+/**
+ * Transitions kept per engine, on every write: an outwaited cause is re-checked every resync
+ * period for as long as it lasts, so an uncapped history would grow the state file without end.
+ */
+export const HISTORY_LIMIT = 50;
 
 export interface Condition {
   type: string;
