@@ -57,6 +57,14 @@ export const EngineRecordSchema = z
     history: z.array(HistoryEntrySchema),
     snapshot: z.unknown().describe("xstate persisted snapshot; checked when restored (controller.build)"),
     updated_at: z.string().describe("ISO time of the last write"),
+    role: z.string().optional().describe("the role it was applied with (fleet.json); absent in files written before roles were kept"),
+    applied_inputs: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .optional()
+      .describe("the hashed inputs (no secrets: the API key as its sha256) of the spec last applied, so a plan can name the fields a change touches"),
+    observed_at: z.string().optional().describe("ISO time a controller last observed this engine (liveness, health, key)"),
+    halted: z.string().nullable().optional().describe("why a rollout halted on this engine (its replacement failed); null or absent: not halted"),
   })
   .describe("one engine's record in narwhal.json");
 

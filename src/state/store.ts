@@ -58,6 +58,14 @@ export interface EngineRecord {
   /** xstate persisted snapshot (secrets never in it: specs are stripped). */
   snapshot: unknown;
   updated_at: string;
+  /** The role it was applied with; absent in files written before roles were kept. */
+  role?: string;
+  /** inputHashMaterial of the spec last applied (no secrets), so a plan can name the fields a change touches. */
+  applied_inputs?: Record<string, unknown> | null;
+  /** When a controller last observed this engine (liveness, health, key). */
+  observed_at?: string;
+  /** Why a rollout halted on this engine (its replacement failed); null or absent: not halted. */
+  halted?: string | null;
 }
 
 export interface StateFile {
