@@ -40,7 +40,7 @@ export function haltReason(d: DesiredEngine, o: ObservedEngine | undefined): str
   if (!o || o.applied_hash !== d.input_hash) return null;
   if (o.phase === "failed") {
     const cause = o.problem ? `: ${o.problem}` : "";
-    return `${d.engine} failed at its new inputs ${h8(d.input_hash)} (${o.terminal ? "terminal, no attempts left" : "retrying with backoff"})${cause}`;
+    return `${d.engine} failed at its desired inputs ${h8(d.input_hash)} (${o.terminal ? "terminal, no attempts left" : "retrying with backoff"})${cause}`;
   }
   if (o.halted && o.phase !== "captured") return o.halted;
   return null;
@@ -104,7 +104,8 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
       return !pendingNames.has(d.engine) || decision.released.has(d.engine);
     });
 
-  const blockedWhy = (engines: PendingChange[]): string | null => {
+  /** Why the unit cannot be released now; "pair": it would take the last compatible pair out (worded once all releases are known). */
+  const blocked = (engines: PendingChange[]): string | "pair" | null => {
     const taken = engines.filter((p) => serving(desired.find((d) => d.engine === p.engine)!));
     for (const role of new Set(taken.map((p) => p.role))) {
       const max = maxUnavailable(policy, role, roleCount(role));
@@ -117,18 +118,21 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
     const takenNames = new Set(taken.map((p) => p.engine));
     const before = pairedGroups(candidates());
     const after = pairedGroups(candidates().filter((c) => !takenNames.has(c.engine)));
-    const back = returning();
-    if (before.length > 0 && after.length === 0 && back.length > 0) {
-      return `rollout: ${before[0]!.engines.join(", ")} ${before[0]!.engines.length === 1 ? "is" : "are"} the last compatible prefill/decode pair serving; waiting until ${back.map((d) => d.engine).join(", ")} ${back.length === 1 ? "is" : "are"} captured`;
-    }
-    return null;
+    return before.length > 0 && after.length === 0 && returning().length > 0 ? "pair" : null;
   };
 
+  const heldForPair: PendingChange[][] = [];
   for (const u of units) {
-    const why = u.recreate ? null : blockedWhy(u.engines);
+    const why = u.recreate ? null : blocked(u.engines);
     if (why === null) for (const p of u.engines) decision.released.add(p.engine);
+    else if (why === "pair") heldForPair.push(u.engines);
     else for (const p of u.engines) decision.waits.set(p.engine, { why, until: "rollout" });
     decision.steps.push({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: why === null ? "now" : "later" });
+  }
+  const back = returning().map((d) => d.engine);
+  for (const engines of heldForPair) {
+    const why = `rollout: taking ${engines.map((p) => p.engine).join(", ")} out now would leave no compatible prefill/decode pair serving; waiting until ${back.join(", ")} ${back.length === 1 ? "is" : "are"} captured`;
+    for (const p of engines) decision.waits.set(p.engine, { why, until: "rollout" });
   }
   decision.steps = [...decision.steps.filter((s) => s.status === "now"), ...decision.steps.filter((s) => s.status !== "now")];
   return decision;
