@@ -442,7 +442,7 @@ describe("WorkQueue: property over random interleavings", () => {
           check();
         }
         // Drain: every reconcile succeeds from now on; time passes until nothing is left.
-        for (let round = 0; round < 100 && (h.queue.running + h.queue.depth + h.queue.delayed > 0); round++) {
+        for (let round = 0; round < 100 && h.queue.running + h.queue.depth + h.queue.delayed > 0; round++) {
           for (const run of h.open()) run.ok();
           await flush();
           vi.advanceTimersByTime(1000);
