@@ -189,6 +189,13 @@ describe("WorkQueue: addAfter", () => {
     expect(h.startsOf("a")).toBe(1);
   });
 
+  it("waits for a delay longer than a Node timer can hold instead of firing at once", () => {
+    const h = harness();
+    h.queue.addAfter("a", 2 ** 40);
+    vi.advanceTimersByTime(1000);
+    expect([h.startsOf("a"), h.queue.delayed]).toEqual([0, 1]);
+  });
+
   it("is a no-op for a key already pending, and treats ms <= 0 as add()", () => {
     const h = harness();
     h.queue.add("busy");
