@@ -105,7 +105,7 @@ async function run(argv: string[]): Promise<number> {
         const config = configFrom(opts);
         const view = await readStatus(config, engine as string | undefined);
         if (engine && view.engines.length === 0) {
-          err(`narwhal: no engine named ${String(engine)} in ${config.stateDir}`);
+          err(`narwhal: no engine named ${String(engine)} in the state ${config.stateDir} or in desired state ${config.desiredDir}`);
           return EXIT.invalid;
         }
         out(opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine));

@@ -6,12 +6,15 @@ import type { Config } from "../config.js";
 import { readState, stateFilePath } from "../state/store.js";
 import { readLockStatus } from "../state/lock.js";
 import { validateDesired } from "../desired/load.js";
+import { exists } from "../state/atomic-file.js";
 import { probeEngines, type ProbeTarget } from "./status-observe.js";
 import { servingHandle, statusView, type ControllerView, type DesiredNow, type StatusView } from "./status-view.js";
 
 export async function desiredNow(dir: string): Promise<DesiredNow> {
   const invalid = (issues: number, problem: string): DesiredNow => ({ dir, valid: false, engines: null, issues, problem });
   try {
+    // Seven "file not found" issues would hide the one fact: there is no desired/ here.
+    if (!(await exists(dir))) return invalid(0, `desired state ${dir} does not exist (set --desired DIR or NARWHAL_DESIRED); DESIRED shows ?`);
     const result = await validateDesired(dir);
     if (result.state) {
       const engines = Object.fromEntries(result.state.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]));

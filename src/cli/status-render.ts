@@ -44,7 +44,8 @@ export function headerLines(view: StatusView): string[] {
   const lines: string[] = [];
   if (view.controller) lines.push(controllerLine(view.controller));
   if (view.desired?.problem) lines.push(view.desired.problem);
-  if (view.checked) {
+  // Nothing recorded runs: there was nothing to check, and the controller line already says who observes.
+  if (view.checked && view.checked.engines > 0) {
     const checked = `checked ${view.checked.engines} engine${view.checked.engines === 1 ? "" : "s"} just now`;
     lines.push(view.controller?.running === false ? `no controller is running; ${checked}` : checked);
   }

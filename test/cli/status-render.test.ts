@@ -42,6 +42,11 @@ describe("status render", () => {
     expect(lines.find((l) => l.startsWith("engine-2"))).toMatch(/engine-2 +captured +gone: pid 4242 not running +.* - +aaaaaaaaaaaaaaaa/);
   });
 
+  it("says nothing of a check when no recorded engine had a process to check", () => {
+    const view = statusView(stateFile([record("engine-1", { phase: "pending", handle: null, snapshot: null })]), { controller: free, live: { at: "x", engines: {} } });
+    expect(renderStatusText(view, false, NOW)).not.toContain("checked");
+  });
+
   it("with a controller running shows no check, only its observation", () => {
     const view = statusView(stateFile([record("engine-1", { observed_at: "2026-12-01T11:59:58.000Z" })]), { controller: { ...free, running: true, holder } });
     expect(view.checked).toBeNull();
