@@ -18,6 +18,9 @@ export interface ProbeTarget {
   handle: EngineHandle;
 }
 
+/** Docker container states that cannot serve again without a new start. */
+const GONE_STATES = new Set(["created", "exited", "dead", "removing"]);
+
 type NativeHandle = Extract<EngineHandle, { kind: "native" }>;
 type ContainerHandle = Extract<EngineHandle, { kind: "container" }>;
 
@@ -30,7 +33,7 @@ async function nativeLive(backend: NativeBackend, h: NativeHandle): Promise<Live
   return { liveness: "gone", problem: `pid ${h.pid} not running` };
 }
 
-function describe(err: unknown): string {
+function reason(err: unknown): string {
   const e = err as { name?: string; message?: string };
   return e?.name === "TimeoutError" ? `no answer within ${STATUS_DOCKER_DEADLINE_MS} ms` : (e?.message ?? String(err));
 }
@@ -53,11 +56,12 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
           const id = h.container_id.slice(0, 12);
           if (!c) found.set(h, { liveness: "gone", problem: `container ${id} no longer exists on ${docker.endpoint}` });
           else if (c.labels[LABEL.token] !== h.launch_token) found.set(h, { liveness: "gone", problem: `container ${id} carries another launch token` });
-          else if (c.state !== "running") found.set(h, { liveness: "gone", problem: `container ${id} is ${c.state}` });
-          else found.set(h, { liveness: "alive", problem: null });
+          else if (c.state === "running") found.set(h, { liveness: "alive", problem: null });
+          // Paused or restarting is neither serving nor gone: not for a status check to decide.
+          else found.set(h, { liveness: GONE_STATES.has(c.state) ? "gone" : "unknown", problem: `container ${id} is ${c.state}` });
         }
       } catch (err) {
-        const why = `docker container list on ${host || config.docker.host || "the local Docker socket"}: ${describe(err)}`;
+        const why = `docker container list on ${host || config.docker.host || "the local Docker socket"}: ${reason(err)}`;
         for (const h of group) found.set(h, { liveness: "unknown", problem: why });
       }
     }),
@@ -69,9 +73,10 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
 export async function probeEngines(config: Config, targets: ProbeTarget[]): Promise<Record<string, Live>> {
   const result: Record<string, Live> = {};
   const native = new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, logCapBytes: config.engineLogCapBytes });
-  const containers = targets.filter((t): t is ProbeTarget & { handle: ContainerHandle } => t.handle.kind === "container");
+  const natives = targets.flatMap((t) => (t.handle.kind === "native" ? [{ engine: t.engine, handle: t.handle }] : []));
+  const containers = targets.flatMap((t) => (t.handle.kind === "container" ? [{ engine: t.engine, handle: t.handle }] : []));
   const [nativeResults, containerResults] = await Promise.all([
-    Promise.all(targets.filter((t) => t.handle.kind === "native").map(async (t) => [t.engine, await nativeLive(native, t.handle as NativeHandle)] as const)),
+    Promise.all(natives.map(async (t) => [t.engine, await nativeLive(native, t.handle)] as const)),
     containers.length ? containerLive(config, containers.map((t) => t.handle)) : Promise.resolve([]),
   ]);
   for (const [engine, live] of nativeResults) result[engine] = live;

@@ -73,18 +73,21 @@ describe("status: the no-controller check", () => {
       { Id: "c-running", State: "running", Labels: labels("t1") },
       { Id: "c-exited", State: "exited", Labels: labels("t2") },
       { Id: "c-other", State: "running", Labels: labels("someone-else") },
+      { Id: "c-paused", State: "paused", Labels: labels("t5") },
     ]);
     const live = await probeEngines(config, [
       { engine: "e1", handle: container("c-running", "t1", d.host) },
       { engine: "e2", handle: container("c-exited", "t2", d.host) },
       { engine: "e3", handle: container("c-missing", "t3", d.host) },
       { engine: "e4", handle: container("c-other", "t4", d.host) },
+      { engine: "e5", handle: container("c-paused", "t5", d.host) },
     ]);
     expect(live).toEqual({
       e1: { liveness: "alive", problem: null },
       e2: { liveness: "gone", problem: "container c-exited is exited" },
       e3: { liveness: "gone", problem: expect.stringMatching(/^container c-missing no longer exists on /) },
       e4: { liveness: "gone", problem: "container c-other carries another launch token" },
+      e5: { liveness: "unknown", problem: "container c-paused is paused" },
     });
     expect(d.requests).toHaveLength(1);
     expect(d.requests[0]).toMatch(/^GET \/containers\/json\?/);
