@@ -5,7 +5,8 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import Docker from "dockerode";
+import { createRequire } from "node:module";
+import type Docker from "dockerode";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
@@ -24,6 +25,10 @@ import { containerPlanProblems, planEnv } from "./container-plan.js";
 import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 
 export const CONTAINER_ID_FILE = "container.id";
+
+// dockerode (with its ssh and protobuf stack) takes a third of a second to load: it is loaded by the first
+// client(), so a command that meets no container engine (`status` of a native fleet) never pays for it.
+const requireCjs = createRequire(import.meta.url);
 
 export interface ContainerBackendOptions {
   stateDir: string;
@@ -48,7 +53,8 @@ export class ContainerBackend implements EngineBackend {
     const key = host ?? this.opts.docker.host ?? "";
     let c = this.clients.get(key);
     if (!c) {
-      c = new DockerCalls(new Docker(dockerOptions(key || undefined, this.opts.docker)), this.opts.docker.timeouts, key || "the local Docker socket");
+      const DockerClient = requireCjs("dockerode") as typeof Docker;
+      c = new DockerCalls(new DockerClient(dockerOptions(key || undefined, this.opts.docker)), this.opts.docker.timeouts, key || "the local Docker socket");
       this.clients.set(key, c);
     }
     return c;

@@ -8,9 +8,10 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { CLI, runCli, startCli, status, teardown, waitFor } from "./cli.js";
+import { CLI, runCli, startCli, status, teardown, TEST_ENV, waitFor } from "./cli.js";
 import { record, stateFile } from "../controller/records.js";
-import type { StatusEngine } from "../../src/cli/status-view.js";
+import type { StatusEngine, StatusView } from "../../src/cli/status-view.js";
+import type { EngineRecord } from "../../src/state/store.js";
 
 describe("status tells the truth", () => {
   let fleet: SimFleet;
@@ -120,35 +121,39 @@ describe("status tells the truth", () => {
   });
 
   it("loads no Docker client when no record is a container engine, and does for one that is", async () => {
-    // A resolve hook reports every module dockerode brings in; status-read is what `status` runs.
-    const hook = `data:text/javascript,${encodeURIComponent(
-      'import { writeSync } from "node:fs"; export async function resolve(s, c, next) { const r = await next(s, c); if (r.url.includes("/node_modules/dockerode/")) writeSync(2, "LOADED dockerode\\n"); return r; }',
-    )}`;
-    const read = path.join(path.dirname(CLI), "status-read.js");
-    const config = path.join(path.dirname(CLI), "../config.js");
+    // Preloaded into the CLI: at exit, says whether any dockerode module was loaded (import or require).
+    const preload = path.join(path.dirname(fleet.stateDir), "report-dockerode.cjs");
+    await fs.writeFile(
+      preload,
+      'process.on("exit", () => { if (Object.keys(require.cache).some((k) => k.includes("/node_modules/dockerode/"))) require("fs").writeSync(2, "LOADED dockerode\\n"); });\n',
+    );
     const run = (stateDir: string) =>
-      new Promise<string>((resolve) => {
-        const script = `import { register } from "node:module"; register(${JSON.stringify(hook)});
-          const { readStatus } = await import(${JSON.stringify(read)}); const { loadConfig } = await import(${JSON.stringify(config)});
-          const v = await readStatus(loadConfig({ state: ${JSON.stringify(stateDir)}, desired: ${JSON.stringify(fleet.dir)} }));
-          process.stdout.write(JSON.stringify(v.engines.map((e) => e.live)));`;
-        const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
-        let all = "";
-        child.stdout.on("data", (d) => (all += d));
-        child.stderr.on("data", (d) => (all += d));
-        child.on("close", () => resolve(all));
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const args = ["--require", preload, CLI, "status", "--desired", fleet.dir, "--state", stateDir, "--format", "json"];
+        const child = spawn(process.execPath, args, { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d) => (stdout += d));
+        child.stderr.on("data", (d) => (stderr += d));
+        child.on("close", (code) => resolve({ code, stdout, stderr }));
       });
-    const native = await run(fleet.stateDir);
-    expect(native).toContain('"liveness":"alive"');
-    expect(native).not.toContain("LOADED dockerode");
+    const stateWith = async (name: string, records: EngineRecord[]) => {
+      const dir = path.join(path.dirname(fleet.stateDir), name);
+      await fs.mkdir(dir, { recursive: true });
+      await fs.writeFile(path.join(dir, "narwhal.json"), JSON.stringify(stateFile(records)));
+      return dir;
+    };
+    const native = await run(await stateWith("state-native", [record("engine-1"), record("engine-2")]));
+    expect(native.code, native.stderr).toBe(0);
+    expect((JSON.parse(native.stdout) as StatusView).checked?.engines).toBe(2);
+    expect(native.stderr).not.toContain("LOADED dockerode");
 
-    const containerState = path.join(path.dirname(fleet.stateDir), "state-container");
-    await fs.mkdir(containerState, { recursive: true });
     const handle = { kind: "container" as const, container_id: "c0ffee", launch_token: "t", docker_host: "unix:///nonexistent/docker.sock" };
-    await fs.writeFile(path.join(containerState, "narwhal.json"), JSON.stringify(stateFile([record("engine-1", { backend: "container", handle })])));
-    const container = await run(containerState);
-    expect(container).toContain("LOADED dockerode");
-    expect(container).toContain('"liveness":"unknown"');
+    const container = await run(await stateWith("state-container", [record("engine-1", { backend: "container", handle }), record("engine-2")]));
+    expect(container.code, container.stderr).toBe(0);
+    expect(container.stderr).toContain("LOADED dockerode");
+    const [e] = (JSON.parse(container.stdout) as StatusView).engines;
+    expect(e!.live).toMatchObject({ liveness: "unknown", problem: expect.stringContaining("unix:///nonexistent/docker.sock") });
   });
 
   it.skip("shows when the controller last observed each engine (unskip once observe.ts writes observed_at)", async () => {
