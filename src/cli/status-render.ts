@@ -30,7 +30,7 @@ export function controllerLine(c: ControllerView): string {
 
 /** DESIRED: the hash desired/ gives now; "?" when desired/ could not be loaded; "-" when the engine is not in it. */
 function desiredCell(e: StatusEngine, desired: DesiredNow | null): string {
-  if (!desired || !desired.valid) return "?";
+  if (!desired?.valid) return "?";
   return short(e.desired_hash_now);
 }
 
@@ -53,14 +53,17 @@ export function headerLines(view: StatusView): string[] {
 }
 
 function table(view: StatusView, now: number): string[] {
-  const rows = [["ENGINE", "PHASE", "LIVE", "DESIRED", "APPLIED", "RUNNING", "OBSERVED", "GROUP", "PID/CONTAINER", "ATTEMPTS", "LAST ERROR"]];
+  // A view built without reading desired/ (the report after `reconcile --once`, which has just applied it) has no DESIRED column.
+  const withDesired = view.desired !== null;
+  const head = ["ENGINE", "PHASE", "LIVE", ...(withDesired ? ["DESIRED"] : []), "APPLIED", "RUNNING", "OBSERVED", "GROUP", "PID/CONTAINER", "ATTEMPTS", "LAST ERROR"];
+  const rows = [head];
   for (const e of view.engines) {
     const proc = e.pid !== null ? String(e.pid) : short(e.container_id);
     rows.push([
       e.engine,
       e.phase,
       liveCell(e.live),
-      desiredCell(e, view.desired),
+      ...(withDesired ? [desiredCell(e, view.desired)] : []),
       short(e.applied_hash),
       short(e.running_hash),
       age(e.observed_at, now),
@@ -76,10 +79,10 @@ function table(view: StatusView, now: number): string[] {
 
 function details(e: StatusEngine, view: StatusView, now: number): string[] {
   const lines = ["", `${e.engine}:`, `  run directory: ${e.run_dir ?? "-"}`, `  plan sha256:   ${e.plan_sha256 ?? "-"}`];
+  const desired = !view.desired ? [] : [`desired ${view.desired.valid ? (e.desired_hash_now ?? "- (not in desired/)") : "?"}`];
+  const hashes = [...desired, `applied ${e.applied_hash ?? "-"}`, `running ${e.running_hash ?? "-"}${e.retiring ? " (retiring)" : ""}`];
   lines.push(
-    `  input hash:    desired ${view.desired?.valid ? (e.desired_hash_now ?? "- (not in desired/)") : "?"}`,
-    `                 applied ${e.applied_hash ?? "-"}`,
-    `                 running ${e.running_hash ?? "-"}${e.retiring ? " (retiring)" : ""}`,
+    ...hashes.map((h, i) => `${i === 0 ? "  input hash:    " : "                 "}${h}`),
     `  observed:      ${e.observed_at ? `${age(e.observed_at, now)} (${e.observed_at})` : "never by a controller"}`,
   );
   if (e.live) lines.push(`  checked now:   ${liveCell(e.live)}`);

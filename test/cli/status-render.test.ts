@@ -58,12 +58,20 @@ describe("status render", () => {
   it("shows the lock holder, the three hashes, the observation and the check in one engine's details", () => {
     const state = stateFile([record("engine-1", { observed_at: "2026-12-01T11:59:00.000Z" })]);
     const live = { at: "x", engines: { "engine-1": { liveness: "unknown" as const, problem: "pid 4242 exists but /proc/4242/stat cannot be read (hidepid?)" } } };
-    const text = renderStatusText(statusView(state, { engine: "engine-1", controller: { ...free, stale: true, holder }, live }), true, NOW);
+    const desired = { dir: "/d", valid: false, engines: null, issues: 1, problem: "desired state /d is invalid (1 error): run narwhal validate --desired /d; DESIRED shows ?" };
+    const text = renderStatusText(statusView(state, { engine: "engine-1", controller: { ...free, stale: true, holder }, live, desired }), true, NOW);
     expect(text).toContain("stale lock of pid 1234");
     expect(text).toContain(`applied ${"1".repeat(64)}`);
     expect(text).toContain(`running ${"1".repeat(64)}`);
     expect(text).toContain("desired ?");
     expect(text).toContain("observed:      60s ago (2026-12-01T11:59:00.000Z)");
     expect(text).toContain("checked now:   unknown: pid 4242 exists but /proc/4242/stat cannot be read (hidepid?)");
+  });
+
+  it("has no DESIRED column when desired/ was not read (the report after reconcile --once, which just applied it)", () => {
+    const text = renderStatusText(statusView(stateFile([record("engine-1")])), true, NOW);
+    expect(text.split("\n")[0]).toMatch(/^ENGINE +PHASE +LIVE +APPLIED +RUNNING +OBSERVED /);
+    expect(text).not.toContain("desired");
+    expect(text).toContain(`  input hash:    applied ${"1".repeat(64)}`);
   });
 });
