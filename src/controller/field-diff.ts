@@ -44,6 +44,15 @@ function pathOf(segments: ReadonlyArray<string | number>): string {
   return p.startsWith(".") ? p.slice(1) : p;
 }
 
+/** Leaves are mostly primitives: compared directly; anything else (a shape change) by canonical JSON. */
+function same(a: unknown, b: unknown): boolean {
+  const x = a ?? null;
+  const y = b ?? null;
+  if (x === y) return true;
+  if (typeof x !== "object" || typeof y !== "object") return false;
+  return canonicalJson(x) === canonicalJson(y);
+}
+
 /**
  * Every changed leaf between `applied` and `desired`, in path order. A field present on one side
  * only is compared with null; arrays are compared index by index, so an appended argument is
@@ -51,21 +60,32 @@ function pathOf(segments: ReadonlyArray<string | number>): string {
  */
 export function fieldDiff(applied: Record<string, unknown>, desired: Record<string, unknown>): FieldChange[] {
   const out: FieldChange[] = [];
-  const walk = (a: unknown, b: unknown, segments: Array<string | number>): void => {
+  const segments: Array<string | number> = [];
+  const walk = (a: unknown, b: unknown): void => {
     if (isObject(a) && isObject(b)) {
-      for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) walk(a[k], b[k], [...segments, k]);
+      const keys = Object.keys(a);
+      for (const k of Object.keys(b)) if (!Object.hasOwn(a, k)) keys.push(k);
+      for (const k of keys.sort()) {
+        segments.push(k);
+        walk(a[k], b[k]);
+        segments.pop();
+      }
       return;
     }
     if (Array.isArray(a) && Array.isArray(b)) {
-      for (let i = 0; i < Math.max(a.length, b.length); i++) walk(a[i], b[i], [...segments, i]);
+      for (let i = 0; i < Math.max(a.length, b.length); i++) {
+        segments.push(i);
+        walk(a[i], b[i]);
+        segments.pop();
+      }
       return;
     }
-    if (canonicalJson(a ?? null) === canonicalJson(b ?? null)) return;
+    if (same(a, b)) return;
     const path = pathOf(segments);
     const secret = SECRET_FIELDS.has(String(segments[0]));
     out.push({ path, old: secret ? HIDDEN : (a ?? null), new: secret ? HIDDEN : (b ?? null), group: isGroupField(path) });
   };
-  walk(applied, desired, []);
+  walk(applied, desired);
   return out;
 }
 

@@ -71,7 +71,10 @@ function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
   const paired = desired.filter((d) => isPairedRole(d.role));
   if (!paired.some((d) => d.role === "prefill") || !paired.some((d) => d.role === "decode")) return [];
   const keys = new Map<string, Set<string>>();
-  for (const d of paired) keys.set(predictedGroupKey(d.inputs), (keys.get(predictedGroupKey(d.inputs)) ?? new Set()).add(d.role));
+  for (const d of paired) {
+    const key = predictedGroupKey(d.inputs);
+    keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
+  }
   if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
   const names = (role: string) => paired.filter((d) => d.role === role).map((d) => d.engine).sort(compareNames).join(", ");
   return [
