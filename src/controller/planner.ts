@@ -30,10 +30,16 @@ interface EngineDecision {
 
 /** Decisions for an engine in desired/ that has a record or an actor. */
 function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy): EngineDecision {
-  const wait = (why: string, until: "step" | "observation"): EngineDecision => ({ actions: [{ kind: "wait", engine: d.engine, why, until }], disrupts: false });
-  if (o.deferred?.remove) return wait(`desired again while its removal is held until the running step settles; it is removed, then created anew`, "step");
+  const change = (): PendingChange => ({ engine: d.engine, role: d.role, change: summarizeChange(o.applied_inputs, d.inputs) });
+  // A change that waits on a step or an observation is still pending: it is listed as a later rollout step.
+  const wait = (why: string, until: "step" | "observation", keepsChange = true): EngineDecision => ({
+    actions: [{ kind: "wait", engine: d.engine, why, until }],
+    disrupts: false,
+    ...(keepsChange && o.applied_hash !== d.input_hash ? { pending: { ...change(), held: true } } : {}),
+  });
+  if (o.deferred?.remove) return wait(`desired again while its removal is held until the running step settles; it is removed, then created anew`, "step", false);
   if (o.deferred) return wait(`a step that cannot be abandoned runs (${o.phase}); the desired input ${h8(o.deferred.desiredHash ?? d.input_hash)} is held and applied when it settles`, "step");
-  if (o.phase === "removing") return wait("desired again while its removal is under way; it is created anew once removed (no second stop)", "step");
+  if (o.phase === "removing") return wait("desired again while its removal is under way; it is created anew once removed (no second stop)", "step", false);
   if (o.liveness === "unknown") return wait(`cannot observe its engine now (${o.handle?.kind ?? "?"}): nothing is done on a guess`, "observation");
   const actions: Action[] = [];
   let disrupts = false;
@@ -44,9 +50,7 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
   if (o.retiring?.liveness === "gone") {
     actions.push({ kind: "forget-retiring", engine: d.engine, reason: `the engine kept serving its old inputs ${h8(o.retiring.hash)} during the replacement is gone; the replacement goes on without it` });
   }
-  if (o.applied_hash !== d.input_hash) {
-    return { actions, disrupts, pending: { engine: d.engine, role: d.role, change: summarizeChange(o.applied_inputs, d.inputs) } };
-  }
+  if (o.applied_hash !== d.input_hash) return { actions, disrupts, pending: change() };
   if (policy.startup && !o.has_actor && o.phase === "failed" && o.terminal) {
     actions.push({ kind: "retry", engine: d.engine, reason: "failed with no attempts left in an earlier controller run; this run gives it a fresh attempt budget" });
   }
@@ -116,7 +120,7 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
   }
 
   const rollout = decideRollout(engines, observed, pending, desired.rollout, disrupted);
-  for (const p of pending) {
+  for (const p of pending.filter((x) => !x.held)) {
     const d = engines.find((e) => e.engine === p.engine)!;
     const o = observed.engines[p.engine]!;
     const wait = rollout.waits.get(p.engine);
@@ -140,7 +144,7 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     rollout: rollout.steps,
     halted: rollout.halted,
     serving: servingFleet(engines, observed, disrupted),
-    warnings: pairingWarnings(engines),
+    warnings: [...pairingWarnings(engines), ...rollout.warnings],
     changes: ordered.some((a) => a.kind !== "wait") || rollout.steps.length > 0,
   };
 }

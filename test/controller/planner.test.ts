@@ -86,7 +86,9 @@ describe("plan: per-engine actions and reasons", () => {
     const e1 = desiredOf(compatibleEdit(s1));
     const p = plan(desiredFor([e1, d2]), observedOf([captured(d1, { liveness: "unknown" }), captured(d2)]), RUNNING);
     expect(p.actions).toEqual([{ kind: "wait", engine: "engine-1", why: expect.stringMatching(/cannot observe.*guess/), until: "observation" }]);
-    expect(p.changes).toBe(false);
+    // The change is still pending (`narwhal plan` exits 2): a later rollout step.
+    expect(p.rollout).toEqual([{ engines: ["engine-1"], incompatible: false, status: "later" }]);
+    expect(p.changes).toBe(true);
   });
 
   it("forgets a retiring engine found gone; the replacement goes on", () => {
@@ -143,6 +145,7 @@ describe("plan: per-engine actions and reasons", () => {
     const e1 = desiredOf(compatibleEdit(s1));
     const p = plan(desiredFor([e1, d2]), observedOf([captured(d1, { phase: "checked", deferred: { desiredHash: e1.input_hash } }), captured(d2)]), RUNNING);
     expect(p.actions).toEqual([{ kind: "wait", engine: "engine-1", why: expect.stringMatching(/cannot be abandoned runs \(checked\)/), until: "step" }]);
+    expect(p.rollout).toEqual([{ engines: ["engine-1"], incompatible: false, status: "later" }]);
   });
 });
 

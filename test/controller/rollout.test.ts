@@ -189,11 +189,17 @@ describe("warnings", () => {
     const specs = fleetSpecs(1, 1);
     const ds = [desiredOf(incompatibleEdit(specs[0]!)), desiredOf(specs[1]!)];
     const p = plan(desiredFor(ds), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING);
-    expect(p.warnings).toEqual([expect.stringMatching(/^after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ/)]);
+    expect(p.warnings).toContainEqual(expect.stringMatching(/^after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ/));
   });
 
-  it("is silent when a pair is predicted", () => {
+  it("warns when a unit is released although no compatible pair can keep serving (1P+1D)", () => {
     const specs = fleetSpecs(1, 1);
+    const p = plan(desiredFor(specs.map((s) => desiredOf(incompatibleEdit(s)))), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING);
+    expect(p.warnings).toEqual([expect.stringMatching(/^rollout: replacing engine-1, engine-2 leaves no compatible prefill\/decode pair serving until they are captured: the fleet has too few engines/)]);
+  });
+
+  it("is silent when a pair is predicted and kept", () => {
+    const specs = fleetSpecs(2, 2);
     expect(plan(desiredFor(specs.map((s) => desiredOf(incompatibleEdit(s)))), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING).warnings).toEqual([]);
   });
 });
