@@ -28,6 +28,22 @@ export const GROUP_FIELDS: readonly string[] = [
   "model.path",
 ];
 
+/**
+ * Deployment variables that set a field outright (spec.ts), so a plan can say which line of
+ * deployment.env an edit came from. Fields a variable only adds to (NARWHAL_ENGINE_ARGS after a
+ * record's extra_args) or derives (URLs from node IPs) are named by the field alone.
+ */
+const VARIABLE_OF: Readonly<Record<string, string>> = {
+  "model.dir": "NARWHAL_MODEL_DIR",
+  "model.config_sha256": "NARWHAL_MODEL_CONFIG_SHA256",
+  "model.served_name": "NARWHAL_ENGINE_MODEL_NAME",
+  "model.revision": "NARWHAL_MODEL_REVISION",
+  "model.path": "NARWHAL_MODEL_PATH",
+  python: "NARWHAL_NATIVE_PYTHON",
+  api_key_sha256: "NARWHAL_ENGINE_API_KEY",
+  fabric_interface: "NARWHAL_FABRIC_INTERFACE",
+};
+
 /** The API key's digest is never printed: a plan is shown and saved. */
 const SECRET_FIELDS = new Set(["api_key_sha256"]);
 const HIDDEN = "(changed)";
@@ -106,7 +122,10 @@ export function summarizeChange(applied: Record<string, unknown> | null, desired
 export function describeFields(summary: ChangeSummary, max = 3): string {
   if (summary.fields === null) return "the applied inputs were not recorded, so the changed fields cannot be named (assumed to change the group signature)";
   if (summary.fields.length === 0) return "no recorded input field differs, only the input hash";
-  const shown = summary.fields.slice(0, max).map((f) => `${f.path} (${JSON.stringify(f.old)} → ${JSON.stringify(f.new)})`);
+  const shown = summary.fields.slice(0, max).map((f) => {
+    const variable = VARIABLE_OF[f.path];
+    return `${f.path}${variable ? ` (deployment.env ${variable})` : ""} (${JSON.stringify(f.old)} → ${JSON.stringify(f.new)})`;
+  });
   const more = summary.fields.length > max ? ` and ${summary.fields.length - max} more` : "";
   return `${shown.join(", ")}${more}${summary.group_changes ? "; changes the group signature" : ""}`;
 }

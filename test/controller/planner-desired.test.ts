@@ -43,5 +43,6 @@ describe("desiredForPlan", () => {
     // 1P+1D and a group field: the one P/D unit moves together.
     expect(replaces.map((a) => a.engine)).toEqual(["engine-1", "engine-2"]);
     expect(replaces[0]).toMatchObject({ group_changes: true, fields: [{ path: "model.revision", old: "r1", new: "r2", group: true }] });
+    expect(replaces[0]!.reason).toContain('model.revision (deployment.env NARWHAL_MODEL_REVISION) ("r1" → "r2"); changes the group signature');
   });
 });

@@ -161,7 +161,7 @@ describe("plan: replace", () => {
       {
         kind: "replace", engine: "engine-2", role: "decode", from_hash: d2.input_hash, to_hash: e2.input_hash, group_changes: false,
         fields: [{ path: "model.served_name", old: "tiny", new: "tiny-a", group: false }],
-        reason: `inputs changed from ${d2.input_hash.slice(0, 8)} to ${e2.input_hash.slice(0, 8)}: model.served_name ("tiny" → "tiny-a")`,
+        reason: `inputs changed from ${d2.input_hash.slice(0, 8)} to ${e2.input_hash.slice(0, 8)}: model.served_name (deployment.env NARWHAL_ENGINE_MODEL_NAME) ("tiny" → "tiny-a")`,
       },
     ]);
     expect(p.rollout).toEqual([{ engines: ["engine-2"], incompatible: false, status: "now" }]);
