@@ -6,7 +6,7 @@ import { plan } from "../../src/controller/planner.js";
 import { maxUnavailable } from "../../src/controller/rollout.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import type { Action, ObservedEngine, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
-import { captured, compatibleEdit, desiredFor, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, RUNNING } from "./plan-fixtures.js";
+import { captured, compatibleEdit, desiredFor, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, RUNNING, specOf } from "./plan-fixtures.js";
 
 const replaced = (p: Plan) => p.actions.filter((a) => a.kind === "replace").map((a) => a.engine);
 const waitOf = (p: Plan, engine: string) => p.actions.find((a): a is Extract<Action, { kind: "wait" }> => a.kind === "wait" && a.engine === engine);
@@ -62,6 +62,13 @@ describe("compatible changes roll engine by engine within max_unavailable", () =
     const o = observedOf([captured(old[0]!), captured(old[1]!), captured(old[2]!), captured(old[3]!, { phase: "probed" })]);
     const p = plan(desiredFor([next[0]!, next[1]!, next[2]!, old[3]!]), o, RUNNING);
     expect(waitOf(p, "engine-3")?.why).toBe("rollout: 1 of 1 decode engines allowed out of service is engine-4, probed");
+  });
+
+  it("counts a decode engine being created as out of service: the rollout waits for it to come up", () => {
+    const added = desiredOf(specOf(5, "decode"));
+    const p = plan(desiredFor([old[0]!, old[1]!, next[2]!, old[3]!, added]), observedOf(old.map((d) => captured(d))), RUNNING);
+    expect(p.actions.map((a) => a.kind)).toEqual(["create", "wait"]);
+    expect(waitOf(p, "engine-3")?.why).toBe("rollout: 1 of 1 decode engines allowed out of service is engine-5, not started yet");
   });
 
   it("releases an engine that serves nothing anyway at once (it costs no availability)", () => {
