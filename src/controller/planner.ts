@@ -3,7 +3,7 @@
 // `narwhal plan`. One place decides; the controller only executes. No IO, no
 // clock: the same inputs always give the same plan.
 import type { Action, DesiredEngine, DesiredForPlan, Observed, ObservedEngine, OwnedObserved, Plan, PlanPolicy } from "./plan-types.js";
-import { describeFields, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
+import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
 import { decideRollout, type PendingChange } from "./rollout.js";
 import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
 
@@ -80,9 +80,12 @@ function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
     keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
   }
   if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
-  const names = (role: string) => paired.filter((d) => d.role === role).map((d) => d.engine).sort(compareNames).join(", ");
+  const ofRole = (role: string) => paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
+  const [p, d] = [ofRole("prefill"), ofRole("decode")];
+  const differ = fieldDiff(p[0]!.inputs, d[0]!.inputs).filter((f) => f.group).map((f) => f.path);
+  const names = (ds: DesiredEngine[]) => ds.map((x) => x.engine).join(", ");
   return [
-    `after this change no captured prefill and decode share a group signature: prefill ${names("prefill")} and decode ${names("decode")} differ in a group field (image, model, accelerator, tensor_parallel_size, gpu_visibility_env, runtime, transport); a router could pair none of them`,
+    `after this change no captured prefill and decode share a group signature: prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
   ];
 }
 

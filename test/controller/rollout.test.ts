@@ -196,7 +196,7 @@ describe("warnings", () => {
     const specs = fleetSpecs(1, 1);
     const ds = [desiredOf(incompatibleEdit(specs[0]!)), desiredOf(specs[1]!)];
     const p = plan(desiredFor(ds), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING);
-    expect(p.warnings).toContainEqual(expect.stringMatching(/^after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ/));
+    expect(p.warnings).toContainEqual("after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ in model.revision; a router could pair none of them");
   });
 
   it("warns when a unit is released although no compatible pair can keep serving (1P+1D)", () => {
