@@ -94,7 +94,7 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
     if (why !== null) decision.halted.push({ engine: d.engine, why });
   }
   if (decision.halted.length) {
-    const why = `rollout halted: ${decision.halted.map((h) => h.why).join("; ")}; the engines not yet replaced keep their old inputs until the failure is fixed in desired/`;
+    const why = `rollout halted: ${decision.halted.map((h) => h.why).join("; ")}; the engines not yet replaced keep their old inputs until the failed engine is captured or desired/ changes`;
     for (const p of releasable) decision.waits.set(p.engine, { why, until: "halted" });
     decision.steps = units.map((u) => ({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: "halted" as const }));
     decision.steps.push(...heldSteps(pending, "halted"));
