@@ -13,7 +13,9 @@ import type { DesiredEngine, Liveness, ObservedEngine, OwnedObserved } from "../
 import { captured, compatibleEdit, desiredFor, desiredOf, handleOf, incompatibleEdit, observedOf, owned, specOf } from "./plan-fixtures.js";
 
 const PHASES = ["pending", "inspected", "prepared", "checked", "started", "probed", "captured", "failed", "replacing", "removing", "removed"];
-const liveness = fc.constantFrom<Liveness>("alive", "gone", "unknown");
+const liveness = fc.constantFrom<Liveness>("alive", "alive", "gone", "unknown");
+/** Mostly absent: a converged engine is the common case, and the one rollouts act on. */
+const rarely = <T>(arb: fc.Arbitrary<T>) => fc.oneof({ weight: 3, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
 
 /** Engine n in one of three versions (as desired, or as applied). */
 const version = (n: number, role: string, v: number): DesiredEngine => {
@@ -23,19 +25,19 @@ const version = (n: number, role: string, v: number): DesiredEngine => {
 
 const engineArb = (n: number) =>
   fc.record({
-    role: fc.constantFrom("prefill", "decode", "embed"),
+    role: fc.constantFrom("prefill", "decode", "decode", "embed"),
     desired: fc.option(fc.nat(2), { nil: null }),
     observed: fc.option(
       fc.record({
         applied: fc.nat(2),
-        phase: fc.constantFrom(...PHASES),
+        phase: fc.oneof({ weight: 2, arbitrary: fc.constant("captured") }, { weight: 3, arbitrary: fc.constantFrom(...PHASES) }),
         handle: fc.option(liveness, { nil: null }),
-        retiring: fc.option(fc.record({ v: fc.nat(2), liveness }), { nil: null }),
-        deferred: fc.option(fc.record({ remove: fc.boolean(), v: fc.nat(2) }), { nil: null }),
+        retiring: rarely(fc.record({ v: fc.nat(2), liveness })),
+        deferred: rarely(fc.record({ remove: fc.boolean(), v: fc.nat(2) })),
         terminal: fc.boolean(),
-        problem: fc.option(fc.constant("health check failed twice"), { nil: null }),
+        problem: rarely(fc.constant("health check failed twice")),
         has_actor: fc.boolean(),
-        halted: fc.option(fc.constant("recorded halt"), { nil: null }),
+        halted: rarely(fc.constant("recorded halt")),
         applied_inputs_known: fc.boolean(),
         group: fc.option(fc.constantFrom("g1", "g2"), { nil: undefined }),
       }),
