@@ -5,7 +5,7 @@
 // engine's actor (execute.ts). Reloads, resyncs and every engine transition
 // only request the fleet key, so they coalesce: nothing piles up behind a hung
 // daemon, nothing is decided inside an await of another decision.
-import { isSettled, type EngineContext, type RetryPolicy } from "../../machines/engine.js";
+import { isSettled, type RetryPolicy } from "../../machines/engine.js";
 import { engineMachine } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import { StateStore } from "../state/store.js";
@@ -15,7 +15,8 @@ import { phaseActors } from "./phase-actors.js";
 import { SharedStarts } from "./shared-starts.js";
 import { World, type Owned } from "./world.js";
 import { EngineActors, type EngineActor } from "./engine-actors.js";
-import { observe, type KnownEngine } from "./observe.js";
+import { observe } from "./observe.js";
+import { knownEngines, markObserved } from "./known-engines.js";
 import { plan as planFleet } from "./planner.js";
 import { desiredForPlan } from "./desired-for-plan.js";
 import { Execution } from "./execute.js";
@@ -162,25 +163,11 @@ export class Controller {
     return { observed, plan: planFleet(desiredForPlan(desired), observed, { rollout: desired.rollout, startup: this.startup }) };
   }
 
-  private known(): KnownEngine[] {
-    return [...this.actors].map(([engine, actor]) => {
-      const snap = actor.getSnapshot();
-      const spec = this.applied.get(engine);
-      return {
-        engine,
-        phase: String(snap.value),
-        context: snap.context as EngineContext,
-        record: this.execution.unrestorable.has(engine) ? undefined : this.store.engine(engine),
-        has_actor: this.execution.isStarted(engine),
-        ...(spec ? { role: spec.role, applied_inputs: this.execution.inputsOf(spec) } : {}),
-      };
-    });
-  }
-
   private async observeNow(full: boolean, secrets: string[]): Promise<Observed> {
     const owned = full ? await this.world.listOwned(this.startup) : null;
     if (owned) this.lastOwned = owned;
-    return observe(this.world, this.known(), this.lastObserved?.owned ?? [], {
+    const known = knownEngines(this.actors, this.applied, this.execution, this.store);
+    return observe(this.world, known, this.lastObserved?.owned ?? [], {
       probe: full,
       key: full,
       // Health counts strikes across resyncs: one unhealthy answer at startup is not yet a verdict.
@@ -226,7 +213,9 @@ export class Controller {
     const plan = planFleet(desiredForPlan(desired), observed, { rollout: desired.rollout, startup: this.startup });
     this.lastObserved = observed;
     this.lastPlan = plan;
-    await this.recordObservation(observed, plan, full);
+    if (markObserved(this.store, observed, plan, full)) {
+      await this.store.flush().catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));
+    }
     this.serving.write(plan.serving);
     const byKey = new Map<string, Action[]>();
     for (const a of plan.actions) {
@@ -255,21 +244,6 @@ export class Controller {
     if (signal.aborted) return;
     await this.execution.run(key, actions, this.lastObserved);
     this.notify();
-  }
-
-  /** When each engine was last observed, and which rollouts halted on it. */
-  private async recordObservation(observed: Observed, plan: Plan, full: boolean): Promise<void> {
-    const halted = new Map(plan.halted.map((h) => [h.engine, h.why]));
-    let changed = false;
-    for (const name of Object.keys(observed.engines)) {
-      const rec = this.store.engine(name);
-      if (!rec) continue;
-      const why = halted.get(name) ?? null;
-      if (full) (rec.observed_at = observed.at), (changed = true);
-      if ((rec.halted ?? null) !== why) (rec.halted = why), (changed = true);
-    }
-    if (!changed) return;
-    await this.store.flush().catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));
   }
 
   private onTransition(engine: string, from: string, to: string): void {

@@ -1,0 +1,52 @@
+// Between the controller's engines and the observation: what it knows of each
+// engine, as observe() takes it, and what an observation adds to the state
+// records (when each engine was last observed, which rollout halted on it).
+import type { EngineContext } from "../../machines/engine.js";
+import type { EngineSpec } from "../desired/types.js";
+import type { StateStore } from "../state/store.js";
+import type { EngineActor } from "./engine-actors.js";
+import type { Execution } from "./execute.js";
+import type { KnownEngine } from "./observe.js";
+import type { Observed, Plan } from "./plan-types.js";
+
+/** Every engine with an actor, started or not, with the spec it was applied with. */
+export function knownEngines(
+  actors: ReadonlyMap<string, EngineActor>,
+  applied: ReadonlyMap<string, EngineSpec>,
+  execution: Pick<Execution, "unrestorable" | "isStarted" | "inputsOf">,
+  store: StateStore,
+): KnownEngine[] {
+  return [...actors].map(([engine, actor]) => {
+    const snap = actor.getSnapshot();
+    const spec = applied.get(engine);
+    return {
+      engine,
+      phase: String(snap.value),
+      context: snap.context as EngineContext,
+      // A record whose snapshot could not be restored does not speak for the engine (it is planned as unrecorded).
+      record: execution.unrestorable.has(engine) ? undefined : store.engine(engine),
+      has_actor: execution.isStarted(engine),
+      ...(spec ? { role: spec.role, applied_inputs: execution.inputsOf(spec) } : {}),
+    };
+  });
+}
+
+/** Mark the records with this observation; true when any record changed (the caller flushes). */
+export function markObserved(store: StateStore, observed: Observed, plan: Plan, full: boolean): boolean {
+  const halted = new Map(plan.halted.map((h) => [h.engine, h.why]));
+  let changed = false;
+  for (const name of Object.keys(observed.engines)) {
+    const rec = store.engine(name);
+    if (!rec) continue;
+    const why = halted.get(name) ?? null;
+    if (full) {
+      rec.observed_at = observed.at;
+      changed = true;
+    }
+    if ((rec.halted ?? null) !== why) {
+      rec.halted = why;
+      changed = true;
+    }
+  }
+  return changed;
+}
