@@ -6,12 +6,13 @@
 import fs from "node:fs";
 import path from "node:path";
 import { loadConfig, type Config } from "../../src/config.js";
-import { Controller, type ControllerOptions } from "../../src/controller/controller.js";
+import { Controller, type ControllerHooks } from "../../src/controller/controller.js";
 import type { ServingFleet } from "../../src/controller/plan-types.js";
 import { backendsFor } from "../../src/cli/runtime.js";
 import { appIdentity, checkScriptPath } from "../../src/app.js";
 import { loadDesired } from "../../src/desired/load.js";
-import type { DesiredState } from "../../src/desired/types.js";
+import type { DesiredState, EngineSpec } from "../../src/desired/types.js";
+import type { EngineBackend } from "../../src/backends/types.js";
 import { redactText, type Logger } from "../../src/log.js";
 import { readState, type EngineRecord, type StateFile } from "../../src/state/store.js";
 import type { EngineHandle } from "../../src/phases/types.js";
@@ -19,18 +20,14 @@ import { runsRoot } from "../../src/state/run-dir.js";
 import { simFleet, type SimFleet, type SimFleetOptions } from "./sim-fleet.js";
 import { TEST_ENV, engineProcesses, teardown } from "./cli.js";
 
-/** The observation hooks of ControllerOptions (the lead's interface for issue 9). */
-export interface ControllerHooks {
-  transition?(engine: string, from: string, to: string): void;
-  serving?(fleet: ServingFleet): void;
-}
-
 export interface Transition {
   engine: string;
   from: string;
   to: string;
   /** Position among all transitions of this harness (0-based). */
   seq: number;
+  /** When the hook reported it (epoch ms). */
+  at: number;
 }
 
 export interface LogLine {
@@ -114,6 +111,27 @@ export function recordPid(record: EngineRecord | undefined): number | null {
   return nativePid(record?.handle);
 }
 
+/**
+ * The backends with every runtime check of a held engine waiting until it is released: the real
+ * check runs, later (a slow runtime). A test acts while a replacement is checked, however fast the machine.
+ */
+function withHeldChecks(backends: Record<string, EngineBackend>, held: Map<string, Promise<void>>): Record<EngineSpec["backend"], EngineBackend> {
+  const gate = (backend: EngineBackend): EngineBackend =>
+    new Proxy(backend, {
+      get(target, prop) {
+        if (prop === "runCheck") {
+          return async (...args: Parameters<EngineBackend["runCheck"]>) => {
+            await held.get(args[0].engine);
+            return target.runCheck(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  return { native: gate(backends.native!), container: gate(backends.container!) };
+}
+
 export class ControllerHarness {
   readonly transitions: Transition[] = [];
   readonly serving: ServingFleet[] = [];
@@ -121,10 +139,8 @@ export class ControllerHarness {
   readonly controller: Controller;
   private readonly waiters = new Set<() => void>();
   private readonly listeners: Array<(event: { transition?: Transition; serving?: ServingFleet }) => void> = [];
-  private hooked = false;
   private stateWatch: fs.FSWatcher | null = null;
-  private fallbackSeen = 0;
-  private readonly lastPhase = new Map<string, string>();
+  private readonly heldChecks = new Map<string, Promise<void>>();
   private options: SimFleetOptions;
 
   private constructor(
@@ -137,23 +153,20 @@ export class ControllerHarness {
     const { log, lines } = memoryLogger();
     this.lines = lines;
     const hooks: ControllerHooks = {
-      transition: (engine, from, to) => {
-        this.hooked = true;
-        this.record(engine, from, to);
-      },
+      transition: (engine, from, to) => this.record(engine, from, to),
       serving: (fleetNow) => {
         this.serving.push(fleetNow);
         for (const l of this.listeners) l({ serving: fleetNow });
         this.wake();
       },
     };
-    const controllerOptions: ControllerOptions & { hooks: ControllerHooks; concurrency?: number } = {
+    const controllerOptions = {
       config,
-      log: this.bridgeLog(log),
+      log,
       app: appIdentity(),
       scriptPath: checkScriptPath(),
-      backends: backendsFor(config),
-      mode: "watch",
+      backends: withHeldChecks(backendsFor(config), this.heldChecks),
+      mode: "watch" as const,
       hooks,
       ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
     };
@@ -172,37 +185,8 @@ export class ControllerHarness {
     return h;
   }
 
-  /**
-   * Until ControllerOptions.hooks lands, transitions are read from the controller's own
-   * "<from> → <to>" log lines (and its "<step> failed" warnings); once a hook has reported
-   * one, only the hook counts.
-   */
-  private bridgeLog(log: Logger): Logger {
-    const wrap = (inner: Logger, base: Record<string, unknown>): Logger => {
-      const seen = (level: "debug" | "info" | "warn" | "error") => (message: string, meta?: Record<string, unknown>) => {
-        inner[level](message, meta);
-        const engine = (meta?.engine ?? base.engine) as string | undefined;
-        if (this.hooked || !engine) return;
-        const arrow = level === "info" ? /^(\S+) → (\S+)$/.exec(message) : null;
-        const failed = level === "warn" && /^\S+ failed \(/.test(message);
-        if (arrow || failed) {
-          this.fallbackSeen++;
-          this.record(engine, this.lastPhase.get(engine) ?? "", arrow ? arrow[2]! : "failed");
-        }
-      };
-      return { ...inner, debug: seen("debug"), info: seen("info"), warn: seen("warn"), error: seen("error"), child: (meta) => wrap(inner.child(meta), { ...base, ...meta }) };
-    };
-    return wrap(log, {});
-  }
-
   private record(engine: string, from: string, to: string): void {
-    // The first hook call replaces whatever the log bridge recorded.
-    if (this.hooked && this.fallbackSeen > 0) {
-      this.transitions.length = 0;
-      this.fallbackSeen = 0;
-    }
-    const t: Transition = { engine, from, to, seq: this.transitions.length };
-    this.lastPhase.set(engine, to);
+    const t: Transition = { engine, from, to, seq: this.transitions.length, at: Date.now() };
     this.transitions.push(t);
     for (const l of this.listeners) l({ transition: t });
     this.wake();
@@ -304,7 +288,18 @@ export class ControllerHarness {
 
   /** The last transitions, one per line, for a failure message. */
   describe(n = 40): string {
-    return this.transitions.slice(-n).map((t) => `${t.seq} ${t.engine}: ${t.from || "-"} → ${t.to}`).join("\n");
+    const t0 = this.transitions[0]?.at ?? 0;
+    return this.transitions.slice(-n).map((t) => `${t.seq} +${t.at - t0}ms ${t.engine}: ${t.from || "-"} → ${t.to}`).join("\n");
+  }
+
+  /** Hold every runtime check of an engine from now until the returned release is called. */
+  holdChecks(engine: string): () => void {
+    let release!: () => void;
+    this.heldChecks.set(engine, new Promise<void>((r) => (release = r)));
+    return () => {
+      this.heldChecks.delete(engine);
+      release();
+    };
   }
 
   /** How many stop steps began for an engine (the phase actors' "stop begins" debug line). */
@@ -312,7 +307,7 @@ export class ControllerHarness {
     return this.lines.filter((l) => l.message === "stop begins" && l.meta.engine === engine).length;
   }
 
-  /** Warnings and errors the controller logged (none may be swallowed). */
+  /** Errors the controller logged (none may be swallowed). */
   problems(): LogLine[] {
     return this.lines.filter((l) => l.level === "error");
   }
@@ -343,7 +338,7 @@ export class ControllerHarness {
 
   /** The work queue has nothing pending or running (waitIdle, when the controller has it), and every engine has settled. */
   async settle(): Promise<void> {
-    await (this.controller as Controller & { waitIdle?(): Promise<void> }).waitIdle?.();
+    await this.controller.waitIdle();
     await this.controller.waitSettled();
   }
 

@@ -27,7 +27,7 @@ async function start(opts: HarnessOptions = {}): Promise<ControllerHarness> {
 }
 
 async function converge(h: ControllerHarness): Promise<StateFile> {
-  await h.controller.apply(await h.desired());
+  h.controller.apply(await h.desired());
   await h.untilCaptured(BOTH);
   await h.settle();
   return h.state();
@@ -72,7 +72,7 @@ async function removingEngine2() {
   const pid2 = recordPid(before.engines["engine-2"]);
   const without = await h.edit((o) => ({ ...o, engines: [SLOW_STOP] }));
   const m = h.mark();
-  await h.controller.apply(without);
+  h.controller.apply(without);
   await h.until("engine-2 removing", to("engine-2", "removing", m));
   expect(alive(pid2), "engine-2 drains while its stop runs").toBe(true);
   return { h, pid1, pid2, without, m };
@@ -83,10 +83,10 @@ const starts = (h: ControllerHarness, engine: string, from = 0) => h.since(from)
 describe("an in-process controller, interleaved", () => {
   it("a burst of 20 resyncs while engines start: each engine started once, and the controller settles", async () => {
     const h = await start();
-    await h.controller.apply(await h.desired());
+    h.controller.apply(await h.desired());
     // The first engine whose start is in flight.
     await h.until("an engine checked", (v) => v.transitions.some((t) => t.to === "checked"));
-    await Promise.all(Array.from({ length: 20 }, () => h.controller.resync()));
+    for (let i = 0; i < 20; i++) h.controller.resync();
     await h.untilCaptured(BOTH);
     await h.settle();
     await expectServing(h, BOTH);
@@ -98,7 +98,9 @@ describe("an in-process controller, interleaved", () => {
 
   it("remove while removing: a second reload and a resync during engine-2's stop begin no second stop", async () => {
     const { h, pid1, pid2, without, m } = await removingEngine2();
-    await Promise.all([h.controller.apply(without), h.controller.resync(), h.controller.apply(without)]);
+    h.controller.apply(without);
+    h.controller.resync();
+    h.controller.apply(without);
     await h.until("engine-2 removed", to("engine-2", "removed", m));
     await h.settle();
     expect(h.stopCount("engine-2"), h.describe()).toBe(1);
@@ -111,7 +113,7 @@ describe("an in-process controller, interleaved", () => {
   it("re-desired during stop: engine-2 desired again while its stop runs ends captured, one process, no error swallowed", async () => {
     const { h, pid1, pid2 } = await removingEngine2();
     const again = await h.edit((o) => ({ ...o, engines: [SLOW_STOP, SLOW_STOP] }));
-    await h.controller.apply(again);
+    h.controller.apply(again);
     await h.untilCaptured(BOTH);
     await h.settle();
     const after = await expectServing(h, BOTH);
@@ -127,12 +129,14 @@ describe("an in-process controller, interleaved", () => {
     const before = await converge(h);
     const pids = Object.fromEntries(BOTH.map((n) => [n, recordPid(before.engines[n])]));
     const changed = await h.edit((o) => ({ ...o, engines: [{ extraArgs: CHANGED_ARGS }, {}] }));
+    const release = h.holdChecks("engine-1");
     const m = h.mark();
-    await h.controller.apply(changed);
-    // Inspected and prepared, its old engine not stopped yet: the check is what runs now.
+    h.controller.apply(changed);
+    // Inspected and prepared, its old engine not stopped yet: its check is held meanwhile.
     await h.until("engine-1's replacement prepared", to("engine-1", "prepared", m));
     const original = await h.edit((o) => ({ ...o, engines: [{}, {}] }));
-    await h.controller.apply(original);
+    h.controller.apply(original);
+    release();
     await h.until("engine-1 back at its original inputs", async (v) => {
       const r = (await v.state()).engines["engine-1"];
       return r?.phase === "captured" && r.desired_hash === before.engines["engine-1"]!.desired_hash && r.running_hash === r.desired_hash;
@@ -151,15 +155,19 @@ describe("an in-process controller, interleaved", () => {
     const pid1 = recordPid(before.engines["engine-1"]);
     const pid2 = recordPid(before.engines["engine-2"]);
     const changed = await h.edit((o) => ({ ...o, engines: [{ extraArgs: CHANGED_ARGS }, {}] }));
+    // The replacement's check is held: it stays prepared, the old engine retiring, until released.
+    const release = h.holdChecks("engine-1");
     const m = h.mark();
-    await h.controller.apply(changed);
-    // The replacement is inspected; its prepare and check run while the old engine serves.
-    await h.until("engine-1's replacement inspected", to("engine-1", "inspected", m));
+    h.controller.apply(changed);
+    await h.until("engine-1's replacement prepared", to("engine-1", "prepared", m));
     expect(await h.kill("engine-1", "retiring")).toBe(pid1);
-    await h.controller.resync();
-    await (h.controller as { waitIdle?(): Promise<void> }).waitIdle?.();
-    // The resync observed the dead retiring engine: the record no longer stands for it.
-    expect(retiringPid((await h.state()).engines["engine-1"]), `after the resync\n${h.describe()}`).toBeNull();
+    h.controller.resync();
+    // The resync observes the dead retiring engine and the record stops standing for it (the old
+    // controller never looked at a retiring engine: only the replacement's stop cleared it).
+    await h.until("the record forgets engine-1's retiring engine", async (v) => retiringPid((await v.state()).engines["engine-1"]) === null);
+    expect((await h.state()).engines["engine-1"]!.phase).toBe("prepared");
+    expect(h.lines.some((l) => l.level === "warn" && l.meta.engine === "engine-1" && /during the replacement is gone/.test(l.message)), "the forgetting is logged").toBe(true);
+    release();
     await h.until("engine-1 replaced", async (v) => {
       const r = (await v.state()).engines["engine-1"];
       return r?.phase === "captured" && r.desired_hash === changed.specs[0]!.input_hash && r.running_hash === r.desired_hash;
@@ -181,7 +189,8 @@ describe("an in-process controller, interleaved", () => {
     const changed = await h.edit((o) => ({ ...o, engines: [{ extraArgs: CHANGED_ARGS }, {}] }));
     const m = h.mark();
     const pid2 = await h.kill("engine-2");
-    await Promise.all([h.controller.apply(changed), h.controller.resync()]);
+    h.controller.apply(changed);
+    h.controller.resync();
     await h.until("engine-1 replaced and engine-2 restarted", async (v) => {
       const s = await v.state();
       return BOTH.every((n) => {

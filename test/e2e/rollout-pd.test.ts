@@ -70,7 +70,7 @@ describe("a P/D-aware rollout of an incompatible change", () => {
       samples.push({ after, fleet });
     });
 
-    await h.controller.apply(await h.desired());
+    h.controller.apply(await h.desired());
     const converged = await h.untilCaptured(ENGINES);
     await h.until("serving-fleet.json listing all four", (v) => v.serving.at(-1)?.engines.length === 4);
     await h.settle();
@@ -81,7 +81,7 @@ describe("a P/D-aware rollout of an incompatible change", () => {
     const modelDir = await secondRevision();
     const next = await h.edit((o) => ({ ...o, modelDir, modelRevision: "sim-0002" }));
     const m = h.mark();
-    await h.controller.apply(next);
+    h.controller.apply(next);
     const wanted = Object.fromEntries(next.specs.map((s) => [s.name, s.input_hash]));
     const done = await h.until("all four captured at the new revision and listed", async (v) => {
       const s = await v.state();
