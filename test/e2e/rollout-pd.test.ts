@@ -114,6 +114,11 @@ describe("a P/D-aware rollout of an incompatible change", () => {
       expect(e.url).toBe(`http://127.0.0.1:${harness.fleet.ports[k - 1]![0]}`);
     }
 
+    // The file moved from the old group to the new one while old engines still ran (not only at the end).
+    const afterEdit = samples.slice(firstConverge);
+    const switched = afterEdit.findIndex((s) => s.fleet?.group_signature === newGroup);
+    expect(switched, "serving-fleet.json moved to the new group").toBeGreaterThan(0);
+    expect(afterEdit[switched]!.fleet!.engines.length, "the new group was listed before the last old engine went").toBeLessThan(4);
     // (a) At most max_unavailable engines per role out of service at once: from leaving
     // captured after the edit (released) until captured again at the new inputs.
     const out = new Set<string>();
