@@ -14,7 +14,17 @@ import { dockerClient } from "../docker/sim-image.mjs";
 
 const RESYNC_MS = 200;
 /** Per-call deadlines: short enough that a hung call gives up within seconds, long enough for a loaded machine's converge. */
-const DEADLINES = { PING: 2000, INSPECT: 2000, LIST: 2000, LOGS: 2000, CREATE: 5000, START: 5000, STOP: 5000, REMOVE: 5000, CHECK: 20_000 };
+const DEADLINES = {
+  PING: 2000,
+  INSPECT: 2000,
+  LIST: 2000,
+  LOGS: 2000,
+  CREATE: 5000,
+  START: 5000,
+  STOP: 5000,
+  REMOVE: 5000,
+  CHECK: 20_000,
+};
 const LONGEST_DEADLINE_MS = Math.max(...Object.values(DEADLINES));
 /** At most this many requests held open at once: one resync at a time (a read and the call it leads to). */
 const OPEN_BOUND = 2;
@@ -32,7 +42,11 @@ describe("watch mode against a hung Docker endpoint", () => {
       await new Promise((r) => controller!.once("exit", r));
     }
     await runCli(["down", "--state", fleet.stateDir], { DOCKER_HOST: inject("dockerHost") });
-    for (const c of await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+    for (const c of await docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`] },
+    }))
+      await docker.getContainer(c.Id).remove({ force: true });
     await proxy.close();
   });
 
@@ -49,13 +63,19 @@ describe("watch mode against a hung Docker endpoint", () => {
     let log = "";
     proc.stdout!.on("data", (d) => (log += d));
     proc.stderr!.on("data", (d) => (log += d));
-    const exited = new Promise<{ code: number | null; at: number }>((resolve) => proc.once("exit", (code) => resolve({ code, at: Date.now() })));
+    const exited = new Promise<{ code: number | null; at: number }>((resolve) =>
+      proc.once("exit", (code) => resolve({ code, at: Date.now() })),
+    );
 
-    const before = await waitFor("both engines captured", async () => {
-      if (proc.exitCode !== null) throw new Error(`controller exited (${proc.exitCode}):\n${log.slice(-3000)}`);
-      const engines = (await status(fleet.stateDir)).engines;
-      return engines.length === 2 && engines.every((e) => e.phase === "captured") ? engines : undefined;
-    }, 150_000);
+    const before = await waitFor(
+      "both engines captured",
+      async () => {
+        if (proc.exitCode !== null) throw new Error(`controller exited (${proc.exitCode}):\n${log.slice(-3000)}`);
+        const engines = (await status(fleet.stateDir)).engines;
+        return engines.length === 2 && engines.every((e) => e.phase === "captured") ? engines : undefined;
+      },
+      150_000,
+    );
     const ids = before.map((e) => e.container_id).sort();
 
     // The daemon stops answering: every request reaches it, no response comes back.
@@ -74,14 +94,18 @@ describe("watch mode against a hung Docker endpoint", () => {
     proc.kill("SIGTERM");
     const { code, at } = await exited;
     const seconds = (at - signalled) / 1000;
-    const sinceSignal = () => `what the controller logged after SIGTERM:\n${log.slice(logAtSignal, logAtSignal + 4000)}`;
+    const sinceSignal = () =>
+      `what the controller logged after SIGTERM:\n${log.slice(logAtSignal, logAtSignal + 4000)}`;
     expect(code, sinceSignal()).toBe(0);
     expect(seconds, `SIGTERM to exit\n${sinceSignal()}`).toBeLessThanOrEqual((LONGEST_DEADLINE_MS + 5000) / 1000);
     expect(log).toMatch(/engines keep running/);
 
     // The daemon answers again: both engine containers are still there, running, the same ones.
     proxy.rules.length = 0;
-    const after = await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`, "io.narwhal.purpose=engine"] } });
+    const after = await docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`, "io.narwhal.purpose=engine"] },
+    });
     expect(after.map((c) => c.Id).sort()).toEqual(ids);
     expect(after.map((c) => c.State)).toEqual(["running", "running"]);
   });

@@ -115,7 +115,10 @@ export function recordPid(record: EngineRecord | undefined): number | null {
  * The backends with every runtime check of a held engine waiting until it is released: the real
  * check runs, later (a slow runtime). A test acts while a replacement is checked, however fast the machine.
  */
-function withHeldChecks(backends: Record<string, EngineBackend>, held: Map<string, Promise<void>>): Record<EngineSpec["backend"], EngineBackend> {
+function withHeldChecks(
+  backends: Record<string, EngineBackend>,
+  held: Map<string, Promise<void>>,
+): Record<EngineSpec["backend"], EngineBackend> {
   const gate = (backend: EngineBackend): EngineBackend =>
     new Proxy(backend, {
       get(target, prop) {
@@ -177,7 +180,10 @@ export class ControllerHarness {
   static async create(opts: HarnessOptions = {}): Promise<ControllerHarness> {
     const fleetOptions = opts.fleet ?? {};
     const fleet = await simFleet(fleetOptions);
-    const config = loadConfig({ desired: fleet.dir, state: fleet.stateDir }, harnessEnv(path.dirname(fleet.dir), opts.env ?? {}));
+    const config = loadConfig(
+      { desired: fleet.dir, state: fleet.stateDir },
+      harnessEnv(path.dirname(fleet.dir), opts.env ?? {}),
+    );
     const h = new ControllerHarness(fleet, config, fleetOptions, opts);
     await h.controller.open();
     // A state file renamed into place is a signal too: a wait on the records looks again.
@@ -230,7 +236,10 @@ export class ControllerHarness {
    * Resolves with the predicate's first truthy value, evaluated now, after every transition and
    * serving write, and whenever a file is renamed into the state directory; fails after the harness's wait bound, naming `what` and the last transitions.
    */
-  until<T>(what: string, predicate: (v: HarnessView) => T | undefined | null | false | Promise<T | undefined | null | false>): Promise<T> {
+  until<T>(
+    what: string,
+    predicate: (v: HarnessView) => T | undefined | null | false | Promise<T | undefined | null | false>,
+  ): Promise<T> {
     const view: HarnessView = { transitions: this.transitions, serving: this.serving, state: () => this.state() };
     return new Promise<T>((resolve, reject) => {
       let done = false;
@@ -267,7 +276,10 @@ export class ControllerHarness {
             },
           );
       };
-      const timer = setTimeout(() => finish(new Error(`timed out waiting for ${what}; last transitions:\n${this.describe()}`)), this.opts.waitMs ?? 120_000);
+      const timer = setTimeout(
+        () => finish(new Error(`timed out waiting for ${what}; last transitions:\n${this.describe()}`)),
+        this.opts.waitMs ?? 120_000,
+      );
       this.waiters.add(check);
       check();
     });
@@ -289,7 +301,10 @@ export class ControllerHarness {
   /** The last transitions, one per line, for a failure message. */
   describe(n = 40): string {
     const t0 = this.transitions[0]?.at ?? 0;
-    return this.transitions.slice(-n).map((t) => `${t.seq} +${t.at - t0}ms ${t.engine}: ${t.from || "-"} → ${t.to}`).join("\n");
+    return this.transitions
+      .slice(-n)
+      .map((t) => `${t.seq} +${t.at - t0}ms ${t.engine}: ${t.from || "-"} → ${t.to}`)
+      .join("\n");
   }
 
   /** Hold every runtime check of an engine from now until the returned release is called. */
@@ -316,7 +331,8 @@ export class ControllerHarness {
   async kill(engine: string, which: "running" | "retiring" = "running"): Promise<number> {
     const record = (await this.state()).engines[engine];
     const handle = which === "running" ? record?.handle : retiringHandle(record);
-    if (!handle || handle.kind !== "native") throw new Error(`${engine} has no ${which} process recorded; transitions:\n${this.describe()}`);
+    if (!handle || handle.kind !== "native")
+      throw new Error(`${engine} has no ${which} process recorded; transitions:\n${this.describe()}`);
     process.kill(-handle.pgid, "SIGKILL");
     return handle.pid;
   }

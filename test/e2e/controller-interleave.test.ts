@@ -4,7 +4,13 @@
 // state records and in /proc: pids alive, one process per engine, its port
 // serving — and that nothing was stopped or started twice.
 import { afterEach, describe, expect, it } from "vitest";
-import { ControllerHarness, recordPid, retiringPid, type HarnessOptions, type Transition } from "./controller-harness.js";
+import {
+  ControllerHarness,
+  recordPid,
+  retiringPid,
+  type HarnessOptions,
+  type Transition,
+} from "./controller-harness.js";
 import { alive } from "../desired-corpus/controller-harness.js";
 import type { SimEngineOptions } from "./sim-fleet.js";
 import type { StateFile } from "../../src/state/store.js";
@@ -78,7 +84,8 @@ async function removingEngine2() {
   return { h, pid1, pid2, without, m };
 }
 
-const starts = (h: ControllerHarness, engine: string, from = 0) => h.since(from).filter((t) => t.engine === engine && t.to === "started").length;
+const starts = (h: ControllerHarness, engine: string, from = 0) =>
+  h.since(from).filter((t) => t.engine === engine && t.to === "started").length;
 
 describe("an in-process controller, interleaved", () => {
   it("a burst of 20 resyncs while engines start: each engine started once, and the controller settles", async () => {
@@ -139,7 +146,11 @@ describe("an in-process controller, interleaved", () => {
     release();
     await h.until("engine-1 back at its original inputs", async (v) => {
       const r = (await v.state()).engines["engine-1"];
-      return r?.phase === "captured" && r.desired_hash === before.engines["engine-1"]!.desired_hash && r.running_hash === r.desired_hash;
+      return (
+        r?.phase === "captured" &&
+        r.desired_hash === before.engines["engine-1"]!.desired_hash &&
+        r.running_hash === r.desired_hash
+      );
     });
     await h.settle();
     const after = await expectServing(h, BOTH);
@@ -164,13 +175,23 @@ describe("an in-process controller, interleaved", () => {
     h.controller.resync();
     // The resync observes the dead retiring engine and the record stops standing for it (the old
     // controller never looked at a retiring engine: only the replacement's stop cleared it).
-    await h.until("the record forgets engine-1's retiring engine", async (v) => retiringPid((await v.state()).engines["engine-1"]) === null);
+    await h.until(
+      "the record forgets engine-1's retiring engine",
+      async (v) => retiringPid((await v.state()).engines["engine-1"]) === null,
+    );
     expect((await h.state()).engines["engine-1"]!.phase).toBe("prepared");
-    expect(h.lines.some((l) => l.level === "warn" && l.meta.engine === "engine-1" && /during the replacement is gone/.test(l.message)), "the forgetting is logged").toBe(true);
+    expect(
+      h.lines.some(
+        (l) => l.level === "warn" && l.meta.engine === "engine-1" && /during the replacement is gone/.test(l.message),
+      ),
+      "the forgetting is logged",
+    ).toBe(true);
     release();
     await h.until("engine-1 replaced", async (v) => {
       const r = (await v.state()).engines["engine-1"];
-      return r?.phase === "captured" && r.desired_hash === changed.specs[0]!.input_hash && r.running_hash === r.desired_hash;
+      return (
+        r?.phase === "captured" && r.desired_hash === changed.specs[0]!.input_hash && r.running_hash === r.desired_hash
+      );
     });
     await h.settle();
     const after = await expectServing(h, BOTH);
@@ -195,7 +216,12 @@ describe("an in-process controller, interleaved", () => {
       const s = await v.state();
       return BOTH.every((n) => {
         const r = s.engines[n];
-        return r?.phase === "captured" && r.running_hash === r.desired_hash && r.desired_hash === changed.specs.find((x) => x.name === n)!.input_hash && ![pid1, pid2].includes(recordPid(r));
+        return (
+          r?.phase === "captured" &&
+          r.running_hash === r.desired_hash &&
+          r.desired_hash === changed.specs.find((x) => x.name === n)!.input_hash &&
+          ![pid1, pid2].includes(recordPid(r))
+        );
       });
     });
     await h.settle();
