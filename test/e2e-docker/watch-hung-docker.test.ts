@@ -99,6 +99,9 @@ describe("watch mode against a hung Docker endpoint", () => {
     expect(code, sinceSignal()).toBe(0);
     expect(seconds, `SIGTERM to exit\n${sinceSignal()}`).toBeLessThanOrEqual((LONGEST_DEADLINE_MS + 5000) / 1000);
     expect(log).toMatch(/engines keep running/);
+    console.log(
+      `hung Docker endpoint: ${held} requests over ${10 * RESYNC_MS} ms, at most ${mostOpen} held open at once; SIGTERM to exit ${seconds.toFixed(1)} s (bound ${(LONGEST_DEADLINE_MS + 5000) / 1000} s)`,
+    );
 
     // The daemon answers again: both engine containers are still there, running, the same ones.
     proxy.rules.length = 0;
