@@ -24,6 +24,10 @@ export interface DockerProxy {
   calls: Array<{ method: string; path: string }>;
   rules: ProxyRule[];
   writes(): Array<{ method: string; path: string }>;
+  /** Requests received whose response has not ended (answered, failed or given up by the caller). */
+  open(): number;
+  /** The most requests open at once since the last call (then reset to those open now). */
+  takeMaxOpen(): number;
   close(): Promise<void>;
 }
 
@@ -34,9 +38,14 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
   const calls: DockerProxy["calls"] = [];
   const rules: ProxyRule[] = [];
   const held = new Set<NodeJS.Timeout>();
+  let open = 0;
+  let maxOpen = 0;
   const server = http.createServer((req, res) => {
     const call = { method: req.method ?? "GET", path: (req.url ?? "").replace(/^\/v[\d.]+/, "") };
     calls.push(call);
+    open++;
+    maxOpen = Math.max(maxOpen, open);
+    res.once("close", () => open--);
     const rule = rules.find((r) => (r.method ?? call.method) === call.method && r.path.test(call.path) && (r.times ?? 1) > 0);
     if (rule && rule.times !== undefined) rule.times--;
     if (rule?.action === "error500") {
@@ -70,6 +79,12 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
     calls,
     rules,
     writes: () => calls.filter((c) => c.method !== "GET" && c.method !== "HEAD"),
+    open: () => open,
+    takeMaxOpen: () => {
+      const most = maxOpen;
+      maxOpen = open;
+      return most;
+    },
     close: async () => {
       for (const t of held) clearTimeout(t);
       server.closeAllConnections();

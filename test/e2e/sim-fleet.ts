@@ -43,6 +43,8 @@ export interface SimEngineOptions {
   expectedPackages?: Record<string, string>;
   extraArgs?: string[];
   environment?: Record<string, string>;
+  /** "prefill" or "decode" (default: prefill for the first engine, decode for the rest). */
+  role?: string;
 }
 
 export interface SimFleetOptions {
@@ -51,6 +53,10 @@ export interface SimFleetOptions {
   readySeconds?: number;
   /** A model fixture under test/sim/models (default tiny-llama). */
   model?: string;
+  /** A model directory elsewhere (e.g. a copy with another config.json), in place of the fixture. */
+  modelDir?: string;
+  /** NARWHAL_MODEL_REVISION (default sim-0001). */
+  modelRevision?: string;
   /** Run the engines as containers of this image (default: native processes). */
   container?: { image: string };
   /** The node's dev_root, where declared devices are looked for (default the h100x2 fixture). */
@@ -72,8 +78,10 @@ export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
   const stateDir = path.join(root, "state");
   await fs.mkdir(dir);
   const ports: number[][] = [];
-  const chosen = await freePorts(6);
-  for (let i = 0; i < 2; i++) ports.push(chosen.slice(3 * i, 3 * i + 3));
+  // Ports for at least two engines (a later write may add the second), more when the fleet is bigger.
+  const count = Math.max(2, opts.engines?.length ?? 2);
+  const chosen = await freePorts(3 * count);
+  for (let i = 0; i < count; i++) ports.push(chosen.slice(3 * i, 3 * i + 3));
   const fleet: SimFleet = { dir, stateDir, ports, write: (o) => writeTree(dir, ports, o) };
   await fleet.write(opts);
   return fleet;
@@ -110,7 +118,7 @@ export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}
 
 async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Promise<void> {
   const engines = o.engines ?? [{}, {}];
-  const modelDir = path.join(REPO, "test/sim/models", o.model ?? "tiny-llama");
+  const modelDir = o.modelDir ?? path.join(REPO, "test/sim/models", o.model ?? "tiny-llama");
   const env = [
     "NARWHAL_FABRIC_INTERFACE=lo",
     ...ports.flatMap(([http, attest, nixl], i) => [
@@ -124,17 +132,26 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
     `NARWHAL_MODEL_DIR=${modelDir}`,
     `NARWHAL_MODEL_CONFIG_SHA256=${modelSha(modelDir)}`,
     `NARWHAL_ENGINE_MODEL_NAME=${o.model ?? "tiny-llama"}`,
-    "NARWHAL_MODEL_REVISION=sim-0001",
+    `NARWHAL_MODEL_REVISION=${o.modelRevision ?? "sim-0001"}`,
     `NARWHAL_NATIVE_PYTHON=${o.python ?? "/usr/bin/python3"}`,
     `NARWHAL_ENGINE_API_KEY=${o.apiKey ?? "e2e-key-0123456789"}`,
     `NARWHAL_READY_SECONDS=${o.readySeconds ?? 60}`,
   ];
+  const role = (e: SimEngineOptions, i: number) => e.role ?? (i === 0 ? "prefill" : "decode");
+  // The host fixture has two GPUs: every two engines get a node of their own (local, local-2, ...).
+  const nodeCount = Math.ceil(engines.length / 2);
   const fleet = {
-    engines: engines.map((_, i) => ({ iid: `n${i + 1}`, url: `\${NARWHAL_NODE_${i + 1}_URL}`, attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`, role: i === 0 ? "prefill" : "decode" })),
-    nodes: [{ name: "local", engines: engines.map((_, i) => `n${i + 1}`), sysfs_root: path.join(HOST_FIXTURE, "sys"), nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"), dev_root: o.devRoot ?? HOST_FIXTURE }],
+    engines: engines.map((e, i) => ({ iid: `n${i + 1}`, url: `\${NARWHAL_NODE_${i + 1}_URL}`, attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`, role: role(e, i) })),
+    nodes: Array.from({ length: nodeCount }, (_, k) => ({
+      name: k === 0 ? "local" : `local-${k + 1}`,
+      engines: engines.slice(2 * k, 2 * k + 2).map((_, j) => `n${2 * k + j + 1}`),
+      sysfs_root: path.join(HOST_FIXTURE, "sys"),
+      nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"),
+      dev_root: o.devRoot ?? HOST_FIXTURE,
+    })),
     hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: engines[0]!.gpus?.length ?? 1, tensor_parallel: engines[0]!.gpus?.length ?? 1 },
   };
-  const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(i === 0 ? "prefill" : "decode", String(i), e, o.container)])) };
+  const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(role(e, i), String(i % 2), e, o.container)])) };
   // Each file is replaced atomically, as an editor's save would.
   const put = async (name: string, text: string) => {
     const tmp = path.join(dir, `.${name}.tmp`);

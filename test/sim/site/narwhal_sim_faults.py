@@ -10,7 +10,7 @@ import os
 KNOWN = {
     "slow_start", "crash_at_start", "crash_after", "dead_after", "wrong_version",
     "missing_metric", "tokenizer_error", "no_nixl", "no_ssm_layout", "log_flood", "ignore_api_key",
-    "gpu_extra_mib",  # read by the nvidia-smi stand-in (test/sim/bin), not by the engine
+    "slow_stop", "gpu_extra_mib",  # gpu_extra_mib is read by the nvidia-smi stand-in (test/sim/bin), not by the engine
 }
 
 

@@ -198,6 +198,11 @@ def _watch(state, stop):
 
 
 def _stopped():
+    drain = faults.value("slow_stop")
+    if drain:
+        # A shutdown that takes a while (requests draining), still serving: a stop step stays in flight meanwhile.
+        emit("INFO", "narwhal simulator: draining for %s s before shutting down", drain, where="launcher.py:100")
+        time.sleep(float(drain))
     emit("INFO", "Shutting down FastAPI HTTP server.", where="launcher.py:101")
     _uvicorn("Shutting down")
     _uvicorn("Finished server process [%d]" % os.getpid())
