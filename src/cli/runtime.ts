@@ -1,13 +1,12 @@
 // Wiring shared by the commands: config, logger, backends, controller.
 import { loadConfig, type Config } from "../config.js";
 import { createLogger, type Logger } from "../log.js";
-import { NativeBackend } from "../backends/native.js";
-import { ContainerBackend } from "../backends/container.js";
-import type { EngineBackend } from "../backends/types.js";
-import type { EngineSpec } from "../desired/types.js";
+import { backendsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
-import { failpoints, noFailpoints, type Failpoint } from "../failpoints.js";
+import { failpoints } from "../failpoints.js";
+
+export { backendsFor };
 
 export interface GlobalOptions {
   desired?: string;
@@ -22,13 +21,6 @@ export function configFrom(opts: GlobalOptions): Config {
 /** Console only: the holder of the state lock adds narwhal.log (Logger.recordTo) once it has the lock. */
 export function loggerFor(config: Config): Logger {
   return createLogger({ level: config.logLevel, rotation: config.logRotation });
-}
-
-export function backendsFor(config: Config, failpoint: Failpoint = noFailpoints): Record<EngineSpec["backend"], EngineBackend> {
-  return {
-    native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, logCapBytes: config.engineLogCapBytes, failpoint }),
-    container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs, logCapBytes: config.engineLogCapBytes, failpoint }),
-  };
 }
 
 export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {

@@ -11,6 +11,7 @@ import { httpRequest, joinUrl } from "../phases/http.js";
 import { keyNotEnforced, planHasKey } from "../phases/key-enforcement.js";
 import { PhaseError } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
+import type { Liveness } from "./plan-types.js";
 
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
 
@@ -33,14 +34,19 @@ export class World {
     private readonly stopGraceMs: number,
   ) {}
 
-  /** An engine whose liveness cannot be observed (daemon unreachable) counts as alive: never act on a guess. */
-  async alive(handle: EngineHandle): Promise<boolean> {
+  /** Whether the engine runs as recorded; "unknown" when that cannot be observed now (daemon unreachable): never act on a guess. */
+  async liveness(handle: EngineHandle): Promise<Liveness> {
     try {
-      return await this.backends[handle.kind].isAlive(handle);
+      return (await this.backends[handle.kind].isAlive(handle)) ? "alive" : "gone";
     } catch (err) {
       this.log.warn(`cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`);
-      return true;
+      return "unknown";
     }
+  }
+
+  /** An engine whose liveness cannot be observed counts as alive: never act on a guess. */
+  async alive(handle: EngineHandle): Promise<boolean> {
+    return (await this.liveness(handle)) !== "gone";
   }
 
   /** What the engine's own log says last, so a lost engine's failure names its cause. */

@@ -1,0 +1,28 @@
+// An observation with no controller: `narwhal plan` reads the state file
+// without taking the lock and looks at what runs, acting on nothing (no state
+// write, no log file, no stop). It probes liveness only: health and keys are
+// the running controller's business.
+import type { Config } from "../config.js";
+import type { DesiredState } from "../desired/types.js";
+import type { Logger } from "../log.js";
+import { backendsFor } from "../backends/for-config.js";
+import { readState } from "../state/store.js";
+import { knownFromRecords, observe } from "./observe.js";
+import { readServingFleet } from "./serving-file.js";
+import type { Observed } from "./plan-types.js";
+import { World } from "./world.js";
+
+export async function observeStandalone(config: Config, log: Logger, desired: DesiredState): Promise<Observed> {
+  const backends = backendsFor(config);
+  for (const backend of Object.values(backends)) backend.knowHosts?.(desired.specs);
+  const world = new World(backends, log, config.stopGraceMs);
+  const state = await readState(config.stateDir);
+  const owned = await world.listOwned(false);
+  return observe(world, knownFromRecords(Object.values(state.engines)), [], {
+    probe: true,
+    health: false,
+    owned,
+    secrets: desired.secrets,
+    serving: await readServingFleet(config.stateDir),
+  });
+}

@@ -1,0 +1,123 @@
+// Observe: gather one `Observed` snapshot for the planner — per engine what
+// the controller knows of it (its actor, or its state record when no controller
+// runs) and what runs (processes by recorded identity, containers by label and
+// launch token), with liveness, and for a full observation the health and API
+// key of every captured engine. It decides nothing and changes nothing.
+import type { EngineContext } from "../../machines/engine.js";
+import type { EngineRecord } from "../state/store.js";
+import type { EngineHandle } from "../phases/types.js";
+import { readPlan } from "../phases/prepare.js";
+import { claimedTokens, type Owned, type World } from "./world.js";
+import type { Liveness, Observed, ObservedEngine, OwnedObserved, ServingFleet } from "./plan-types.js";
+
+/** One engine as the controller knows it: from its actor's snapshot, or from its state record. */
+export interface KnownEngine {
+  engine: string;
+  phase: string;
+  context: Partial<EngineContext>;
+  record: EngineRecord | undefined;
+  has_actor: boolean;
+  /** The role and hashed inputs it was applied with, when the controller holds them in memory. */
+  role?: string;
+  applied_inputs?: Record<string, unknown> | null;
+}
+
+export interface ObserveOptions {
+  /** Probe liveness of every handle (true), or reuse `cache` for handles seen before (a light observation after a transition). */
+  probe: boolean;
+  /** Check health and the API key of captured engines (the controller's resync). */
+  health: boolean;
+  /** What runs; null: do not list (a light observation keeps the last list). */
+  owned: Owned | null;
+  /** Liveness by launch token from the last probing observation; updated in place when probing. */
+  cache?: Map<string, Liveness>;
+  /** Consecutive unhealthy observations per engine; updated in place when checking health. */
+  strikes?: Map<string, number>;
+  /** Health checks failed in a row before an engine counts as unhealthy. */
+  unhealthyStrikes?: number;
+  secrets: string[];
+  serving: ServingFleet | null;
+}
+
+/** The record's snapshot context, when it has one. */
+export function recordContext(record: EngineRecord | undefined): Partial<EngineContext> {
+  return ((record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context ?? {}) as Partial<EngineContext>;
+}
+
+/** What the state file knows, as KnownEngine (no controller: `narwhal plan`). */
+export function knownFromRecords(records: Iterable<EngineRecord>): KnownEngine[] {
+  return [...records].map((r) => ({ engine: r.engine, phase: r.phase, context: recordContext(r), record: r, has_actor: false }));
+}
+
+async function livenessOf(world: World, handle: EngineHandle, opts: ObserveOptions): Promise<Liveness> {
+  const cached = opts.cache?.get(handle.launch_token);
+  if (!opts.probe && cached !== undefined) return cached;
+  const live = await world.liveness(handle);
+  opts.cache?.set(handle.launch_token, live);
+  return live;
+}
+
+async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions): Promise<ObservedEngine> {
+  const ctx = k.context;
+  const handle = ctx.handle ?? null;
+  const liveness = handle ? await livenessOf(world, handle, opts) : null;
+  let problem: string | null = null;
+  if (handle && liveness === "gone") problem = await world.lostReason(ctx as EngineContext, opts.secrets);
+  else if (handle && liveness === "alive" && opts.health && k.phase === "captured" && ctx.run) {
+    const key = await world.keyProblem(handle, ctx.run.dir);
+    if (key !== null) problem = `it does not hold its API key as recorded: ${key}`;
+    else {
+      const health = await world.health(ctx.run.dir);
+      const strikes = health === null ? 0 : (opts.strikes?.get(k.engine) ?? 0) + 1;
+      opts.strikes?.set(k.engine, strikes);
+      if (health !== null && strikes >= (opts.unhealthyStrikes ?? 2)) {
+        opts.strikes?.delete(k.engine);
+        problem = `unhealthy: ${health}`;
+      }
+    }
+  }
+  const retiring = ctx.retiring ?? null;
+  return {
+    engine: k.engine,
+    role: k.role ?? k.record?.role ?? null,
+    backend: k.record?.backend ?? handle?.kind ?? "native",
+    phase: k.phase,
+    applied_hash: ctx.desiredHash ?? k.record?.desired_hash ?? "",
+    applied_inputs: k.applied_inputs !== undefined ? k.applied_inputs : (k.record?.applied_inputs ?? null),
+    running_hash: ctx.runningHash ?? null,
+    group_signature: ctx.inspection?.group_signature ?? k.record?.group_signature ?? null,
+    terminal: ctx.terminal ?? false,
+    retry_at: ctx.retryAt ?? null,
+    handle,
+    liveness,
+    problem,
+    retiring: retiring ? { handle: retiring.handle, hash: retiring.hash ?? null, liveness: await livenessOf(world, retiring.handle, opts) } : null,
+    deferred: ctx.deferred ?? null,
+    has_actor: k.has_actor,
+    halted: k.record?.halted ?? null,
+  };
+}
+
+async function ownedObserved(owned: Owned): Promise<OwnedObserved[]> {
+  return Promise.all(
+    owned.map(async ({ owned: o }) => {
+      const plan = o.run_dir ? await readPlan(o.run_dir).then((r) => r.plan, () => null) : null;
+      const adoptable = plan !== null && plan.launch_token === o.launch_token && plan.engine === o.engine;
+      return { engine: o.engine, launch_token: o.launch_token, handle: o.handle, run_dir: o.run_dir ?? null, input_hash: plan?.input_hash ?? null, adoptable };
+    }),
+  );
+}
+
+/** One observation of every known engine and of what runs. */
+export async function observe(world: World, known: KnownEngine[], lastOwned: OwnedObserved[], opts: ObserveOptions): Promise<Observed> {
+  const engines: Record<string, ObservedEngine> = {};
+  // Engines are observed side by side: a full observation of a large fleet is bounded by its slowest engine, not their sum.
+  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts)));
+  for (const e of observed) engines[e.engine] = e;
+  const owned = opts.owned === null ? lastOwned : await ownedObserved(opts.owned);
+  const claimed = claimedTokens(
+    known.flatMap((k) => [k.context, recordContext(k.record)]),
+    known.map((k) => k.record?.handle ?? null),
+  );
+  return { at: new Date().toISOString(), engines, owned, claimed: [...claimed].sort(), serving: opts.serving };
+}
