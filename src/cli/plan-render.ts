@@ -1,6 +1,7 @@
 // `narwhal plan` for people, in the manner of `terraform plan`: one line per engine with a symbol
 // and the reason, every field that forces a replacement with its old and new value, the rollout
 // steps in order, what halted, warnings, the serving fleet, and a summary line a person can trust.
+import path from "node:path";
 import type { SavedPlan } from "../controller/plan-file.js";
 import { abbrev } from "../controller/plan-file-staleness.js";
 import type { Action, ActionKind, FieldChange, Plan, RolloutPolicy } from "../controller/plan-types.js";
@@ -70,12 +71,12 @@ function servingLines(plan: Plan): string[] {
 }
 
 /** Counts by what they do; the first three always, as terraform prints them, the rest when there are any. */
-export function summaryLine(plan: Plan, desiredLabel: string): string {
+export function summaryLine(plan: Plan, label: string): string {
   if (!plan.changes) {
     // Nothing to do now is not the same as converged: a held or halted rollout must not read as done.
     const waiting = new Set(plan.actions.filter((a) => a.kind === "wait").map((a) => a.engine)).size;
-    if (waiting === 0 && plan.halted.length === 0) return `No changes. The fleet matches ${desiredLabel}.`;
-    return `No changes now, but the fleet does not match ${desiredLabel} yet: ${waiting} engine(s) wait${plan.halted.length ? `, ${plan.halted.length} halted` : ""} (see above).`;
+    if (waiting === 0 && plan.halted.length === 0) return `No changes. The fleet matches ${label}.`;
+    return `No changes now, but the fleet does not match ${label} yet: ${waiting} engine(s) wait${plan.halted.length ? `, ${plan.halted.length} halted` : ""} (see above).`;
   }
   const count = (k: ActionKind) => plan.actions.filter((a) => a.kind === k).length;
   const parts = [`${count("replace")} to replace`, `${count("create")} to create`, `${count("remove")} to remove`];
@@ -90,8 +91,15 @@ export function summaryLine(plan: Plan, desiredLabel: string): string {
   return `Plan: ${parts.join(", ")}.`;
 }
 
-/** The whole text of `narwhal plan`; `desiredLabel` is the desired directory as the operator named it. */
-export function renderPlanText(saved: SavedPlan, desiredLabel: string): string {
+/** The desired directory as the operator named it: relative to where they stand, when it is below it. */
+export function desiredLabel(dir: string, cwd: string): string {
+  const rel = path.relative(cwd, dir);
+  const shown = rel === "" ? "." : rel.startsWith("..") || path.isAbsolute(rel) ? dir : rel;
+  return shown.endsWith("/") ? shown : `${shown}/`;
+}
+
+/** The whole text of `narwhal plan`; `label` is the desired directory as the operator named it (desiredLabel). */
+export function renderPlanText(saved: SavedPlan, label: string): string {
   const { plan } = saved;
   const sections: string[][] = [];
   if (plan.actions.length > 0) sections.push(plan.actions.flatMap(actionLines));
@@ -99,7 +107,7 @@ export function renderPlanText(saved: SavedPlan, desiredLabel: string): string {
   if (plan.halted.length > 0) sections.push(["Halted rollouts (no further engine of the change is touched):", ...plan.halted.map((h) => `  ${h.engine}: ${h.why}`)]);
   if (plan.warnings.length > 0) sections.push(["Warnings:", ...plan.warnings.map((w) => `  ! ${w}`)]);
   sections.push(servingLines(plan));
-  sections.push([summaryLine(plan, desiredLabel)]);
+  sections.push([summaryLine(plan, label)]);
   return sections
     .filter((s) => s.length > 0)
     .map((s) => s.join("\n"))

@@ -1,9 +1,9 @@
 // `narwhal plan` as text: a symbol and reason per engine, the fields that force a replacement with
 // old and new values, rollout steps in order, halts, warnings, the serving fleet and the summary.
 import { describe, expect, it } from "vitest";
-import { renderPlanText, summaryLine } from "../../src/cli/plan-render.js";
+import { desiredLabel, renderPlanText, summaryLine } from "../../src/cli/plan-render.js";
 import { savedPlan } from "../../src/controller/plan-file.js";
-import type { Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
+import type { Action, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
 import { desired, EVERY_ACTION, hashOf, NO_CHANGES, observed, REPLACE_ENGINE_1, ROLLOUT } from "../controller/plan-file-fixtures.js";
 
 const text = (plan: Plan, rollout: RolloutPolicy = ROLLOUT) =>
@@ -37,17 +37,12 @@ describe("plan text", () => {
       ...REPLACE_ENGINE_1,
       actions: [
         {
-          kind: "replace",
-          engine: "engine-1",
-          role: "prefill",
-          from_hash: hashOf("1"),
-          to_hash: hashOf("9"),
+          ...(REPLACE_ENGINE_1.actions[0] as Extract<Action, { kind: "replace" }>),
           fields: [
             { path: "model.revision", old: "sim-0001", new: "sim-0002", group: true },
             { path: "launch.runtime.environment.FOO", old: undefined, new: "x".repeat(300), group: false },
           ],
           group_changes: true,
-          reason: "desired inputs changed",
         },
         { kind: "replace", engine: "engine-2", role: "decode", from_hash: hashOf("2"), to_hash: hashOf("8"), fields: null, group_changes: false, reason: "desired inputs changed" },
       ],
@@ -113,5 +108,11 @@ describe("plan text", () => {
       "No changes now, but the fleet does not match d/ yet: 1 engine(s) wait (see above).",
     );
     expect(summaryLine(NO_CHANGES, "d/")).toBe("No changes. The fleet matches d/.");
+  });
+
+  it("names the desired directory as the operator did: relative below the working directory, else absolute", () => {
+    expect(desiredLabel("/srv/fleet/desired", "/srv/fleet")).toBe("desired/");
+    expect(desiredLabel("/srv/fleet", "/srv/fleet")).toBe("./");
+    expect(desiredLabel("/etc/narwhal/desired", "/srv/fleet")).toBe("/etc/narwhal/desired/");
   });
 });
