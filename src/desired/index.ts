@@ -12,6 +12,7 @@ export {
   runRules, RULE_NAMES, derivedLaunchFields, flagName, LAUNCHER_MANAGED_ENV, LAUNCHER_MANAGED_FLAGS,
   REQUIRED_VARIABLES, SECRET_VARIABLES, ENV_FILE, FLEET_FILE, LAUNCH_FILE,
 } from "./rules.js";
-export { FleetSchema, EngineLaunchSchema, LaunchRecordSchema, RuntimeSchema, jsonPath } from "./schemas.js";
+export { DEFAULT_ROLLOUT, rolloutPolicy } from "./rollout-policy.js";
+export { RolloutSchema, FleetSchema, EngineLaunchSchema, LaunchRecordSchema, RuntimeSchema, jsonPath } from "./schemas.js";
 export { MAX_FILE_BYTES, MAX_JSON_DEPTH } from "./json-safe.js";
 export * from "./types.js";

@@ -19,6 +19,7 @@ import { ENV_FILE, FLEET_FILE, LAUNCH_FILE, runRules, SECRET_VARIABLES } from ".
 import { zodIssues } from "./schema-issues.js";
 import { EngineLaunchSchema, FleetSchema, type EngineLaunchFile, type FleetFile } from "./schemas.js";
 import { buildSpecs, resolveDesiredPath } from "./spec.js";
+import { rolloutPolicy } from "./rollout-policy.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
 import { deriveEndpoints } from "./urls.js";
@@ -107,7 +108,7 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
   const publicVars = Object.fromEntries(Object.entries(allVars).filter(([k]) => !SECRET_VARIABLES.has(k)).sort(([a], [b]) => (a < b ? -1 : 1)));
   return {
     issues: [],
-    state: { dir: absDir, specs, hardware: { ...fleet.hardware }, variables: publicVars, secrets },
+    state: { dir: absDir, specs, rollout: rolloutPolicy(fleet.rollout), hardware: { ...fleet.hardware }, variables: publicVars, secrets },
   };
 }
 

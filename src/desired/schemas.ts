@@ -62,11 +62,31 @@ export const HardwareSchema = z
   .strict()
   .describe("Fleet-level hardware expectations (seed 000 Gate C)");
 
+/** A count of engines (at least 1) or a share of a role's engines, "N%" (rounded down, at least 1). */
+const unavailable = z
+  .union([
+    positiveInt,
+    z.string().regex(/^(100|[1-9][0-9]?)%$/, 'must be a count such as 1 or a percentage "1%" to "100%"'),
+  ], { error: 'must be a count of engines (1, 2, ...) or a percentage such as "25%"' })
+  .describe('Engines of a role a rollout may have out of service at once: a count, or "N%" of the role (rounded down, at least 1)');
+
+export const RolloutSchema = z
+  .object({
+    max_unavailable: z.record(role, unavailable).default({})
+      .describe('Per role, e.g. {"prefill": 1, "decode": "25%"}; roles not named use default_max_unavailable'),
+    default_max_unavailable: unavailable.default(1).describe("For roles not named in max_unavailable; default 1"),
+    incompatible: z.enum(["pd_units", "recreate"]).default("pd_units")
+      .describe('Changes that alter the group signature: "pd_units" (default) moves one prefill with one decode at a time, keeping a compatible pair serving; "recreate" replaces them all at once (downtime)'),
+  })
+  .strict()
+  .describe("How pending changes roll out across the fleet; every field optional");
+
 export const FleetSchema = z
   .object({
     engines: z.array(FleetEngineSchema).min(1, "list at least one engine").describe("Engine records"),
     nodes: z.array(FleetNodeSchema).min(1, "list at least one node").describe("Hosts and the engines each runs"),
     hardware: HardwareSchema,
+    rollout: RolloutSchema.optional().describe("Rollout policy (defaults: 1 engine per role out of service, P/D units for incompatible changes)"),
   })
   .strict()
   .describe("desired/fleet.json");
@@ -155,6 +175,7 @@ export type FleetFile = z.output<typeof FleetSchema>;
 export type FleetEngine = z.output<typeof FleetEngineSchema>;
 export type FleetNode = z.output<typeof FleetNodeSchema>;
 export type Hardware = z.output<typeof HardwareSchema>;
+export type RolloutBlock = z.output<typeof RolloutSchema>;
 export type EngineLaunchFile = z.output<typeof EngineLaunchSchema>;
 export type ParsedLaunchRecord = z.output<typeof LaunchRecordSchema>;
 

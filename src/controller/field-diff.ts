@@ -1,0 +1,106 @@
+// Naming the input fields a change touches: a leaf-by-leaf comparison of two
+// inputHashMaterial outputs (what the controller applied, what desired/ says
+// now), each leaf named by its JSON path and marked when it feeds the group
+// signature (old and new engines could then not pair). Pure.
+import { canonicalJson } from "../desired/hash.js";
+import { jsonPath } from "../desired/schemas.js";
+import type { FieldChange } from "./plan-types.js";
+
+/**
+ * Input paths that feed seed 000's group signature (src/desired/hash.ts GroupSignatureInputs):
+ * the image or native runtime identity, the model, the accelerator, TP size, the visibility
+ * variable, the runtime record and the transport. A path is a group field when it is one of
+ * these or lies under one.
+ */
+export const GROUP_FIELDS: readonly string[] = [
+  "backend",
+  "python",
+  "launch.backend",
+  "launch.image",
+  "launch.accelerator",
+  "launch.tensor_parallel_size",
+  "launch.gpu_visibility_env",
+  "launch.runtime",
+  "launch.transfer.transport",
+  "model.dir",
+  "model.config_sha256",
+  "model.revision",
+  "model.path",
+];
+
+/** The API key's digest is never printed: a plan is shown and saved. */
+const SECRET_FIELDS = new Set(["api_key_sha256"]);
+const HIDDEN = "(changed)";
+
+export function isGroupField(path: string): boolean {
+  return GROUP_FIELDS.some((g) => path === g || path.startsWith(g + ".") || path.startsWith(g + "["));
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** "launch.runtime.extra_args[2]" from segments (jsonPath's form without its "$" root). */
+function pathOf(segments: ReadonlyArray<string | number>): string {
+  const p = jsonPath(segments).slice(1);
+  return p.startsWith(".") ? p.slice(1) : p;
+}
+
+/**
+ * Every changed leaf between `applied` and `desired`, in path order. A field present on one side
+ * only is compared with null; arrays are compared index by index, so an appended argument is
+ * `extra_args[2]: null → "--x"`.
+ */
+export function fieldDiff(applied: Record<string, unknown>, desired: Record<string, unknown>): FieldChange[] {
+  const out: FieldChange[] = [];
+  const walk = (a: unknown, b: unknown, segments: Array<string | number>): void => {
+    if (isObject(a) && isObject(b)) {
+      for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) walk(a[k], b[k], [...segments, k]);
+      return;
+    }
+    if (Array.isArray(a) && Array.isArray(b)) {
+      for (let i = 0; i < Math.max(a.length, b.length); i++) walk(a[i], b[i], [...segments, i]);
+      return;
+    }
+    if (canonicalJson(a ?? null) === canonicalJson(b ?? null)) return;
+    const path = pathOf(segments);
+    const secret = SECRET_FIELDS.has(String(segments[0]));
+    out.push({ path, old: secret ? HIDDEN : (a ?? null), new: secret ? HIDDEN : (b ?? null), group: isGroupField(path) });
+  };
+  walk(applied, desired, []);
+  return out;
+}
+
+/** What a replace carries: the fields (null when the applied inputs were not recorded) and whether the group changes. */
+export interface ChangeSummary {
+  fields: FieldChange[] | null;
+  group_changes: boolean;
+}
+
+/** Unrecorded applied inputs cannot be compared: the change is assumed incompatible (the safe side). */
+export function summarizeChange(applied: Record<string, unknown> | null, desired: Record<string, unknown>): ChangeSummary {
+  if (applied === null) return { fields: null, group_changes: true };
+  const fields = fieldDiff(applied, desired);
+  return { fields, group_changes: fields.some((f) => f.group) };
+}
+
+/** One line naming the fields: `launch.runtime.extra_args[2] (null → "--x"), launch.image (…)`, at most `max`. */
+export function describeFields(summary: ChangeSummary, max = 3): string {
+  if (summary.fields === null) return "the applied inputs were not recorded, so the changed fields cannot be named (assumed to change the group signature)";
+  if (summary.fields.length === 0) return "no recorded input field differs, only the input hash";
+  const shown = summary.fields.slice(0, max).map((f) => `${f.path} (${JSON.stringify(f.old)} → ${JSON.stringify(f.new)})`);
+  const more = summary.fields.length > max ? ` and ${summary.fields.length - max} more` : "";
+  return `${shown.join(", ")}${more}${summary.group_changes ? "; changes the group signature" : ""}`;
+}
+
+/**
+ * The group-relevant inputs of an engine as one key: engines with equal keys are predicted to
+ * share a group signature once started (the image id itself is only known after inspection).
+ */
+export function predictedGroupKey(inputs: Record<string, unknown>): string {
+  const picked: Record<string, unknown> = {};
+  for (const path of GROUP_FIELDS) {
+    let v: unknown = inputs;
+    for (const s of path.split(".")) v = isObject(v) ? v[s] : undefined;
+    picked[path] = v ?? null;
+  }
+  return canonicalJson(picked);
+}

@@ -1,0 +1,139 @@
+// Rollout gating: which pending changes this plan releases, which wait, and
+// in what order the rest would run. An engine counts as out of service while
+// it is not serving (whatever the cause: a rollout never adds to an outage
+// beyond max_unavailable); a change that alters the group signature moves
+// prefill and decode engines together, one P/D unit at a time, and never takes
+// the last compatible pair out of service while a pair can come back by
+// waiting. A replacement that fails halts every further release. Pure.
+import type { DesiredEngine, Observed, ObservedEngine, RolloutPolicy, RolloutStep } from "./plan-types.js";
+import type { ChangeSummary } from "./field-diff.js";
+import { compareNames, inService, isPairedRole, pairedGroups, type Candidate } from "./serving-fleet.js";
+
+export { DEFAULT_ROLLOUT } from "../desired/rollout-policy.js";
+
+/** A desired engine whose applied input hash differs from the desired one. */
+export interface PendingChange {
+  engine: string;
+  role: string;
+  change: ChangeSummary;
+}
+
+export interface RolloutDecision {
+  released: Set<string>;
+  waits: Map<string, { why: string; until: "rollout" | "halted" }>;
+  steps: RolloutStep[];
+  halted: Array<{ engine: string; why: string }>;
+}
+
+/** max_unavailable of a role as a count: "N%" of the role's engines rounded down, at least 1. */
+export function maxUnavailable(policy: RolloutPolicy, role: string, engines: number): number {
+  const v = policy.max_unavailable[role] ?? policy.default_max_unavailable;
+  if (typeof v === "number") return Math.max(1, Math.floor(v));
+  const pct = Number(v.replace(/%$/, ""));
+  return Math.max(1, Math.floor((engines * pct) / 100));
+}
+
+const h8 = (h: string) => h.slice(0, 8);
+
+/** A failed replacement: the engine failed at its desired inputs, or is recorded as having halted and has not converged since. */
+export function haltReason(d: DesiredEngine, o: ObservedEngine | undefined): string | null {
+  if (!o || o.applied_hash !== d.input_hash) return null;
+  if (o.phase === "failed") {
+    const cause = o.problem ? `: ${o.problem}` : "";
+    return `${d.engine} failed at its desired inputs ${h8(d.input_hash)} (${o.terminal ? "terminal, no attempts left" : "retrying with backoff"})${cause}`;
+  }
+  if (o.halted && o.phase !== "captured") return o.halted;
+  return null;
+}
+
+function stateOf(o: ObservedEngine | undefined, releasedNow: boolean): string {
+  if (releasedNow) return "released by this plan";
+  if (!o) return "not started yet";
+  if (o.retiring !== null || o.phase === "replacing") return "replacing";
+  if (o.liveness === "gone") return "gone";
+  return o.phase;
+}
+
+/** Units in the order they would run: P/D units of incompatible changes (or one "recreate" step), then engine by engine. */
+function unitsOf(pending: readonly PendingChange[], policy: RolloutPolicy): Array<{ engines: PendingChange[]; incompatible: boolean; recreate: boolean }> {
+  const byName = [...pending].sort((a, b) => compareNames(a.engine, b.engine));
+  const incompatible = byName.filter((p) => p.change.group_changes && (policy.incompatible === "recreate" || isPairedRole(p.role)));
+  const units: Array<{ engines: PendingChange[]; incompatible: boolean; recreate: boolean }> = [];
+  if (policy.incompatible === "recreate") {
+    if (incompatible.length) units.push({ engines: incompatible, incompatible: true, recreate: true });
+  } else {
+    const prefill = incompatible.filter((p) => p.role === "prefill");
+    const decode = incompatible.filter((p) => p.role === "decode");
+    for (let i = 0; i < Math.max(prefill.length, decode.length); i++) {
+      units.push({ engines: [prefill[i], decode[i]].filter((p): p is PendingChange => !!p), incompatible: true, recreate: false });
+    }
+  }
+  for (const p of byName) if (!incompatible.includes(p)) units.push({ engines: [p], incompatible: p.change.group_changes, recreate: false });
+  return units;
+}
+
+export function decideRollout(desired: readonly DesiredEngine[], observed: Observed, pending: readonly PendingChange[], policy: RolloutPolicy, disrupted: ReadonlySet<string>): RolloutDecision {
+  const decision: RolloutDecision = { released: new Set(), waits: new Map(), steps: [], halted: [] };
+  if (pending.length === 0) return decision;
+  const serving = (d: DesiredEngine) => !disrupted.has(d.engine) && !decision.released.has(d.engine) && inService(observed.engines[d.engine]);
+  const pendingNames = new Set(pending.map((p) => p.engine));
+  const units = unitsOf(pending, policy);
+
+  for (const d of desired) {
+    const why = haltReason(d, observed.engines[d.engine]);
+    if (why !== null) decision.halted.push({ engine: d.engine, why });
+  }
+  if (decision.halted.length) {
+    const why = `rollout halted: ${decision.halted.map((h) => h.why).join("; ")}; the engines not yet replaced keep their old inputs until the failure is fixed in desired/`;
+    for (const p of pending) decision.waits.set(p.engine, { why, until: "halted" });
+    decision.steps = units.map((u) => ({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: "halted" }));
+    return decision;
+  }
+
+  const roleCount = (role: string) => desired.filter((d) => d.role === role).length;
+  const outOfService = (role: string) => desired.filter((d) => d.role === role && !serving(d));
+  const candidates = (): Candidate[] =>
+    desired
+      .filter(serving)
+      .map((d) => ({ engine: d.engine, role: d.role, group_signature: observed.engines[d.engine]!.group_signature, current: false }));
+  // Paired engines that are on their way back into service (a pair may return by waiting for them).
+  const returning = () =>
+    desired.filter((d) => {
+      const o = observed.engines[d.engine];
+      if (!isPairedRole(d.role) || serving(d) || (o?.phase === "failed" && o.terminal)) return false;
+      return !pendingNames.has(d.engine) || decision.released.has(d.engine);
+    });
+
+  /** Why the unit cannot be released now; "pair": it would take the last compatible pair out (worded once all releases are known). */
+  const blocked = (engines: PendingChange[]): string | "pair" | null => {
+    const taken = engines.filter((p) => serving(desired.find((d) => d.engine === p.engine)!));
+    for (const role of new Set(taken.map((p) => p.role))) {
+      const max = maxUnavailable(policy, role, roleCount(role));
+      const out = outOfService(role);
+      if (out.length + taken.filter((p) => p.role === role).length > max) {
+        const list = out.map((d) => `${d.engine}, ${stateOf(observed.engines[d.engine], decision.released.has(d.engine))}`).join("; ");
+        return `rollout: ${out.length} of ${max} ${role} engines allowed out of service ${out.length === 1 ? "is" : "are"} ${list}`;
+      }
+    }
+    const takenNames = new Set(taken.map((p) => p.engine));
+    const before = pairedGroups(candidates());
+    const after = pairedGroups(candidates().filter((c) => !takenNames.has(c.engine)));
+    return before.length > 0 && after.length === 0 && returning().length > 0 ? "pair" : null;
+  };
+
+  const heldForPair: PendingChange[][] = [];
+  for (const u of units) {
+    const why = u.recreate ? null : blocked(u.engines);
+    if (why === null) for (const p of u.engines) decision.released.add(p.engine);
+    else if (why === "pair") heldForPair.push(u.engines);
+    else for (const p of u.engines) decision.waits.set(p.engine, { why, until: "rollout" });
+    decision.steps.push({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: why === null ? "now" : "later" });
+  }
+  const back = returning().map((d) => d.engine);
+  for (const engines of heldForPair) {
+    const why = `rollout: taking ${engines.map((p) => p.engine).join(", ")} out now would leave no compatible prefill/decode pair serving; waiting until ${back.join(", ")} ${back.length === 1 ? "is" : "are"} captured`;
+    for (const p of engines) decision.waits.set(p.engine, { why, until: "rollout" });
+  }
+  decision.steps = [...decision.steps.filter((s) => s.status === "now"), ...decision.steps.filter((s) => s.status !== "now")];
+  return decision;
+}
