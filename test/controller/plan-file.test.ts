@@ -6,6 +6,8 @@ import os from "node:os";
 import path from "node:path";
 import { parseSavedPlan, readPlanFile, savedPlan, staleness, writePlanFile, type SavedPlan } from "../../src/controller/plan-file.js";
 import { NarwhalError } from "../../src/errors.js";
+import { plan as planFleet } from "../../src/controller/planner.js";
+import { argsEdit, captured, desiredFor, desiredOf, fleetSpecs, incompatibleEdit, observedOf, owned, specOf, STARTUP } from "./plan-fixtures.js";
 import { desired, desiredEngine, EVERY_ACTION, hashOf, nativeHandle, NO_CHANGES, observed, observedEngine, REPLACE_ENGINE_1, ROLLOUT } from "./plan-file-fixtures.js";
 
 const base = (plan = REPLACE_ENGINE_1): SavedPlan =>
@@ -70,6 +72,51 @@ describe("the saved plan file", () => {
 
   it("parses the text it writes and nothing it does not: an extra top-level field is refused", () => {
     expect(() => parseSavedPlan(JSON.stringify({ ...base(), surprise: 1 }), "x.json")).toThrow(/x\.json is not a narwhal plan/);
+  });
+});
+
+describe("plans the planner computes", () => {
+  // A converged 2P+2D fleet, then edits that make the planner use every part of a plan.
+  const specs = fleetSpecs(2, 2);
+  const ds = specs.map(desiredOf);
+  const edited = [ds[0]!, desiredOf(argsEdit(specs[1]!, "a")), desiredOf(incompatibleEdit(specs[2]!)), desiredOf(specOf(7, "decode")), desiredOf(specOf(8, "decode"))];
+  const world = observedOf([captured(ds[0]!), captured(ds[1]!), captured(ds[2]!), captured(ds[3]!, { liveness: "gone" })], {
+    owned: [owned("engine-8", "tok-8"), owned("engine-9", "tok-9")],
+  });
+  const computed = planFleet(desiredFor(edited), world, STARTUP);
+  const saved = savedPlan({ desired: desiredFor(edited), observed: world, plan: computed, desiredDir: "/d", stateDir: "/s" });
+
+  it("round-trip through the file unchanged: every kind of action, a replacement with its fields", async () => {
+    expect(computed.actions.map((a) => `${a.kind} ${a.engine}`)).toEqual(["adopt engine-8", "remove engine-4", "create engine-7", "sweep-orphan engine-9", "wait engine-2", "wait engine-3"]);
+    const argsOnly = specs.map((s, i) => (i === 1 ? desiredOf(argsEdit(s, "a")) : desiredOf(s)));
+    const converged = observedOf(ds.map((d) => captured(d)));
+    const replace = planFleet(desiredFor(argsOnly), converged, STARTUP);
+    expect(replace.actions).toEqual([
+      expect.objectContaining({ kind: "replace", engine: "engine-2", fields: [expect.objectContaining({ path: expect.stringMatching(/^launch\.runtime\.extra_args\[\d+\]$/) })] }),
+    ]);
+    const dir = await tmp();
+    for (const [name, one] of [
+      ["every.json", saved],
+      ["replace.json", savedPlan({ desired: desiredFor(argsOnly), observed: converged, plan: replace, desiredDir: "/d", stateDir: "/s" })],
+    ] as const) {
+      const file = path.join(dir, name);
+      await writePlanFile(file, one);
+      // JSON drops an `old: undefined` (a field added by the edit): compare as JSON, as apply reads it.
+      expect(await readPlanFile(file), name).toEqual(JSON.parse(JSON.stringify(one)));
+    }
+  });
+
+  it("are still valid when nothing moved, and stale once an engine is edited again", () => {
+    expect(staleness(saved, desiredFor(edited), world, planFleet(desiredFor(edited), world, STARTUP))).toEqual([]);
+    const again = edited.map((d) => (d.engine === "engine-2" ? desiredOf(argsEdit(specs[1]!, "b")) : d));
+    expect(staleness(saved, desiredFor(again), world, planFleet(desiredFor(again), world, STARTUP))).toEqual([
+      expect.stringMatching(/^engine-2: desired input hash changed since the plan \([0-9a-f]{12}… → [0-9a-f]{12}…\)$/),
+    ]);
+  });
+
+  it("are stale when the same world would now be planned for a running controller (not a startup)", () => {
+    const running = planFleet(desiredFor(edited), world, { ...STARTUP, startup: false });
+    expect(staleness(saved, desiredFor(edited), world, running)).toContainEqual(expect.stringMatching(/^engine-8: the plan says adopt tok-8…; planned now: /));
   });
 });
 
