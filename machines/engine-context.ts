@@ -90,6 +90,8 @@ export type EngineEvent =
   | { type: "REMOVE" }
   | { type: "ENGINE_LOST"; reason: string }
   | { type: "RETRY" }
+  /** The engine kept serving during a replacement was found gone: the replacement goes on without it. */
+  | { type: "RETIRING_LOST" }
   | { type: "RESUME" };
 
 /** Inputs the named actors receive (plain data; the controller looks up the spec). */

@@ -140,6 +140,8 @@ export const engineMachine = setup({
       },
     ],
     REMOVE: { target: ".removing" },
+    // Nothing is left to stop or to restore if the desired state reverts.
+    RETIRING_LOST: { actions: assign({ retiring: null }) },
   },
   // Every working state takes RESUME by re-entering itself: a snapshot built from observation
   // (controller/adopt.ts), unlike a persisted one, has no running step, and re-entry invokes it.
@@ -232,6 +234,9 @@ export const engineMachine = setup({
       },
     },
     removing: {
+      // One stop at a time: a second REMOVE would re-enter and start a concurrent stop; a desired change
+      // would abandon the stop halfway. The planner creates the engine anew once it is removed.
+      on: { REMOVE: { actions: [] }, DESIRED_CHANGED: { actions: [] } },
       always: { guard: ({ context }) => context.handle === null && context.retiring === null, target: "removed" },
       invoke: {
         // stop ends both the live engine and one being replaced.

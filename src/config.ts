@@ -21,6 +21,12 @@ export interface Config {
   watch: { debounceMs: number; resyncMs: number };
   /** Grace period before SIGKILL when stopping an engine. */
   stopGraceMs: number;
+  /**
+   * The controller's work queue: how many engines (and the fleet's planning) are worked on at
+   * once (NARWHAL_CONCURRENCY), and how long SIGTERM lets running work settle before the
+   * controller abandons it at its next await (NARWHAL_SHUTDOWN_GRACE_MS). Engines keep running.
+   */
+  queue: { concurrency: number; shutdownGraceMs: number };
   /** How long engines sharing a GPU wait for each other before a shared start. */
   sharedStartWaitMs: number;
   docker: DockerConfig;
@@ -101,6 +107,10 @@ export function loadConfig(
       resyncMs: intFrom(env, "NARWHAL_RESYNC_MS", 10_000),
     },
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),
+    queue: {
+      concurrency: Math.max(1, intFrom(env, "NARWHAL_CONCURRENCY", 8)),
+      shutdownGraceMs: intFrom(env, "NARWHAL_SHUTDOWN_GRACE_MS", 3_000),
+    },
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
     engineLogCapBytes: intFrom(env, "NARWHAL_ENGINE_LOG_CAP_BYTES", 16 * 1024 * 1024),

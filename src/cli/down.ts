@@ -11,6 +11,7 @@ import type { EngineContext } from "../../machines/engine.js";
 import type { EngineHandle } from "../phases/types.js";
 import { ioFailure, NarwhalError } from "../errors.js";
 import { backendsFor } from "./runtime.js";
+import { writeServingFleet } from "../controller/serving-file.js";
 import { World } from "../controller/world.js";
 import { stoppedConditions } from "../controller/record.js";
 
@@ -29,6 +30,8 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     log.recordTo(config.stateDir);
     const store = await StateStore.open(config.stateDir);
     const world = new World(backendsFor(config), log, config.stopGraceMs);
+    // A router stops sending before anything is stopped.
+    await writeServingFleet(config.stateDir, { group_signature: null, engines: [] });
     const stop = async (engine: string, handle: EngineHandle) => {
       try {
         log.info("stopping engine", { engine });

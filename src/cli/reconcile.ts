@@ -4,6 +4,8 @@ import { loadDesired } from "../desired/load.js";
 import { DesiredStateError } from "../errors.js";
 import { readState } from "../state/store.js";
 import { watchDesired } from "../controller/watch.js";
+import type { Controller } from "../controller/controller.js";
+import type { DesiredState } from "../desired/types.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { controllerFor } from "./runtime.js";
@@ -18,14 +20,14 @@ function onShutdown(): { signal: AbortSignal; dispose(): void } {
   return { signal: ac.signal, dispose: () => (process.off("SIGINT", stop), process.off("SIGTERM", stop)) };
 }
 
-export async function reconcileOnce(config: Config, log: Logger, format: string, write: (s: string) => void): Promise<number> {
-  // Validate before taking the lock: an invalid desired state starts or stops nothing.
-  const desired = await loadDesired(config.desiredDir);
-  const controller = controllerFor(config, log, "once");
-  await controller.open();
+/**
+ * Converge an open controller on `desired`, print the status, and say whether every desired engine
+ * is captured (exit 0) or not (2). Shared by `reconcile --once` and `apply` of a saved plan.
+ */
+export async function convergeOnce(controller: Controller, config: Config, desired: DesiredState, format: string, write: (s: string) => void): Promise<number> {
   const shutdown = onShutdown();
   try {
-    await controller.apply(desired);
+    controller.apply(desired);
     await controller.waitSettled(shutdown.signal);
   } finally {
     shutdown.dispose();
@@ -38,36 +40,43 @@ export async function reconcileOnce(config: Config, log: Logger, format: string,
   return converged ? EXIT.ok : EXIT.notConverged;
 }
 
+export async function reconcileOnce(config: Config, log: Logger, format: string, write: (s: string) => void): Promise<number> {
+  // Validate before taking the lock: an invalid desired state starts or stops nothing.
+  const desired = await loadDesired(config.desiredDir);
+  const controller = controllerFor(config, log, "once");
+  await controller.open();
+  return convergeOnce(controller, config, desired, format, write);
+}
+
 export async function reconcileWatch(config: Config, log: Logger): Promise<number> {
   const controller = controllerFor(config, log);
   await controller.open();
   const shutdown = onShutdown();
-  // One reload or resync at a time: they share the controller's actors.
-  let queue: Promise<void> = Promise.resolve();
-  const enqueue = (work: () => Promise<void>) => {
-    queue = queue.then(work).catch((err) => log.error(`reconcile step failed: ${(err as Error).message}`));
+  // Reloads are read one after another so an older read never overrides a newer one; each only
+  // hands the controller a desired state (its queue coalesces the work), so they cannot pile up.
+  let reloads: Promise<void> = Promise.resolve();
+  const reload = () => {
+    reloads = reloads.then(async () => {
+      try {
+        const desired = await loadDesired(config.desiredDir);
+        controller.apply(desired);
+        log.info(`desired state applied (${desired.specs.length} engines)`);
+      } catch (err) {
+        // Keep converging on the last valid desired state; touch nothing.
+        log.error(err instanceof DesiredStateError ? err.describe() : `cannot load the desired state: ${(err as Error).message}`);
+      }
+    });
   };
-  const reload = async () => {
-    try {
-      const desired = await loadDesired(config.desiredDir);
-      await controller.apply(desired);
-      log.info(`desired state applied (${desired.specs.length} engines)`);
-    } catch (err) {
-      if (!(err instanceof DesiredStateError)) throw err;
-      // Keep converging on the last valid desired state; touch nothing.
-      log.error(err.describe());
-    }
-  };
-  enqueue(reload);
-  const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, () => enqueue(reload));
-  const timer = setInterval(() => enqueue(() => controller.resync()), config.watch.resyncMs);
+  reload();
+  const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, reload);
+  const timer = setInterval(() => controller.resync(), config.watch.resyncMs);
   try {
     await new Promise<void>((resolve) => shutdown.signal.addEventListener("abort", () => resolve(), { once: true }));
   } finally {
     clearInterval(timer);
     shutdown.dispose();
     await watcher.close();
-    await queue;
+    await reloads;
     await controller.close();
     log.info("controller stopped; engines keep running");
   }

@@ -20,6 +20,7 @@ export async function observeStandalone(config: Config, log: Logger, desired: De
   const owned = await world.listOwned(false);
   return observe(world, knownFromRecords(Object.values(state.engines)), [], {
     probe: true,
+    key: false,
     health: false,
     owned,
     secrets: desired.secrets,

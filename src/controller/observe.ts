@@ -25,7 +25,9 @@ export interface KnownEngine {
 export interface ObserveOptions {
   /** Probe liveness of every handle (true), or reuse `cache` for handles seen before (a light observation after a transition). */
   probe: boolean;
-  /** Check health and the API key of captured engines (the controller's resync). */
+  /** Check that captured engines hold their API key as recorded (controller start and resync). */
+  key: boolean;
+  /** Check the health of captured engines, counting strikes (the controller's resync). */
   health: boolean;
   /** What runs; null: do not list (a light observation keeps the last list). */
   owned: Owned | null;
@@ -37,6 +39,8 @@ export interface ObserveOptions {
   unhealthyStrikes?: number;
   secrets: string[];
   serving: ServingFleet | null;
+  /** The controller has just started: what is found wrong was found at its start (the operator reads it so). */
+  atStart?: boolean;
 }
 
 /** The record's snapshot context, when it has one. */
@@ -62,11 +66,15 @@ async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions)
   const handle = ctx.handle ?? null;
   const liveness = handle ? await livenessOf(world, handle, opts) : null;
   let problem: string | null = null;
-  if (handle && liveness === "gone") problem = await world.lostReason(ctx as EngineContext, opts.secrets);
-  else if (handle && liveness === "alive" && opts.health && k.phase === "captured" && ctx.run) {
-    const key = await world.keyProblem(handle, ctx.run.dir);
-    if (key !== null) problem = `it does not hold its API key as recorded: ${key}`;
-    else {
+  if (handle && liveness === "gone") {
+    const reason = await world.lostReason(ctx as EngineContext, opts.secrets);
+    problem = opts.atStart ? `found stopped at controller start (${reason})` : reason;
+  }
+  else if (handle && liveness === "alive" && ctx.run) {
+    // Any engine narwhal started must hold its key (a security promise); health is judged once it serves.
+    const key = opts.key ? await world.keyProblem(handle, ctx.run.dir) : null;
+    if (key !== null) problem = opts.atStart ? `found at controller start without its API key as recorded: ${key}` : `it does not hold its API key as recorded: ${key}`;
+    else if (opts.health && k.phase === "captured") {
       const health = await world.health(ctx.run.dir);
       const strikes = health === null ? 0 : (opts.strikes?.get(k.engine) ?? 0) + 1;
       opts.strikes?.set(k.engine, strikes);

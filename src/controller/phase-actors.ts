@@ -28,6 +28,8 @@ export interface PhaseDeps {
   backend(kind: EngineSpec["backend"]): EngineBackend;
   /** Resolves once every transition so far is on disk. */
   persisted(): Promise<void>;
+  /** Resolves once the serving fleet reflects every transition so far (nothing stopped is still listed). */
+  servingSettled(): Promise<void>;
   secrets(): string[];
   /** Engines sharing a GPU start together through start-shared. */
   sharedStarts: SharedStarts;
@@ -105,6 +107,8 @@ export function phaseActors(deps: PhaseDeps) {
       return capture(need(input.run, input.engine, "capture", "prepared run"), { backend: backendOf(handle), handle, groupSignature: inspection.group_signature, signal });
     }),
     stop: step("stop", async (input) => {
+      // A router must stop sending to an engine before it is stopped.
+      await deps.servingSettled();
       for (const handle of [input.handle, input.retiring?.handle ?? null]) {
         if (handle) await backendOf(handle).stop(handle, deps.stopGraceMs);
       }

@@ -44,11 +44,6 @@ export class World {
     }
   }
 
-  /** An engine whose liveness cannot be observed counts as alive: never act on a guess. */
-  async alive(handle: EngineHandle): Promise<boolean> {
-    return (await this.liveness(handle)) !== "gone";
-  }
-
   /** What the engine's own log says last, so a lost engine's failure names its cause. */
   async lostReason(ctx: EngineContext, secrets: string[]): Promise<string> {
     if (!ctx.handle || !ctx.run) return "exited";
@@ -102,14 +97,5 @@ export class World {
       }
     }
     return all;
-  }
-
-  /** Stop engines this state directory started that nothing claims (e.g. after a crash mid-replace). */
-  async stopOrphans(owned: Owned, claimed: Set<string>): Promise<void> {
-    for (const { backend, owned: o } of owned) {
-      if (claimed.has(o.launch_token)) continue;
-      this.log.warn(`stopping orphaned engine (launch token ${o.launch_token.slice(0, 8)})`, { engine: o.engine });
-      await backend.stop(o.handle, this.stopGraceMs).catch((err) => this.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: o.engine }));
-    }
   }
 }

@@ -1,0 +1,214 @@
+// Executing a plan: one engine's actions, in order, through its actor. IO that
+// must come first (stopping what is left of a lost engine, reading a run
+// directory to adopt) is awaited before the actor is started or sent anything,
+// and the events are then sent together, so a restored step never runs ahead of
+// what observation found. Every action re-checks that it still applies (the
+// latest plan wins; a stale one does nothing).
+import { failureOf } from "../errors.js";
+import { describeFailure } from "../errors.js";
+import { inputHashMaterial } from "../desired/hash.js";
+import type { EngineContext, EngineEvent } from "../../machines/engine.js";
+import type { DesiredState, EngineSpec } from "../desired/types.js";
+import type { StateStore } from "../state/store.js";
+import type { Logger } from "../log.js";
+import type { Failpoint } from "../failpoints.js";
+import { recordFrom } from "./record.js";
+import type { EngineActor, EngineActors, MadeActor } from "./engine-actors.js";
+import type { Owned, World } from "./world.js";
+import type { Action, Observed } from "./plan-types.js";
+
+export interface ExecutionDeps {
+  controller: { actors: Map<string, EngineActor>; applied: Map<string, EngineSpec> };
+  makers: EngineActors;
+  world: World;
+  log: Logger;
+  failpoint?: Failpoint;
+  storeOf(): StateStore;
+  desiredSpec(name: string): EngineSpec | undefined;
+  owned(): Owned;
+  /** After a transition is persisted (or its write failed and was logged). */
+  onTransition(engine: string, from: string, to: string): void;
+}
+
+export class Execution {
+  /** Engines whose actor runs (subscribed and started). */
+  private readonly started = new Set<string>();
+  /** Actors made but not started yet: restored at startup, started when their key is executed. */
+  private readonly made = new Map<string, MadeActor>();
+  /** Recorded engines whose snapshot this machine cannot take: planned as if unrecorded (adopted or created). */
+  readonly unrestorable = new Set<string>();
+  private restored = false;
+  private readonly inputs = new WeakMap<EngineSpec, Record<string, unknown>>();
+
+  constructor(private readonly deps: ExecutionDeps) {}
+
+  isStarted(name: string): boolean {
+    return this.started.has(name);
+  }
+
+  /** The hashed inputs of a spec (no secrets), computed once per spec. */
+  inputsOf(spec: EngineSpec): Record<string, unknown> {
+    let material = this.inputs.get(spec);
+    if (!material) this.inputs.set(spec, (material = JSON.parse(JSON.stringify(inputHashMaterial(spec))) as Record<string, unknown>));
+    return material;
+  }
+
+  /** Once, before the first observation: an actor (not started) for every recorded engine whose snapshot can be restored. */
+  async restoreAll(desired: DesiredState): Promise<void> {
+    if (this.restored) return;
+    this.restored = true;
+    const store = this.deps.storeOf();
+    for (const record of Object.values(store.data.engines)) {
+      const made = this.deps.makers.restore(record);
+      const spec = desired.specs.find((s) => s.name === record.engine);
+      if (made) {
+        // A restored engine runs its steps from the spec it was applied with; that is the desired one when the hashes agree.
+        if (spec && spec.input_hash === made.actor.getSnapshot().context.desiredHash) this.deps.controller.applied.set(record.engine, spec);
+        this.register(record.engine, made);
+      } else if (spec) this.unrestorable.add(record.engine);
+      else {
+        // Not desired and not restorable: what runs of it is an orphan (swept), and its record would only mislead status.
+        this.deps.log.warn(`dropping the record of ${record.engine}: not desired, and its snapshot cannot be restored`, { engine: record.engine });
+        await store.update(record.engine, () => null);
+      }
+    }
+  }
+
+  private register(name: string, made: MadeActor): void {
+    this.deps.controller.actors.set(name, made.actor);
+    this.made.set(name, made);
+  }
+
+  /** Execute one queue key's actions (an engine name, or `orphan:<token>`). */
+  async run(key: string, actions: Action[], observed: Observed | null): Promise<void> {
+    if (key.startsWith("orphan:")) return this.sweep(actions);
+    const name = key;
+    const { controller, world, log } = this.deps;
+    const events: EngineEvent[] = [];
+    for (const a of actions) {
+      const actor = controller.actors.get(name);
+      const ctx = actor?.getSnapshot().context as EngineContext | undefined;
+      const phase = actor ? String(actor.getSnapshot().value) : null;
+      switch (a.kind) {
+        case "create":
+        case "adopt": {
+          const spec = this.deps.desiredSpec(name);
+          if (actor || !spec) break;
+          const made =
+            (a.kind === "adopt" ? await this.deps.makers.adopt(name, spec.input_hash, this.deps.owned()) : null) ??
+            this.deps.makers.fresh(name, spec.input_hash);
+          controller.applied.set(name, spec);
+          this.unrestorable.delete(name);
+          this.register(name, made);
+          break;
+        }
+        case "restart-lost": {
+          const handle = ctx?.handle;
+          // Only the engine that observation found gone (or without its key, or unhealthy): not one started since.
+          if (!handle || observed?.engines[name]?.handle?.launch_token !== handle.launch_token) break;
+          log.warn(`${a.reason}; stopping what is left of it and restarting it from a fresh run after a backoff`, { engine: name });
+          // Whatever is left of it (workers that outlived their leader, a dead container) goes first.
+          await world.stop(handle).catch(() => undefined);
+          events.push({ type: "ENGINE_LOST", reason: a.reason });
+          break;
+        }
+        case "replace": {
+          const spec = this.deps.desiredSpec(name);
+          if (!spec || spec.input_hash !== a.to_hash || !actor) break; // desired moved on: a newer plan follows
+          controller.applied.set(name, spec);
+          events.push({ type: "DESIRED_CHANGED", desiredHash: spec.input_hash });
+          break;
+        }
+        case "retry":
+          if (phase === "failed" && ctx?.terminal) events.push({ type: "RETRY" });
+          break;
+        case "remove":
+          // One removal at a time: never a second REMOVE to an engine already being removed.
+          if (actor && phase !== "removing" && phase !== "removed" && !ctx?.deferred?.remove) events.push({ type: "REMOVE" });
+          break;
+        case "forget-retiring":
+          if (ctx?.retiring) {
+            log.warn(`${a.reason}; the replacement goes on without it`, { engine: name });
+            events.push({ type: "RETIRING_LOST" });
+          }
+          break;
+        case "sweep-orphan":
+        case "wait":
+          break;
+      }
+    }
+    const actor = controller.actors.get(name);
+    if (!actor) return;
+    const made = this.made.get(name);
+    if (made) this.begin(name, made);
+    for (const e of events) actor.send(e);
+  }
+
+  private async sweep(actions: Action[]): Promise<void> {
+    await Promise.all(
+      actions.map(async (a) => {
+        if (a.kind !== "sweep-orphan") return;
+        this.deps.log.warn(`stopping orphaned engine (launch token ${a.launch_token.slice(0, 8)}): ${a.reason}`, { engine: a.engine });
+        await this.deps.world.stop(a.handle).catch((err) => this.deps.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: a.engine }));
+      }),
+    );
+  }
+
+  /** Subscribe (persisting every transition), start, and resume what a snapshot cannot resume by itself. */
+  private begin(name: string, made: MadeActor): void {
+    const { actor } = made;
+    const { controller, log } = this.deps;
+    this.made.delete(name);
+    this.started.add(name);
+    let lastPhase = "";
+    actor.subscribe({
+      next: (snap) => {
+        const phase = String(snap.value);
+        const spec = controller.applied.get(name);
+        const written = this.deps
+          .storeOf()
+          .update(name, (prev) =>
+            phase === "removed"
+              ? null
+              : {
+                  ...recordFrom(prev, phase, snap.context, spec?.backend ?? prev?.backend ?? "native", actor.getPersistedSnapshot()),
+                  ...(spec ? { role: spec.role, applied_inputs: this.inputsOf(spec) } : { role: prev?.role, applied_inputs: prev?.applied_inputs ?? null }),
+                  ...(prev?.observed_at ? { observed_at: prev.observed_at } : {}),
+                  halted: prev?.halted ?? null,
+                },
+          )
+          .catch((err) => log.error(`cannot write the state file: ${describeFailure(err)}`, { engine: name }));
+        if (phase === lastPhase) return;
+        this.deps.failpoint?.(`transition:${phase}`);
+        this.logTransition(name, lastPhase, phase, snap.context);
+        const from = lastPhase;
+        lastPhase = phase;
+        if (phase === "removed") {
+          controller.actors.delete(name);
+          controller.applied.delete(name);
+          this.started.delete(name);
+        }
+        void written.then(() => this.deps.onTransition(name, from, phase));
+      },
+      error: (err) => {
+        log.error(`engine actor crashed: ${String(err)}`, { engine: name });
+        this.deps.onTransition(name, lastPhase, "error");
+      },
+    });
+    actor.start();
+    const snap = actor.getSnapshot();
+    if (made.adopted || (made.restoredFailed && !snap.context.terminal)) actor.send({ type: "RESUME" });
+  }
+
+  private logTransition(name: string, from: string, to: string, ctx: EngineContext): void {
+    if (to === "failed" && ctx.error) {
+      const at = new Date(ctx.retryAt ?? 0).toISOString();
+      const retry = ctx.terminal
+        ? "terminal"
+        : failureOf(ctx.error) === "outwait"
+          ? `outwaiting a cause outside narwhal's control since ${new Date(ctx.waitingSince ?? 0).toISOString()}, re-check at ${at}`
+          : `retry ${ctx.attempts}/${ctx.retry.maxAttempts} at ${at}`;
+      this.deps.log.warn(`${ctx.error.step ?? "step"} failed (${retry}): ${ctx.error.message}${ctx.error.fix ? ` Fix: ${ctx.error.fix}` : ""}`, { engine: name });
+    } else this.deps.log.info(`${from || "(restored)"} → ${to}`, { engine: name });
+  }
+}
