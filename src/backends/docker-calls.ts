@@ -38,7 +38,8 @@ export function daemonUnavailable(err: { statusCode?: number; message?: string; 
 }
 
 type Kind = keyof DockerTimeouts;
-type Dial = (o: object, cb: (e: unknown, d: unknown) => void) => void;
+// docker-modem calls back with an Error (a transport failure or a status it was told is one) or null.
+type Dial = (o: object, cb: (e: Error | null, d: unknown) => void) => void;
 
 export interface ContainerSummary {
   id: string;

@@ -202,6 +202,8 @@ async function main(): Promise<number> {
   return code;
 }
 
+// The entry point: nothing awaits it. main() does not reject (its catch is the CLI's one error
+// boundary and turns every error into an exit code).
 void main().then((code) => {
   finished = true;
   process.exit(code);

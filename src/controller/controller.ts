@@ -8,14 +8,9 @@
 import { isSettled, type EngineContext, type RetryPolicy } from "../../machines/engine.js";
 import { engineMachine } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
-import type { EngineBackend } from "../backends/types.js";
 import { StateStore } from "../state/store.js";
 import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { describeFailure, ioFailure } from "../errors.js";
-import type { Config } from "../config.js";
-import type { Logger } from "../log.js";
-import type { AppIdentity } from "../phases/plan.js";
-import type { Failpoint } from "../failpoints.js";
 import { phaseActors } from "./phase-actors.js";
 import { SharedStarts } from "./shared-starts.js";
 import { World, type Owned } from "./world.js";
@@ -25,42 +20,15 @@ import { plan as planFleet } from "./planner.js";
 import { desiredForPlan } from "./desired-for-plan.js";
 import { Execution } from "./execute.js";
 import { WorkQueue } from "./work-queue.js";
-import { readServingFleet, writeServingFleet } from "./serving-file.js";
-import type { Action, Liveness, Observed, Plan, ServingFleet } from "./plan-types.js";
+import { ServingWriter } from "./serving-writer.js";
+import { Generations } from "./generations.js";
+import type { Action, Liveness, Observed, Plan } from "./plan-types.js";
+import { retryPolicy, type ControllerOptions } from "./controller-options.js";
+
+export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
 /** The queue key of the fleet's observe-and-plan; engine keys are engine names. */
 const FLEET = "~fleet";
-
-export interface ControllerHooks {
-  /** After a transition is persisted. */
-  transition?(engine: string, from: string, to: string): void;
-  /** After state/serving-fleet.json was written. */
-  serving?(fleet: ServingFleet): void;
-}
-
-export interface ControllerOptions {
-  config: Config;
-  log: Logger;
-  app: AppIdentity;
-  scriptPath: string;
-  backends: Record<EngineSpec["backend"], EngineBackend>;
-  failpoint?: Failpoint;
-  /**
-   * "watch" (default) outwaits a cause outside narwhal's control for as long as it lasts;
-   * "once" (reconcile --once) for config.retry.onceOutwaitMs, so a CI run ends.
-   */
-  mode?: "once" | "watch";
-  hooks?: ControllerHooks;
-  /** Most queue keys worked on at once (default config.queue.concurrency). */
-  concurrency?: number;
-}
-
-/** The engines' retry policy for this controller: its configuration, not history. */
-export function retryPolicy(config: Config, mode: ControllerOptions["mode"] = "watch"): RetryPolicy {
-  const { baseMs, capMs, maxAttempts, onceOutwaitMs } = config.retry;
-  // Outwaited causes are re-checked at most a resync period apart: as often as drift is.
-  return { baseMs, capMs, maxAttempts, outwaitCapMs: config.watch.resyncMs, outwaitForMs: mode === "once" ? onceOutwaitMs : null };
-}
 
 export class Controller {
   private store!: StateStore;
@@ -80,20 +48,17 @@ export class Controller {
   private lastObserved: Observed | null = null;
   private lastOwned: Owned = [];
   private lastPlan: Plan | null = null;
-  private serving: ServingFleet | null = null;
-  private servingWrite: Promise<void> = Promise.resolve();
+  private readonly serving: ServingWriter;
+  private readonly fleetRuns = new Generations();
   private readonly liveness = new Map<string, Liveness>();
   private readonly strikes = new Map<string, number>();
-  /** Fleet reconciles begun and completed, and who waits for one that began after they asked. */
-  private fleetBegun = 0;
-  private fleetDone = 0;
-  private readonly fleetWaiters: Array<{ after: number; resolve: () => void }> = [];
   /** Actions the last plan gave each queue key, waiting for that key's turn (the latest plan wins). */
   private readonly pending = new Map<string, Action[]>();
 
   constructor(private readonly opts: ControllerOptions) {
     this.retry = retryPolicy(opts.config, opts.mode);
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
+    this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
     const machine = engineMachine.provide({
       actors: phaseActors({
         stateDir: opts.config.stateDir,
@@ -146,7 +111,7 @@ export class Controller {
       // Only the lock holder writes narwhal.log: a refused second command never touches it.
       this.opts.log.recordTo(this.opts.config.stateDir);
       this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
-      this.serving = await readServingFleet(this.opts.config.stateDir);
+      await this.serving.load();
     } catch (err) {
       await this.lock.release();
       throw ioFailure(err, { step: "state" });
@@ -166,7 +131,7 @@ export class Controller {
     this.actors.clear();
     try {
       await this.store?.flush();
-      await this.servingWrite;
+      await this.serving.written();
     } catch (err) {
       throw ioFailure(err, { step: "state", fix: `The state file could not be written, so the last transitions are not recorded: make ${this.opts.config.stateDir} writable, then run reconcile again (it rebuilds from what runs).` });
     } finally {
@@ -224,7 +189,7 @@ export class Controller {
       cache: this.liveness,
       strikes: this.strikes,
       secrets,
-      serving: this.serving,
+      serving: this.serving.current,
       atStart: this.startup,
     });
   }
@@ -233,23 +198,20 @@ export class Controller {
    * Resolves once a fleet reconcile that began after this call has completed and its serving
    * fleet is written: everything that happened before the call is reflected in serving-fleet.json.
    */
-  private fleetPlannedAfterNow(): Promise<void> {
-    if (this.queue.closed) return Promise.resolve();
-    const after = this.fleetBegun;
+  private async fleetPlannedAfterNow(): Promise<void> {
+    if (this.queue.closed) return;
+    const planned = this.fleetRuns.next();
     this.queue.add(FLEET);
-    return new Promise<void>((resolve) => this.fleetWaiters.push({ after, resolve })).then(() => this.servingWrite);
+    await planned;
+    await this.serving.written();
   }
 
   private async reconcileFleet(signal: AbortSignal): Promise<void> {
-    const begun = ++this.fleetBegun;
+    const run = this.fleetRuns.begin();
     try {
       await this.planFleet(signal);
     } finally {
-      this.fleetDone = Math.max(this.fleetDone, begun);
-      for (const w of this.fleetWaiters.splice(0)) {
-        if (w.after < this.fleetDone) w.resolve();
-        else this.fleetWaiters.push(w);
-      }
+      this.fleetRuns.end(run);
     }
   }
 
@@ -265,7 +227,7 @@ export class Controller {
     this.lastObserved = observed;
     this.lastPlan = plan;
     await this.recordObservation(observed, plan, full);
-    this.writeServing(plan.serving);
+    this.serving.write(plan.serving);
     const byKey = new Map<string, Action[]>();
     for (const a of plan.actions) {
       const key = a.kind === "sweep-orphan" ? `orphan:${a.launch_token}` : a.engine;
@@ -303,17 +265,6 @@ export class Controller {
     }
     if (!changed) return;
     await this.store.flush().catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));
-  }
-
-  private writeServing(fleet: ServingFleet): void {
-    if (JSON.stringify(fleet) === JSON.stringify(this.serving)) return;
-    this.serving = fleet;
-    this.servingWrite = this.servingWrite
-      .then(() => writeServingFleet(this.opts.config.stateDir, fleet))
-      .then(
-        () => this.opts.hooks?.serving?.(fleet),
-        (err) => this.opts.log.error(`cannot write serving-fleet.json: ${describeFailure(err)}`),
-      );
   }
 
   private onTransition(engine: string, from: string, to: string): void {

@@ -7,7 +7,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import { start, type StartOptions } from "../phases/start.js";
 import { startShared } from "../phases/start-shared.js";
-import { PhaseError, NarwhalError } from "../errors.js";
+import { PhaseError, NarwhalError, inStep } from "../errors.js";
 import type { Logger } from "../log.js";
 import { wasStarted } from "../phases/checked-run.js";
 import { readVerifiedPlan } from "../phases/plan-binding.js";
@@ -61,23 +61,34 @@ export class SharedStarts {
   private evaluate(key: string): void {
     const asked = new Set((this.waiting.get(key) ?? []).map((r) => r.spec.name));
     const outstanding = this.deps.specs().filter((s) => sharedKey(s) === key && !asked.has(s.name) && !this.deps.running(s.name));
-    if (outstanding.length === 0) return void this.launch(key);
+    if (outstanding.length === 0) return this.launch(key);
     if (!this.timers.has(key)) {
       this.deps.log.info(`waiting up to ${this.deps.waitMs} ms for ${outstanding.map((s) => s.name).join(", ")} to share ${key}`);
-      this.timers.set(key, setTimeout(() => void this.launch(key), this.deps.waitMs));
+      this.timers.set(key, setTimeout(() => this.launch(key), this.deps.waitMs));
     }
   }
 
-  private async launch(key: string): Promise<void> {
+  /** Launch the group's waiting requests now; every one of them is settled, whatever fails. */
+  private launch(key: string): void {
     clearTimeout(this.timers.get(key));
     this.timers.delete(key);
     const all = this.waiting.get(key) ?? [];
     this.waiting.delete(key);
+    // Not awaited: called from a Promise executor (start) and a timer, neither of which can wait.
+    // launchAll settles each request itself; anything that escapes it rejects every request here
+    // (settling one twice is a no-op), so no engine's start step waits for an answer that never comes.
+    void this.launchAll(key, all).catch((err: unknown) => {
+      for (const r of all) r.reject(inStep(err, r.spec.name, "start"));
+    });
+  }
+
+  private async launchAll(key: string, all: Request[]): Promise<void> {
     // A run whose engine was already started (a controller killed mid-start) is adopted by the
     // plain start's ensure; start-shared only takes unused plans.
     const batch: Request[] = [];
     for (const r of all) {
       if (await wasStarted(r.run.dir, r.spec)) {
+        // Not awaited, so the rest of the group is not held up by this one; its outcome settles its request.
         void start(r.run, r.opts).then(r.resolve, r.reject);
         continue;
       }
@@ -105,7 +116,7 @@ export class SharedStarts {
     } catch (err) {
       const retryable = err instanceof NarwhalError ? err.retryable : true;
       for (const r of batch) {
-        r.reject(new PhaseError(r.spec.name, "start", `shared start of ${batch.map((b) => b.spec.name).join(", ")} on ${key} failed: ${(err as Error).message}`, {
+        r.reject(new PhaseError(r.spec.name, "start", `shared start of ${batch.map((b) => b.spec.name).join(", ")} on ${key} failed: ${err instanceof Error ? err.message : String(err)}`, {
           retryable,
           input: "shared_device",
           fix: err instanceof NarwhalError && err.fix ? err.fix : "Read shared-start.json in each run directory for the readings and the cause.",

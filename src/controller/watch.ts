@@ -71,6 +71,7 @@ export function watchDesired(dir: string, debounceMs: number, onChange: () => vo
   const kick = () => {
     clearTimeout(timer);
     const delay = missing.size > 0 ? Math.max(debounceMs, graceUntil - Date.now()) : debounceMs;
+    // fire() does not reject: signatureOf never does, and onChange is the caller's synchronous callback.
     timer = setTimeout(() => void fire(), delay);
   };
   const markMissing = (p: string) => {
@@ -101,7 +102,9 @@ export function watchDesired(dir: string, debounceMs: number, onChange: () => vo
       // The directory was replaced: the old watcher sees nothing of the new one.
       const old = watcher;
       watcher = watch();
-      void old.close();
+      // Not awaited: the poll goes on with the new watcher. The old one watches a directory that is
+      // gone; if closing it fails there is nothing left to undo, so the failure is dropped here.
+      void old.close().catch(() => undefined);
     }
     const same = (a: Signature | undefined, b: Signature) => a !== undefined && a.files.every((f, i) => f === b.files[i]);
     // Changed since the last reload, and unchanged since the previous poll (not mid-write).
@@ -113,6 +116,8 @@ export function watchDesired(dir: string, debounceMs: number, onChange: () => vo
       kick();
     }
   };
+  // Not awaited (the watcher is returned at once; the first poll or reload fills in what is still
+  // unset); signatureOf never rejects: a file it cannot stat reads "-".
   void signatureOf(dir).then((s) => {
     atReload ??= s;
     lastPoll ??= s;

@@ -6,6 +6,8 @@
 import { backoffMs } from "../../machines/engine-context.js";
 import { NarwhalError } from "../errors.js";
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export type Reconcile = (key: string, signal: AbortSignal) => Promise<void>;
 
 export interface WorkQueueOptions {
@@ -83,6 +85,8 @@ export class WorkQueue {
     if (!(ms > 0)) return this.add(key);
     // Already due now (pending, or to run again right after its current run): now is earliest.
     if (this.#pending.has(key) || this.#dirty.has(key)) return;
+    // Node fires a timer longer than 2^31-1 ms at once: clamp, so "much later" never means "now".
+    ms = Math.min(ms, MAX_TIMER_MS);
     const at = Date.now() + ms;
     const existing = this.#delayed.get(key);
     if (existing && existing.at <= at) return;

@@ -9,11 +9,18 @@ export interface JsonErrorPosition {
   reason: string;
 }
 
+/** Raised by the scanner at the first error and caught in findJsonError; never escapes it. */
+class JsonStop extends Error {
+  constructor(readonly at: JsonErrorPosition) {
+    super(at.reason);
+  }
+}
+
 export function findJsonError(text: string): JsonErrorPosition | undefined {
   let i = 0;
   const ws = () => { while (i < text.length && " \t\n\r".includes(text[i] as string)) i++; };
   const fail = (reason?: string): never => {
-    throw { offset: i, reason: reason ?? (i >= text.length ? "unexpected end of input" : `unexpected ${JSON.stringify(text[i])}`) };
+    throw new JsonStop({ offset: i, reason: reason ?? (i >= text.length ? "unexpected end of input" : `unexpected ${JSON.stringify(text[i])}`) });
   };
   const expect = (c: string) => (text[i] === c ? i++ : fail());
   const string = () => {
@@ -53,6 +60,8 @@ export function findJsonError(text: string): JsonErrorPosition | undefined {
     if (i < text.length) fail("unexpected text after the JSON value");
     return undefined;
   } catch (e) {
-    return e as JsonErrorPosition;
+    // Only the scanner's own stop is a position; anything else is a bug to surface, not a location.
+    if (e instanceof JsonStop) return e.at;
+    throw e;
   }
 }

@@ -27,18 +27,19 @@ export async function measureCache(dir: string, opts: MeasureCacheOptions): Prom
   const { run, plan } = loaded;
   let handle: EngineHandle | null = null;
   let layout: CacheLayout | undefined;
-  let failure: unknown;
+  // Boxed, so that a falsy thrown value still counts as a failure (a bare `if (err)` would drop it).
+  let failure: { err: unknown } | undefined;
   try {
     handle = await start(run, opts);
     layout = await capture(run, { backend: opts.backend, handle, groupSignature: plan.group_signature, signal: opts.signal });
   } catch (err) {
-    failure = err;
+    failure = { err };
   }
   // The sizing engine is temporary whatever happened: remove it (a failed start may have left one behind).
   const sizing = handle ?? (await recordedHandle(run, plan));
   let removeError: unknown;
   if (sizing) await opts.backend.stop(sizing, opts.stopGraceMs).catch((err: unknown) => (removeError = err));
-  if (failure) throw failure;
+  if (failure) throw failure.err;
   if (removeError || !sizing || !layout) {
     throw new ActionError(action, `cache-layout.json was written, but the sizing engine ${sizing ? JSON.stringify(sizing) : ""} could not be removed: ${(removeError as Error)?.message ?? "unknown"}`, {
       engine: plan.engine, run: run.dir, retryable: true, fix: "Remove the recorded container or process by hand before reusing its ports.",

@@ -189,6 +189,13 @@ describe("WorkQueue: addAfter", () => {
     expect(h.startsOf("a")).toBe(1);
   });
 
+  it("waits for a delay longer than a Node timer can hold instead of firing at once", () => {
+    const h = harness();
+    h.queue.addAfter("a", 2 ** 40);
+    vi.advanceTimersByTime(1000);
+    expect([h.startsOf("a"), h.queue.delayed]).toEqual([0, 1]);
+  });
+
   it("is a no-op for a key already pending, and treats ms <= 0 as add()", () => {
     const h = harness();
     h.queue.add("busy");
@@ -442,7 +449,7 @@ describe("WorkQueue: property over random interleavings", () => {
           check();
         }
         // Drain: every reconcile succeeds from now on; time passes until nothing is left.
-        for (let round = 0; round < 100 && (h.queue.running + h.queue.depth + h.queue.delayed > 0); round++) {
+        for (let round = 0; round < 100 && h.queue.running + h.queue.depth + h.queue.delayed > 0; round++) {
           for (const run of h.open()) run.ok();
           await flush();
           vi.advanceTimersByTime(1000);

@@ -1,0 +1,42 @@
+// What a Controller is built from: its configuration, its IO (backends), and
+// the hooks tests and tools observe it by. And the engines' retry policy,
+// which is this controller's configuration, never an engine's history.
+import type { RetryPolicy } from "../../machines/engine.js";
+import type { EngineSpec } from "../desired/types.js";
+import type { EngineBackend } from "../backends/types.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { AppIdentity } from "../phases/plan.js";
+import type { Failpoint } from "../failpoints.js";
+import type { ServingFleet } from "./plan-types.js";
+
+export interface ControllerHooks {
+  /** After a transition is persisted. */
+  transition?(engine: string, from: string, to: string): void;
+  /** After state/serving-fleet.json was written. */
+  serving?(fleet: ServingFleet): void;
+}
+
+export interface ControllerOptions {
+  config: Config;
+  log: Logger;
+  app: AppIdentity;
+  scriptPath: string;
+  backends: Record<EngineSpec["backend"], EngineBackend>;
+  failpoint?: Failpoint;
+  /**
+   * "watch" (default) outwaits a cause outside narwhal's control for as long as it lasts;
+   * "once" (reconcile --once) for config.retry.onceOutwaitMs, so a CI run ends.
+   */
+  mode?: "once" | "watch";
+  hooks?: ControllerHooks;
+  /** Most queue keys worked on at once (default config.queue.concurrency). */
+  concurrency?: number;
+}
+
+/** The engines' retry policy for this controller: its configuration, not history. */
+export function retryPolicy(config: Config, mode: ControllerOptions["mode"] = "watch"): RetryPolicy {
+  const { baseMs, capMs, maxAttempts, onceOutwaitMs } = config.retry;
+  // Outwaited causes are re-checked at most a resync period apart: as often as drift is.
+  return { baseMs, capMs, maxAttempts, outwaitCapMs: config.watch.resyncMs, outwaitForMs: mode === "once" ? onceOutwaitMs : null };
+}
