@@ -20,10 +20,19 @@ export async function readPlanForApply(file: string): Promise<{ file: string; sa
   return { file: abs, saved: await readPlanFile(abs) };
 }
 
-export async function applyCommand(config: Config, log: Logger, file: string, saved: SavedPlan, format: string, write: (s: string) => void): Promise<number> {
+export async function applyCommand(
+  config: Config,
+  log: Logger,
+  file: string,
+  saved: SavedPlan,
+  format: string,
+  write: (s: string) => void,
+): Promise<number> {
   // A plan is about one state directory's engines: another one's are not what it was computed against.
   if (config.stateDir !== saved.state_dir) {
-    throw new StalePlanError(file, [`the plan was made for state directory ${saved.state_dir}, not ${config.stateDir}`]);
+    throw new StalePlanError(file, [
+      `the plan was made for state directory ${saved.state_dir}, not ${config.stateDir}`,
+    ]);
   }
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
   const desired = await loadDesired(config.desiredDir);

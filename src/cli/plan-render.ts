@@ -26,18 +26,26 @@ function value(v: unknown): string {
   return text.length > 160 ? `${text.slice(0, 159)}…` : text;
 }
 
-const handleText = (h: EngineHandle) => (h.kind === "native" ? `pid ${h.pid}` : `container ${h.container_id.slice(0, 12)}`);
+const handleText = (h: EngineHandle) =>
+  h.kind === "native" ? `pid ${h.pid}` : `container ${h.container_id.slice(0, 12)}`;
 
 function fieldLine(f: FieldChange): string {
   return `      ${f.path}: ${value(f.old)} → ${value(f.new)}  (forces replacement${f.group ? "; group signature changes" : ""})`;
 }
 
 function actionLines(a: Action): string[] {
-  const head = (what: string, detail = "") => `  ${ACTION_SYMBOL[a.kind]} ${a.engine}${"role" in a ? ` (${a.role})` : ""}  ${what}${detail}`;
+  const head = (what: string, detail = "") =>
+    `  ${ACTION_SYMBOL[a.kind]} ${a.engine}${"role" in a ? ` (${a.role})` : ""}  ${what}${detail}`;
   switch (a.kind) {
     case "replace": {
-      const lines = [head("replace", `: ${a.reason} (input hash ${abbrev(a.from_hash)} → ${abbrev(a.to_hash)}${a.group_changes ? "; group signature changes" : ""})`)];
-      if (a.fields === null) lines.push("      (its applied inputs were not recorded: the fields that changed cannot be named)");
+      const lines = [
+        head(
+          "replace",
+          `: ${a.reason} (input hash ${abbrev(a.from_hash)} → ${abbrev(a.to_hash)}${a.group_changes ? "; group signature changes" : ""})`,
+        ),
+      ];
+      if (a.fields === null)
+        lines.push("      (its applied inputs were not recorded: the fields that changed cannot be named)");
       else lines.push(...a.fields.map(fieldLine));
       return lines;
     }
@@ -54,10 +62,13 @@ function actionLines(a: Action): string[] {
 
 function rolloutLines(plan: Plan, policy: RolloutPolicy): string[] {
   if (plan.rollout.length === 0) return [];
-  const incompatible = policy.incompatible === "pd_units" ? "incompatible: moves as a P/D unit" : "incompatible: all at once (recreate)";
+  const incompatible =
+    policy.incompatible === "pd_units" ? "incompatible: moves as a P/D unit" : "incompatible: all at once (recreate)";
   return [
     "Rollout:",
-    ...plan.rollout.map((s, i) => `  step ${i + 1} (${s.status}): ${s.engines.join(", ")}${s.incompatible ? ` — ${incompatible}` : ""}`),
+    ...plan.rollout.map(
+      (s, i) => `  step ${i + 1} (${s.status}): ${s.engines.join(", ")}${s.incompatible ? ` — ${incompatible}` : ""}`,
+    ),
   ];
 }
 
@@ -104,7 +115,11 @@ export function renderPlanText(saved: SavedPlan, label: string): string {
   const sections: string[][] = [];
   if (plan.actions.length > 0) sections.push(plan.actions.flatMap(actionLines));
   sections.push(rolloutLines(plan, saved.desired.rollout));
-  if (plan.halted.length > 0) sections.push(["Halted rollouts (no further engine of the change is touched):", ...plan.halted.map((h) => `  ${h.engine}: ${h.why}`)]);
+  if (plan.halted.length > 0)
+    sections.push([
+      "Halted rollouts (no further engine of the change is touched):",
+      ...plan.halted.map((h) => `  ${h.engine}: ${h.why}`),
+    ]);
   if (plan.warnings.length > 0) sections.push(["Warnings:", ...plan.warnings.map((w) => `  ! ${w}`)]);
   sections.push(servingLines(plan));
   sections.push([summaryLine(plan, label)]);

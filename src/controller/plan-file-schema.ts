@@ -47,14 +47,22 @@ const ActionSchema = z
       role: z.string().describe("its role"),
       from_hash: hash.describe("input hash applied now"),
       to_hash: hash.describe("input hash desired"),
-      fields: z.array(FieldChangeSchema).nullable().describe("the input fields that force it (null: applied inputs not recorded)"),
+      fields: z
+        .array(FieldChangeSchema)
+        .nullable()
+        .describe("the input fields that force it (null: applied inputs not recorded)"),
       group_changes: z.boolean().describe("the group signature changes"),
       reason,
     }),
     z.looseObject({ kind: z.literal("restart-lost"), engine, reason }),
     z.looseObject({ kind: z.literal("retry"), engine, reason }),
     z.looseObject({ kind: z.literal("remove"), engine, reason }),
-    z.looseObject({ kind: z.literal("adopt"), engine, launch_token: z.string().describe("the running engine taken over"), reason }),
+    z.looseObject({
+      kind: z.literal("adopt"),
+      engine,
+      launch_token: z.string().describe("the running engine taken over"),
+      reason,
+    }),
     z.looseObject({
       kind: z.literal("sweep-orphan"),
       engine,
@@ -100,7 +108,9 @@ export const PlanSchema = z
         }),
       )
       .describe("the rollout of pending changes, in order"),
-    halted: z.array(z.looseObject({ engine, why: reason })).describe("engines whose failed replacement halted a rollout"),
+    halted: z
+      .array(z.looseObject({ engine, why: reason }))
+      .describe("engines whose failed replacement halted a rollout"),
     serving: ServingFleetSchema.describe("what serving-fleet.json should list after this observation"),
     warnings: z.array(z.string()).describe("findings an operator must read"),
     changes: z.boolean().describe("anything would change (exit 2 of narwhal plan)"),
@@ -131,7 +141,10 @@ export const ObservedEngineProjectionSchema = z.strictObject({
     .describe("the engine kept serving old inputs during a replacement"),
   terminal: z.boolean().describe("terminally failed"),
   deferred: z
-    .strictObject({ desiredHash: z.string().optional().describe("held desired hash"), remove: z.boolean().optional().describe("held removal") })
+    .strictObject({
+      desiredHash: z.string().optional().describe("held desired hash"),
+      remove: z.boolean().optional().describe("held removal"),
+    })
     .nullable()
     .describe("a desired-state event held until a step settles"),
 });
@@ -151,7 +164,9 @@ export const SavedPlanSchema = z
       .describe("fingerprint of the desired state"),
     observed: z
       .strictObject({
-        engines: z.record(engine, ObservedEngineProjectionSchema).describe("per engine known to the state: what was observed"),
+        engines: z
+          .record(engine, ObservedEngineProjectionSchema)
+          .describe("per engine known to the state: what was observed"),
         owned: z
           .array(z.strictObject({ engine, launch_token: z.string().describe("launch token") }))
           .describe("engines this state directory started that ran, by launch token"),

@@ -19,8 +19,10 @@ function desiredLines(saved: SavedPlan, now: DesiredForPlan): string[] {
     const before = was.engines[engine];
     const after = is.engines[engine];
     if (before === undefined) lines.push(`${engine}: now desired, not in the plan`);
-    else if (after === undefined) lines.push(`${engine}: no longer desired (the plan has input hash ${abbrev(before)})`);
-    else if (before !== after) lines.push(`${engine}: desired input hash changed since the plan (${abbrev(before)} → ${abbrev(after)})`);
+    else if (after === undefined)
+      lines.push(`${engine}: no longer desired (the plan has input hash ${abbrev(before)})`);
+    else if (before !== after)
+      lines.push(`${engine}: desired input hash changed since the plan (${abbrev(before)} → ${abbrev(after)})`);
   }
   for (const key of union(Object.keys(was.rollout), Object.keys(is.rollout))) {
     const before = canonicalJson((was.rollout as unknown as Record<string, unknown>)[key]);
@@ -37,12 +39,20 @@ function running(token: string | null, liveness: Liveness | null): string {
   return liveness === "alive" || liveness === null ? abbrev(token) : `${abbrev(token)} (${liveness})`;
 }
 
-function runningChange(what: string, engine: string, was: [string | null, Liveness | null], is: [string | null, Liveness | null]): string | null {
+function runningChange(
+  what: string,
+  engine: string,
+  was: [string | null, Liveness | null],
+  is: [string | null, Liveness | null],
+): string | null {
   if (was[0] === is[0] && was[1] === is[1]) return null;
   const sameEngine = was[0] !== null && was[0] === is[0];
   // The same engine whose liveness changed: name it once, then say what became of it.
-  const change =
-    !sameEngine ? `${running(...was)} → ${running(...is)}` : is[1] === "gone" ? `${abbrev(was[0])} → gone` : `${abbrev(was[0])}: ${was[1] ?? "unobserved"} → ${is[1] ?? "unobserved"}`;
+  const change = !sameEngine
+    ? `${running(...was)} → ${running(...is)}`
+    : is[1] === "gone"
+      ? `${abbrev(was[0])} → gone`
+      : `${abbrev(was[0])}: ${was[1] ?? "unobserved"} → ${is[1] ?? "unobserved"}`;
   return `${engine}: ${what} changed (launch token ${change})`;
 }
 
@@ -63,7 +73,10 @@ function engineLines(engine: string, was: ObservedEngineProjection, is: Observed
     [is.retiring?.launch_token ?? null, is.retiring?.liveness ?? null],
   );
   if (retiring) lines.push(retiring);
-  if (was.terminal !== is.terminal) lines.push(`${engine}: ${is.terminal ? "now terminally failed" : "no longer terminally failed"} (the plan saw it ${was.terminal ? "terminal" : "not terminal"})`);
+  if (was.terminal !== is.terminal)
+    lines.push(
+      `${engine}: ${is.terminal ? "now terminally failed" : "no longer terminally failed"} (the plan saw it ${was.terminal ? "terminal" : "not terminal"})`,
+    );
   const deferred = (d: ObservedEngineProjection["deferred"]) => (d ? canonicalJson(d) : "none");
   changed("deferred desired event", deferred(was.deferred), deferred(is.deferred));
   return lines;
@@ -83,8 +96,14 @@ function observedLines(saved: SavedPlan, now: Observed): string[] {
   const key = (o: { engine: string; launch_token: string }) => `${o.engine}\0${o.launch_token}`;
   const wasOwned = new Set(was.owned.map(key));
   const isOwned = new Set(is.owned.map(key));
-  for (const o of is.owned) if (!wasOwned.has(key(o))) lines.push(`${o.engine}: an engine this state directory started runs now, not in the plan (launch token ${abbrev(o.launch_token)})`);
-  for (const o of was.owned) if (!isOwned.has(key(o))) lines.push(`${o.engine}: an engine the plan saw running is gone (launch token ${abbrev(o.launch_token)})`);
+  for (const o of is.owned)
+    if (!wasOwned.has(key(o)))
+      lines.push(
+        `${o.engine}: an engine this state directory started runs now, not in the plan (launch token ${abbrev(o.launch_token)})`,
+      );
+  for (const o of was.owned)
+    if (!isOwned.has(key(o)))
+      lines.push(`${o.engine}: an engine the plan saw running is gone (launch token ${abbrev(o.launch_token)})`);
   return lines;
 }
 
@@ -118,7 +137,8 @@ function planLines(saved: Plan, now: Plan): string[] {
     if (before !== after) lines.push(`${engine}: the plan says ${before}; planned now: ${after}`);
   }
   const steps = (p: Plan) => p.rollout.map((s) => `${s.status}:${s.engines.join("+")}`).join(" ");
-  if (lines.length === 0 && steps(saved) !== steps(now)) lines.push(`the rollout order changed since the plan (${steps(saved) || "none"} → ${steps(now) || "none"})`);
+  if (lines.length === 0 && steps(saved) !== steps(now))
+    lines.push(`the rollout order changed since the plan (${steps(saved) || "none"} → ${steps(now) || "none"})`);
   return lines;
 }
 
@@ -127,7 +147,12 @@ function planLines(saved: Plan, now: Plan): string[] {
  * engine and the field; empty: the plan is still valid. With `planNow` (the plan computed from
  * now), a plan that would come out different — another policy, another planner — is refused too.
  */
-export function staleness(saved: SavedPlan, desiredNow: DesiredForPlan, observedNow: Observed, planNow?: Plan): string[] {
+export function staleness(
+  saved: SavedPlan,
+  desiredNow: DesiredForPlan,
+  observedNow: Observed,
+  planNow?: Plan,
+): string[] {
   const lines = [...desiredLines(saved, desiredNow), ...observedLines(saved, observedNow)];
   // Differences in the plan follow from those above; only when there are none do they say something new.
   if (lines.length === 0 && planNow) lines.push(...planLines(saved.plan, planNow));

@@ -72,7 +72,10 @@ export function observedProjection(observed: Observed): ObservedProjection {
   );
   const owned = observed.owned
     .map((o) => ({ engine: o.engine, launch_token: o.launch_token }))
-    .sort((a, b) => a.engine.localeCompare(b.engine, "en", { numeric: true }) || a.launch_token.localeCompare(b.launch_token));
+    .sort(
+      (a, b) =>
+        a.engine.localeCompare(b.engine, "en", { numeric: true }) || a.launch_token.localeCompare(b.launch_token),
+    );
   return { engines, owned };
 }
 
@@ -125,7 +128,10 @@ export function parseSavedPlan(text: string, file: string): SavedPlan {
   }
   const head = json as { apiVersion?: unknown; kind?: unknown } | null;
   if (head && typeof head === "object" && head.kind === PLAN_KIND && head.apiVersion !== PLAN_API_VERSION) {
-    throw notAPlan(file, `apiVersion ${JSON.stringify(head.apiVersion)} is not ${PLAN_API_VERSION} (written by another narwhal version)`);
+    throw notAPlan(
+      file,
+      `apiVersion ${JSON.stringify(head.apiVersion)} is not ${PLAN_API_VERSION} (written by another narwhal version)`,
+    );
   }
   const parsed = SavedPlanSchema.safeParse(json);
   if (!parsed.success) {

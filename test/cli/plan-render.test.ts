@@ -4,10 +4,21 @@ import { describe, expect, it } from "vitest";
 import { desiredLabel, renderPlanText, summaryLine } from "../../src/cli/plan-render.js";
 import { savedPlan } from "../../src/controller/plan-file.js";
 import type { Action, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
-import { desired, EVERY_ACTION, hashOf, NO_CHANGES, observed, REPLACE_ENGINE_1, ROLLOUT } from "../controller/plan-file-fixtures.js";
+import {
+  desired,
+  EVERY_ACTION,
+  hashOf,
+  NO_CHANGES,
+  observed,
+  REPLACE_ENGINE_1,
+  ROLLOUT,
+} from "../controller/plan-file-fixtures.js";
 
 const text = (plan: Plan, rollout: RolloutPolicy = ROLLOUT) =>
-  renderPlanText(savedPlan({ desired: desired(undefined, rollout), observed: observed(), plan, desiredDir: "/d", stateDir: "/s" }), "desired/");
+  renderPlanText(
+    savedPlan({ desired: desired(undefined, rollout), observed: observed(), plan, desiredDir: "/d", stateDir: "/s" }),
+    "desired/",
+  );
 
 describe("plan text", () => {
   it("says there is nothing to do, and still lists the serving fleet", () => {
@@ -44,17 +55,32 @@ describe("plan text", () => {
           ],
           group_changes: true,
         },
-        { kind: "replace", engine: "engine-2", role: "decode", from_hash: hashOf("2"), to_hash: hashOf("8"), fields: null, group_changes: false, reason: "desired inputs changed" },
+        {
+          kind: "replace",
+          engine: "engine-2",
+          role: "decode",
+          from_hash: hashOf("2"),
+          to_hash: hashOf("8"),
+          fields: null,
+          group_changes: false,
+          reason: "desired inputs changed",
+        },
       ],
       rollout: [{ engines: ["engine-1", "engine-2"], incompatible: true, status: "now" }],
     };
     const lines = text(plan).split("\n");
-    expect(lines[0]).toBe("  ~ engine-1 (prefill)  replace: desired inputs changed (input hash 111111111111… → 999999999999…; group signature changes)");
-    expect(lines[1]).toBe('      model.revision: "sim-0001" → "sim-0002"  (forces replacement; group signature changes)');
+    expect(lines[0]).toBe(
+      "  ~ engine-1 (prefill)  replace: desired inputs changed (input hash 111111111111… → 999999999999…; group signature changes)",
+    );
+    expect(lines[1]).toBe(
+      '      model.revision: "sim-0001" → "sim-0002"  (forces replacement; group signature changes)',
+    );
     expect(lines[2]).toMatch(/^ {6}launch\.runtime\.environment\.FOO: \(absent\) → "x{158}…  \(forces replacement\)$/);
     expect(lines[4]).toBe("      (its applied inputs were not recorded: the fields that changed cannot be named)");
     expect(lines).toContain("  step 1 (now): engine-1, engine-2 — incompatible: moves as a P/D unit");
-    expect(text(plan, { ...ROLLOUT, incompatible: "recreate" }).split("\n")).toContain("  step 1 (now): engine-1, engine-2 — incompatible: all at once (recreate)");
+    expect(text(plan, { ...ROLLOUT, incompatible: "recreate" }).split("\n")).toContain(
+      "  step 1 (now): engine-1, engine-2 — incompatible: all at once (recreate)",
+    );
   });
 
   it("gives every action kind its symbol and reason, in the plan's order, and counts each in the summary", () => {
@@ -71,7 +97,9 @@ describe("plan text", () => {
     ]);
     expect(lines).toContain("Rollout:");
     expect(lines.indexOf("  step 1 (now): engine-1")).toBeLessThan(lines.indexOf("  step 2 (later): engine-2"));
-    expect(lines.at(-1)).toBe("Plan: 1 to replace, 1 to create, 1 to remove, 1 to restart (lost), 1 to retry, 1 to adopt, 1 orphan(s) to sweep, 1 lost retiring engine(s) to forget.");
+    expect(lines.at(-1)).toBe(
+      "Plan: 1 to replace, 1 to create, 1 to remove, 1 to restart (lost), 1 to retry, 1 to adopt, 1 orphan(s) to sweep, 1 lost retiring engine(s) to forget.",
+    );
   });
 
   it("lists halted rollouts and warnings, and an empty serving fleet as none", () => {
@@ -104,9 +132,9 @@ describe("plan text", () => {
   });
 
   it("summarises by plan.changes: waits alone are no change, but not a converged fleet either", () => {
-    expect(summaryLine({ ...NO_CHANGES, actions: [{ kind: "wait", engine: "engine-1", why: "x", until: "step" }] }, "d/")).toBe(
-      "No changes now, but the fleet does not match d/ yet: 1 engine(s) wait (see above).",
-    );
+    expect(
+      summaryLine({ ...NO_CHANGES, actions: [{ kind: "wait", engine: "engine-1", why: "x", until: "step" }] }, "d/"),
+    ).toBe("No changes now, but the fleet does not match d/ yet: 1 engine(s) wait (see above).");
     expect(summaryLine(NO_CHANGES, "d/")).toBe("No changes. The fleet matches d/.");
   });
 

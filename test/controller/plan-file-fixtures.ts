@@ -1,6 +1,13 @@
 // Builders of the data a saved plan is made of (DesiredForPlan, Observed, Plan), as plain values:
 // a converged two-engine fleet by default, with one knob per difference a test makes.
-import type { DesiredEngine, DesiredForPlan, Observed, ObservedEngine, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
+import type {
+  DesiredEngine,
+  DesiredForPlan,
+  Observed,
+  ObservedEngine,
+  Plan,
+  RolloutPolicy,
+} from "../../src/controller/plan-types.js";
 import type { EngineHandle } from "../../src/phases/types.js";
 
 export const hashOf = (c: string): string => c.repeat(64).slice(0, 64);
@@ -21,7 +28,10 @@ export function desiredEngine(n: number, over: Partial<DesiredEngine> = {}): Des
   };
 }
 
-export function desired(engines: DesiredEngine[] = [desiredEngine(1), desiredEngine(2)], rollout: RolloutPolicy = ROLLOUT): DesiredForPlan {
+export function desired(
+  engines: DesiredEngine[] = [desiredEngine(1), desiredEngine(2)],
+  rollout: RolloutPolicy = ROLLOUT,
+): DesiredForPlan {
   return { engines, rollout };
 }
 
@@ -53,11 +63,23 @@ export function observedEngine(n: number, over: Partial<ObservedEngine> = {}): O
   };
 }
 
-export function observed(engines: ObservedEngine[] = [observedEngine(1), observedEngine(2)], at = "2026-12-01T12:00:00.000Z"): Observed {
+export function observed(
+  engines: ObservedEngine[] = [observedEngine(1), observedEngine(2)],
+  at = "2026-12-01T12:00:00.000Z",
+): Observed {
   return {
     at,
     engines: Object.fromEntries(engines.map((e) => [e.engine, e])),
-    owned: engines.filter((e) => e.handle).map((e) => ({ engine: e.engine, launch_token: e.handle!.launch_token, handle: e.handle!, run_dir: `/state/runs/${e.engine}/r1`, input_hash: e.running_hash, adoptable: true })),
+    owned: engines
+      .filter((e) => e.handle)
+      .map((e) => ({
+        engine: e.engine,
+        launch_token: e.handle!.launch_token,
+        handle: e.handle!,
+        run_dir: `/state/runs/${e.engine}/r1`,
+        input_hash: e.running_hash,
+        adoptable: true,
+      })),
     claimed: engines.filter((e) => e.handle).map((e) => e.handle!.launch_token),
     serving: null,
   };
@@ -69,7 +91,14 @@ export const NO_CHANGES: Plan = {
   halted: [],
   serving: {
     group_signature: "0123456789abcdef",
-    engines: [1, 2].map((n) => ({ iid: `n${n}`, url: `http://127.0.0.1:${18100 + n}`, attestation_url: `http://127.0.0.1:${18200 + n}`, role: n === 1 ? "prefill" : "decode", engine: `engine-${n}`, group_signature: "0123456789abcdef" })),
+    engines: [1, 2].map((n) => ({
+      iid: `n${n}`,
+      url: `http://127.0.0.1:${18100 + n}`,
+      attestation_url: `http://127.0.0.1:${18200 + n}`,
+      role: n === 1 ? "prefill" : "decode",
+      engine: `engine-${n}`,
+      group_signature: "0123456789abcdef",
+    })),
   },
   warnings: [],
   changes: false,
@@ -85,7 +114,9 @@ export const REPLACE_ENGINE_1: Plan = {
       role: "prefill",
       from_hash: hashOf("1"),
       to_hash: hashOf("9"),
-      fields: [{ path: "launch.runtime.extra_args[2]", old: "--max-num-seqs=8", new: "--max-num-seqs=16", group: false }],
+      fields: [
+        { path: "launch.runtime.extra_args[2]", old: "--max-num-seqs=8", new: "--max-num-seqs=16", group: false },
+      ],
       group_changes: false,
       reason: "desired inputs changed",
     },
@@ -101,9 +132,19 @@ export const EVERY_ACTION: Plan = {
     { kind: "create", engine: "engine-3", role: "prefill", reason: "desired, not in the state" },
     { kind: "remove", engine: "engine-4", reason: "no longer desired" },
     { kind: "restart-lost", engine: "engine-5", reason: "its process is gone" },
-    { kind: "retry", engine: "engine-6", reason: "terminally failed; a new controller run gives a fresh attempt budget" },
+    {
+      kind: "retry",
+      engine: "engine-6",
+      reason: "terminally failed; a new controller run gives a fresh attempt budget",
+    },
     { kind: "adopt", engine: "engine-7", launch_token: "tok-7-bbbbbbbbbbbbbbbb", reason: "runs with no usable record" },
-    { kind: "sweep-orphan", engine: "engine-8", launch_token: "tok-8-cccccccccccccccc", handle: nativeHandle("tok-8-cccccccccccccccc", 4008), reason: "claimed by no record" },
+    {
+      kind: "sweep-orphan",
+      engine: "engine-8",
+      launch_token: "tok-8-cccccccccccccccc",
+      handle: nativeHandle("tok-8-cccccccccccccccc", 4008),
+      reason: "claimed by no record",
+    },
     { kind: "forget-retiring", engine: "engine-9", reason: "the retiring engine is gone" },
     { kind: "wait", engine: "engine-2", why: "the rollout holds it until engine-1 converges", until: "rollout" },
   ],
