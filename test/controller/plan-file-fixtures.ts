@@ -9,6 +9,7 @@ import type {
   RolloutPolicy,
 } from "../../src/controller/plan-types.js";
 import type { EngineHandle } from "../../src/phases/types.js";
+import { savedPlan, type SavedPlan } from "../../src/controller/plan-file.js";
 
 export const hashOf = (c: string): string => c.repeat(64).slice(0, 64);
 
@@ -154,3 +155,14 @@ export const EVERY_ACTION: Plan = {
   ],
   changes: true,
 };
+
+/** A saved plan of the converged fleet (by default: engine-1's replacement), made at a fixed time. */
+export const base = (plan: Plan = REPLACE_ENGINE_1): SavedPlan =>
+  savedPlan({
+    desired: desired(),
+    observed: observed(),
+    plan,
+    desiredDir: "/fleet/desired",
+    stateDir: "/fleet/state",
+    at: new Date("2026-12-01T12:00:00Z"),
+  });
