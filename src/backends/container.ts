@@ -4,7 +4,8 @@
 // between create and the state write never yields a second container.
 // Here: one client per node's endpoint, and observing, stopping and listing what
 // runs; starting is container-start.ts, the runtime check container-check.ts.
-import Docker from "dockerode";
+import { createRequire } from "node:module";
+import type Docker from "dockerode";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
@@ -23,6 +24,10 @@ import { ensureContainerStarted, planProblems } from "./container-start.js";
 
 // Where a started container's id is recorded in its run directory (read by phases/checked-run.ts).
 export { CONTAINER_ID_FILE } from "./container-start.js";
+
+// dockerode (with its ssh and protobuf stack) takes a third of a second to load: it is loaded by the first
+// client(), so a command that meets no container engine (`status` of a native fleet) never pays for it.
+const requireCjs = createRequire(import.meta.url);
 
 export interface ContainerBackendOptions {
   stateDir: string;
@@ -47,7 +52,8 @@ export class ContainerBackend implements EngineBackend {
     const key = host ?? this.opts.docker.host ?? "";
     let c = this.clients.get(key);
     if (!c) {
-      c = new DockerCalls(new Docker(dockerOptions(key || undefined, this.opts.docker)), this.opts.docker.timeouts, key || "the local Docker socket");
+      const DockerClient = requireCjs("dockerode") as typeof Docker;
+      c = new DockerCalls(new DockerClient(dockerOptions(key || undefined, this.opts.docker)), this.opts.docker.timeouts, key || "the local Docker socket");
       this.clients.set(key, c);
     }
     return c;

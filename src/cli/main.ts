@@ -9,7 +9,8 @@ import { EXIT, reportError } from "./exit-codes.js";
 import { cliOutput } from "./output.js";
 import { configFrom, loggerFor, type GlobalOptions } from "./runtime.js";
 import { reconcileOnce, reconcileWatch } from "./reconcile.js";
-import { renderStatusText, statusView } from "./status-view.js";
+import { readStatus } from "./status-read.js";
+import { renderStatusText } from "./status-render.js";
 import { down } from "./down.js";
 import { engineCommand } from "./engine/command.js";
 import { appIdentity } from "../app.js";
@@ -102,16 +103,20 @@ async function run(argv: string[]): Promise<number> {
 
   program
     .command("status")
-    .description("Show every engine's phase, input hashes, group, run directory, process, conditions, last error and history")
+    .description(
+      "Show the controller holding the state, and every engine's phase, input hashes (desired/ now, applied, running), when it was last observed " +
+        "(checked just now when no controller runs), group, process, conditions, last error and history",
+    )
     .argument("[engine]", "one engine, with details")
+    .addOption(desiredOpt())
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
       act(async (opts, engine) => {
         const config = configFrom(opts);
-        const view = statusView(await readState(config.stateDir), engine as string | undefined);
+        const view = await readStatus(config, engine as string | undefined);
         if (engine && view.engines.length === 0) {
-          err(`narwhal: no engine named ${String(engine)} in ${config.stateDir}`);
+          err(`narwhal: no engine named ${String(engine)} in the state ${config.stateDir} or in desired state ${config.desiredDir}`);
           return EXIT.invalid;
         }
         out(opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine));

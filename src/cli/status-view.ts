@@ -1,73 +1,167 @@
-// Rendering `narwhal status`: a table for people, JSON for programs.
+// `narwhal status` as data (pure): the state file's records joined with what
+// was read beside them — desired/ now, the state lock's holder, and, when no
+// controller runs, a one-time check of each recorded process or container.
+// Rendering is status-render.ts; the reading is status-read.ts.
 import type { EngineRecord, StateFile } from "../state/store.js";
 import type { EngineHandle } from "../phases/types.js";
 import type { EngineContext } from "../../machines/engine-context.js";
+import type { Liveness } from "../controller/plan-types.js";
+import type { LockHolder } from "../state/lock.js";
 import { groupReport } from "../controller/groups.js";
 
-export interface StatusView {
-  engines: Array<
-    EngineRecord & {
-      pid: number | null;
-      container_id: string | null;
-      /** True when pid/container_id name the engine kept serving old inputs while its replacement is prepared. */
-      retiring: boolean;
-      layout_matches_group: boolean | null;
-    }
-  >;
-  groups: ReturnType<typeof groupReport>;
+/** desired/ as it is now, loaded the way the controller loads it. */
+export interface DesiredNow {
+  dir: string;
+  valid: boolean;
+  /** Per desired engine: its input hash now (null when desired/ could not be loaded). */
+  engines: Record<string, { input_hash: string; backend: string; role: string }> | null;
+  /** Number of validation issues (0 when valid or unreadable). */
+  issues: number;
+  /** Why DESIRED shows "?", said once above the table (null when valid). */
+  problem: string | null;
 }
 
-export function statusView(state: StateFile, engine?: string): StatusView {
+/** Who holds the state directory. */
+export interface ControllerView {
+  /** null: it cannot be told (the lock cannot be read). */
+  running: boolean | null;
+  holder: LockHolder | null;
+  /** The lock names a holder that is gone (what a starting controller takes over). */
+  stale: boolean;
+  /** The holder runs on another host: presumed alive, its process cannot be checked from here. */
+  remote: boolean;
+  problem: string | null;
+  /** mtime of the state file (null: none yet). */
+  state_written_at: string | null;
+}
+
+/** One engine's recorded process or container as checked just now. */
+export interface Live {
+  liveness: Liveness;
+  /** Why it is gone or cannot be told (null when alive). */
+  problem: string | null;
+}
+
+export interface StatusEngine extends Omit<EngineRecord, "snapshot" | "desired_hash" | "running_hash" | "observed_at" | "updated_at"> {
+  snapshot: undefined;
+  /** Kept for compatibility: the APPLIED hash (what the controller last applied), not desired/ now. */
+  desired_hash: string | null;
+  /** APPLIED: the input hash the controller last applied (null: not created yet). */
+  applied_hash: string | null;
+  /** DESIRED: the input hash desired/ gives now (null: not in desired/, or desired/ could not be loaded). */
+  desired_hash_now: string | null;
+  /** RUNNING: the input hash of the engine that runs (the retiring one's while its replacement is prepared). */
+  running_hash: string | null;
+  /** When a controller last observed it (null: never). */
+  observed_at: string | null;
+  updated_at: string | null;
+  pid: number | null;
+  container_id: string | null;
+  /** True when pid/container_id name the engine kept serving old inputs while its replacement is prepared. */
+  retiring: boolean;
+  layout_matches_group: boolean | null;
+  /** The no-controller check of pid/container_id (null: not checked — a controller runs, or nothing to check). */
+  live: Live | null;
+}
+
+export interface StatusView {
+  engines: StatusEngine[];
+  groups: ReturnType<typeof groupReport>;
+  controller: ControllerView | null;
+  desired: DesiredNow | null;
+  /** The no-controller check: when, and how many engines it checked (null: not run). */
+  checked: { at: string; engines: number } | null;
+}
+
+export interface StatusInputs {
+  engine?: string;
+  desired?: DesiredNow | null;
+  controller?: ControllerView | null;
+  live?: { at: string; engines: Record<string, Live> } | null;
+}
+
+export const NOT_CREATED = "(not created)";
+
+type Retiring = NonNullable<EngineContext["retiring"]>;
+
+function retiringOf(r: EngineRecord): Retiring | null {
+  return (r.snapshot as { context?: Partial<EngineContext> } | null)?.context?.retiring ?? null;
+}
+
+/** The process or container that serves for this record: its live engine, else the retiring one (checked and shown). */
+export function servingHandle(r: EngineRecord): EngineHandle | null {
+  return r.handle ?? retiringOf(r)?.handle ?? null;
+}
+
+function notCreated(engine: string, spec: { input_hash: string; backend: string; role: string }): StatusEngine {
+  return {
+    engine,
+    backend: spec.backend,
+    role: spec.role,
+    phase: NOT_CREATED,
+    desired_hash: null,
+    applied_hash: null,
+    desired_hash_now: spec.input_hash,
+    running_hash: null,
+    group_signature: null,
+    run_dir: null,
+    plan_sha256: null,
+    handle: null,
+    inspection: null,
+    checked: null,
+    layout: null,
+    conditions: [],
+    last_error: null,
+    attempts: 0,
+    retry_at: null,
+    history: [],
+    snapshot: undefined,
+    observed_at: null,
+    updated_at: null,
+    pid: null,
+    container_id: null,
+    retiring: false,
+    layout_matches_group: null,
+    live: null,
+  };
+}
+
+export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusView {
+  const { engine, desired = null, controller = null, live = null } = inputs;
   const records = Object.values(state.engines).sort((a, b) => a.engine.localeCompare(b.engine));
   const groups = groupReport(records);
   const differing = new Set(groups.flatMap((g) => g.differing));
-  const engines = records
-    .filter((r) => !engine || r.engine === engine)
-    .map((r) => {
-      const { snapshot: _omit, ...rest } = r;
-      void _omit;
-      // While a replacement is checked, the engine still serving is only in the snapshot: show it.
-      const retiring: EngineHandle | null = (r.snapshot as { context?: Partial<EngineContext> } | null)?.context?.retiring?.handle ?? null;
-      const handle = r.handle ?? retiring;
-      return {
-        ...rest,
-        snapshot: undefined,
-        pid: handle?.kind === "native" ? handle.pid : null,
-        container_id: handle?.kind === "container" ? handle.container_id : null,
-        retiring: !r.handle && !!retiring,
-        layout_matches_group: r.layout ? !differing.has(r.engine) : null,
-      };
-    });
-  return { engines, groups };
+  const wanted = desired?.engines ?? {};
+  const rows: StatusEngine[] = records.map((r) => {
+    const { snapshot: _omit, ...rest } = r;
+    void _omit;
+    const retiring = retiringOf(r);
+    const handle = servingHandle(r);
+    return {
+      ...rest,
+      snapshot: undefined,
+      desired_hash: r.desired_hash,
+      applied_hash: r.desired_hash,
+      desired_hash_now: wanted[r.engine]?.input_hash ?? null,
+      running_hash: r.running_hash ?? (!r.handle && retiring ? (retiring.hash ?? null) : null),
+      observed_at: r.observed_at ?? null,
+      pid: handle?.kind === "native" ? handle.pid : null,
+      container_id: handle?.kind === "container" ? handle.container_id : null,
+      retiring: !r.handle && !!retiring?.handle,
+      layout_matches_group: r.layout ? !differing.has(r.engine) : null,
+      live: live?.engines[r.engine] ?? null,
+    };
+  });
+  for (const [name, spec] of Object.entries(wanted)) if (!state.engines[name]) rows.push(notCreated(name, spec));
+  rows.sort((a, b) => a.engine.localeCompare(b.engine));
+  return {
+    engines: rows.filter((r) => !engine || r.engine === engine),
+    groups,
+    controller,
+    desired,
+    checked: live ? { at: live.at, engines: Object.keys(live.engines).length } : null,
+  };
 }
 
-const short = (s: string | null | undefined, n = 12) => (s ? s.slice(0, n) : "-");
-
-export function renderStatusText(view: StatusView, detail: boolean): string {
-  const rows = [["ENGINE", "PHASE", "DESIRED", "RUNNING", "GROUP", "PID/CONTAINER", "ATTEMPTS", "LAST ERROR"]];
-  for (const e of view.engines) {
-    rows.push([
-      e.engine,
-      e.phase,
-      short(e.desired_hash),
-      short(e.running_hash),
-      short(e.group_signature, 16),
-      (e.pid !== null ? String(e.pid) : short(e.container_id)) + (e.retiring ? " (retiring)" : ""),
-      String(e.attempts),
-      e.last_error ? `${e.last_error.step ?? ""}: ${e.last_error.message}`.split("\n")[0]!.slice(0, 80) : "-",
-    ]);
-  }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const lines = rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  "));
-  if (detail) {
-    for (const e of view.engines) {
-      lines.push("", `${e.engine}:`, `  run directory: ${e.run_dir ?? "-"}`, `  plan sha256:   ${e.plan_sha256 ?? "-"}`);
-      for (const c of e.conditions) lines.push(`  ${c.type}=${c.status} (${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`);
-      if (e.layout) lines.push(`  cache layout: ${e.layout.num_gpu_blocks} blocks × ${e.layout.block_size} tokens, ${e.layout.gpu_kv_cache_tokens} tokens; matches group: ${e.layout_matches_group}`);
-      if (e.last_error) lines.push(`  last error: ${e.last_error.message}${e.last_error.fix ? `\n  fix: ${e.last_error.fix}` : ""}`);
-      lines.push("  history:");
-      for (const h of e.history.slice(-10)) lines.push(`    ${h.at} ${h.from} → ${h.to}${h.note ? ` (${h.note.split("\n")[0]})` : ""}`);
-    }
-  }
-  return lines.join("\n");
-}
+// Callers that print the table after `reconcile --once` import it from here.
+export { renderStatusText } from "./status-render.js";

@@ -17,6 +17,9 @@ import type { EngineActor, EngineActors, MadeActor } from "./engine-actors.js";
 import type { Owned, World } from "./world.js";
 import type { Action, Observed } from "./plan-types.js";
 
+/** Transitions that come from talking to the live engine. */
+const OBSERVING = new Set(["started", "probed", "captured"]);
+
 export interface ExecutionDeps {
   controller: { actors: Map<string, EngineActor>; applied: Map<string, EngineSpec> };
   makers: EngineActors;
@@ -173,7 +176,8 @@ export class Execution {
               : {
                   ...recordFrom(prev, phase, snap.context, spec?.backend ?? prev?.backend ?? "native", actor.getPersistedSnapshot()),
                   ...(spec ? { role: spec.role, applied_inputs: this.inputsOf(spec) } : { role: prev?.role, applied_inputs: prev?.applied_inputs ?? null }),
-                  ...(prev?.observed_at ? { observed_at: prev.observed_at } : {}),
+                  // Reaching started, probed or captured is itself an observation: the step just talked to the engine.
+                  ...(OBSERVING.has(phase) ? { observed_at: new Date().toISOString() } : prev?.observed_at ? { observed_at: prev.observed_at } : {}),
                   halted: prev?.halted ?? null,
                 },
           )

@@ -56,7 +56,7 @@ async function readLock(file: string): Promise<Read> {
 }
 
 /** Whether the recorded holder still runs here: "gone" is taken over; a holder on another host is presumed alive. */
-async function holderGone(holder: LockHolder, me: LockHolder): Promise<boolean> {
+async function holderGone(holder: LockHolder, me: Pick<LockHolder, "host" | "boot_id">): Promise<boolean> {
   if (holder.host !== me.host) return false;
   if (holder.boot_id !== me.boot_id) return true;
   const stat = await readProcStat(holder.pid);
@@ -68,9 +68,33 @@ async function holderGone(holder: LockHolder, me: LockHolder): Promise<boolean> 
   return started !== null && Number.isFinite(since) && started > since + LEGACY_REUSE_MARGIN_MS;
 }
 
+export function lockFilePath(stateDir: string): string {
+  return path.join(stateDir, "controller.lock");
+}
+
+/**
+ * Who holds the state directory, as a reader sees it without taking the lock (`narwhal status`):
+ * judged by the same check a controller uses for stale takeover, so both agree on "running".
+ */
+export type LockStatus =
+  | { kind: "free" }
+  /** `checked`: the holder runs on this host and was found alive; false: another host, presumed alive. */
+  | { kind: "held"; holder: LockHolder; checked: boolean }
+  | { kind: "stale"; holder: LockHolder }
+  | { kind: "not-regular"; what: string };
+
+export async function readLockStatus(stateDir: string): Promise<LockStatus> {
+  const seen = await readLock(lockFilePath(stateDir));
+  if (seen.kind === "not-regular") return seen;
+  if (seen.kind === "none") return { kind: "free" };
+  const here = { host: os.hostname(), boot_id: await readBootId() };
+  if (await holderGone(seen.holder, here)) return { kind: "stale", holder: seen.holder };
+  return { kind: "held", holder: seen.holder, checked: seen.holder.host === here.host };
+}
+
 export async function acquireStateLock(stateDir: string): Promise<StateLock> {
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const file = path.join(stateDir, "controller.lock");
+  const file = lockFilePath(stateDir);
   const own = await readProcStat(process.pid);
   const me: LockHolder = {
     pid: process.pid,

@@ -74,9 +74,9 @@ describe("statusView", () => {
   });
 
   it("filters to one engine but keeps the whole fleet's groups", () => {
-    const view = statusView(state, "engine-2");
+    const view = statusView(state, { engine: "engine-2" });
     expect(view.engines.map((e) => e.engine)).toEqual(["engine-2"]);
     expect(view.groups[0]!.roles).toEqual(["engine-1", "engine-2", "engine-3"]);
-    expect(statusView(state, "engine-9").engines).toEqual([]);
+    expect(statusView(state, { engine: "engine-9" }).engines).toEqual([]);
   });
 });

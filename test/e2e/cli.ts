@@ -37,8 +37,12 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
   return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
 }
 
-export async function status(stateDir: string): Promise<StatusView> {
-  const r = await runCli(["status", "--state", stateDir, "--format", "json"]);
+/**
+ * `status --format json`. DESIRED is read from desired/: by default the test tree's own (beside its
+ * state directory, as simFleet lays them out), never the repository's ./desired.
+ */
+export async function status(stateDir: string, desiredDir = path.join(path.dirname(stateDir), "desired")): Promise<StatusView> {
+  const r = await runCli(["status", "--state", stateDir, "--desired", desiredDir, "--format", "json"]);
   if (r.code !== 0) throw new Error(`status failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as StatusView;
 }

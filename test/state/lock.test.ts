@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises"
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { acquireStateLock } from "../../src/state/lock.js";
+import { acquireStateLock, readLockStatus } from "../../src/state/lock.js";
 import { readBootId, readProcStat } from "../../src/backends/proc.js";
 import { LockHeldError } from "../../src/errors.js";
 
@@ -181,5 +181,45 @@ describe("a lock path that is not a file", () => {
   it("refuses a directory with a message naming it", async () => {
     await mkdir(lockFile());
     await expect(acquireStateLock(state)).rejects.toMatchObject({ name: "LockHeldError", input: lockFile() });
+  });
+});
+
+describe("readLockStatus: who holds the state, as `narwhal status` sees it without taking the lock", () => {
+  it("is free with no lock file", async () => {
+    expect(await readLockStatus(state)).toEqual({ kind: "free" });
+  });
+
+  it("names a live holder on this host, checked", async () => {
+    const lock = await acquireStateLock(state);
+    expect(await readLockStatus(state)).toEqual({ kind: "held", holder: lock.holder, checked: true });
+    await lock.release();
+    expect(await readLockStatus(state)).toEqual({ kind: "free" });
+  });
+
+  it("calls stale what a controller would take over: a dead pid, another boot, a reused pid", async () => {
+    const me = { host: os.hostname(), boot_id: await readBootId(), since: "2020-01-01T00:00:00.000Z" };
+    const init = await readProcStat(1);
+    for (const holder of [
+      { ...me, pid: deadPid() },
+      { ...me, pid: 1, boot_id: "an-earlier-boot" },
+      { ...me, pid: 1, start_ticks: init!.startTicks + 1 },
+    ]) {
+      await writeFile(lockFile(), JSON.stringify(holder));
+      expect(await readLockStatus(state)).toEqual({ kind: "stale", holder });
+    }
+  });
+
+  it("reads an older lock file without start ticks, and presumes a holder on another host alive, unchecked", async () => {
+    const legacy = { pid: process.pid, host: os.hostname(), boot_id: await readBootId(), since: new Date().toISOString() };
+    await writeFile(lockFile(), JSON.stringify(legacy));
+    expect(await readLockStatus(state)).toEqual({ kind: "held", holder: legacy, checked: true });
+    const remote = { pid: deadPid(), host: "some-other-host", boot_id: "x", since: "2020-01-01T00:00:00.000Z" };
+    await writeFile(lockFile(), JSON.stringify(remote));
+    expect(await readLockStatus(state)).toEqual({ kind: "held", holder: remote, checked: false });
+  });
+
+  it("says what a lock path that is not a file is", async () => {
+    await mkdir(lockFile());
+    expect(await readLockStatus(state)).toEqual({ kind: "not-regular", what: "a directory" });
   });
 });

@@ -1,0 +1,74 @@
+// What `narwhal status` reads, without the lock and without writing: the state
+// file, desired/ now, the state lock's holder and, only when no controller is
+// observing, the recorded engines themselves (status-observe.ts).
+import fs from "node:fs/promises";
+import type { Config } from "../config.js";
+import { readState, stateFilePath } from "../state/store.js";
+import { readLockStatus } from "../state/lock.js";
+import { validateDesired } from "../desired/load.js";
+import { exists } from "../state/atomic-file.js";
+import { probeEngines, type ProbeTarget } from "./status-observe.js";
+import { servingHandle, statusView, type ControllerView, type DesiredNow, type StatusView } from "./status-view.js";
+
+export async function desiredNow(dir: string): Promise<DesiredNow> {
+  const invalid = (issues: number, problem: string): DesiredNow => ({ dir, valid: false, engines: null, issues, problem });
+  try {
+    // Seven "file not found" issues would hide the one fact: there is no desired/ here.
+    if (!(await exists(dir))) return invalid(0, `desired state ${dir} does not exist (set --desired DIR or NARWHAL_DESIRED); DESIRED shows ?`);
+    const result = await validateDesired(dir);
+    if (result.state) {
+      const engines = Object.fromEntries(result.state.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]));
+      return { dir, valid: true, engines, issues: 0, problem: null };
+    }
+    const n = result.issues.length;
+    return invalid(n, `desired state ${dir} is invalid (${n} error${n === 1 ? "" : "s"}): run narwhal validate --desired ${dir}; DESIRED shows ?`);
+  } catch (err) {
+    // status still shows what runs: an unreadable desired/ is reported, not fatal.
+    return invalid(0, `cannot read desired state ${dir}: ${(err as Error).message}; DESIRED shows ?`);
+  }
+}
+
+async function stateWrittenAt(stateDir: string): Promise<string | null> {
+  try {
+    return (await fs.stat(stateFilePath(stateDir))).mtime.toISOString();
+  } catch {
+    return null;
+  }
+}
+
+export async function controllerNow(stateDir: string): Promise<ControllerView> {
+  const state_written_at = await stateWrittenAt(stateDir);
+  const none = { holder: null, stale: false, remote: false, problem: null, state_written_at };
+  try {
+    const lock = await readLockStatus(stateDir);
+    switch (lock.kind) {
+      case "free":
+        return { ...none, running: false };
+      case "stale":
+        return { ...none, running: false, holder: lock.holder, stale: true };
+      case "held":
+        return { ...none, running: true, holder: lock.holder, remote: !lock.checked };
+      case "not-regular":
+        return { ...none, running: null, problem: `the state lock is ${lock.what}, not a lock file` };
+    }
+  } catch (err) {
+    return { ...none, running: null, problem: `cannot read the state lock: ${(err as Error).message}` };
+  }
+}
+
+/** The whole view; one engine's when `engine` is given. An unusable state file throws (StateFileError), as before. */
+export async function readStatus(config: Config, engine?: string): Promise<StatusView> {
+  const state = await readState(config.stateDir);
+  const [desired, controller] = await Promise.all([desiredNow(config.desiredDir), controllerNow(config.stateDir)]);
+  let live: { at: string; engines: Awaited<ReturnType<typeof probeEngines>> } | null = null;
+  // A running controller observes its engines (observed_at); a second observer would only race it.
+  if (controller.running !== true) {
+    const targets: ProbeTarget[] = [];
+    for (const r of Object.values(state.engines)) {
+      const handle = servingHandle(r);
+      if (handle && (!engine || r.engine === engine)) targets.push({ engine: r.engine, handle });
+    }
+    live = { at: new Date().toISOString(), engines: await probeEngines(config, targets) };
+  }
+  return statusView(state, { ...(engine ? { engine } : {}), desired, controller, live });
+}

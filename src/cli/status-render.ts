@@ -1,0 +1,101 @@
+// `narwhal status` for people: what is known about the whole state directory
+// (controller, desired/, the no-controller check) once above the table, then
+// one row per engine; `status ENGINE` adds its details.
+import type { ControllerView, DesiredNow, Live, StatusEngine, StatusView } from "./status-view.js";
+
+const short = (s: string | null | undefined, n = 12) => (s ? s.slice(0, n) : "-");
+
+/** "12s ago", "5m ago", "3h ago", "2d ago"; "-" when never. A time ahead of the clock (skew) reads as now. */
+export function age(iso: string | null | undefined, now: number): string {
+  if (!iso) return "-";
+  const at = Date.parse(iso);
+  if (!Number.isFinite(at)) return "-";
+  const s = Math.max(0, Math.floor((now - at) / 1000));
+  if (s < 120) return `${s}s ago`;
+  if (s < 120 * 60) return `${Math.floor(s / 60)}m ago`;
+  if (s < 48 * 3600) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+export function controllerLine(c: ControllerView): string {
+  if (c.running && c.holder) {
+    const h = c.holder;
+    return `controller: running, pid ${h.pid} on host ${h.host} since ${h.since}${c.remote ? " (another host: not checked from here)" : ""}`;
+  }
+  const written = c.state_written_at ? `state last written ${c.state_written_at}` : "no state written yet";
+  if (c.running === null) return `controller: unknown (${c.problem ?? "the state lock cannot be read"}; ${written})`;
+  if (c.stale && c.holder) return `controller: not running (stale lock of pid ${c.holder.pid} on host ${c.holder.host} since ${c.holder.since}; ${written})`;
+  return `controller: not running (${written})`;
+}
+
+/** DESIRED: the hash desired/ gives now; "?" when desired/ could not be loaded; "-" when the engine is not in it. */
+function desiredCell(e: StatusEngine, desired: DesiredNow | null): string {
+  if (!desired?.valid) return "?";
+  return short(e.desired_hash_now);
+}
+
+export function liveCell(live: Live | null): string {
+  if (!live) return "-";
+  return live.liveness === "alive" ? "alive" : `${live.liveness}: ${live.problem ?? "no reason given"}`;
+}
+
+/** The lines above the table: each fact about the whole state directory said once. */
+export function headerLines(view: StatusView): string[] {
+  const lines: string[] = [];
+  if (view.controller) lines.push(controllerLine(view.controller));
+  if (view.desired?.problem) lines.push(view.desired.problem);
+  // Nothing recorded runs: there was nothing to check, and the controller line already says who observes.
+  if (view.checked && view.checked.engines > 0) {
+    const checked = `checked ${view.checked.engines} engine${view.checked.engines === 1 ? "" : "s"} just now`;
+    lines.push(view.controller?.running === false ? `no controller is running; ${checked}` : checked);
+  }
+  return lines;
+}
+
+function table(view: StatusView, now: number): string[] {
+  // A view built without reading desired/ (the report after `reconcile --once`, which has just applied it) has no DESIRED column.
+  const withDesired = view.desired !== null;
+  const head = ["ENGINE", "PHASE", "LIVE", ...(withDesired ? ["DESIRED"] : []), "APPLIED", "RUNNING", "OBSERVED", "GROUP", "PID/CONTAINER", "ATTEMPTS", "LAST ERROR"];
+  const rows = [head];
+  for (const e of view.engines) {
+    const proc = e.pid !== null ? String(e.pid) : short(e.container_id);
+    rows.push([
+      e.engine,
+      e.phase,
+      liveCell(e.live),
+      ...(withDesired ? [desiredCell(e, view.desired)] : []),
+      short(e.applied_hash),
+      short(e.running_hash),
+      age(e.observed_at, now),
+      short(e.group_signature, 16),
+      proc + (e.retiring ? " (retiring)" : ""),
+      String(e.attempts),
+      e.last_error ? `${e.last_error.step ?? ""}: ${e.last_error.message}`.split("\n")[0]!.slice(0, 80) : "-",
+    ]);
+  }
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  "));
+}
+
+function details(e: StatusEngine, view: StatusView, now: number): string[] {
+  const lines = ["", `${e.engine}:`, `  run directory: ${e.run_dir ?? "-"}`, `  plan sha256:   ${e.plan_sha256 ?? "-"}`];
+  const desired = !view.desired ? [] : [`desired ${view.desired.valid ? (e.desired_hash_now ?? "- (not in desired/)") : "?"}`];
+  const hashes = [...desired, `applied ${e.applied_hash ?? "-"}`, `running ${e.running_hash ?? "-"}${e.retiring ? " (retiring)" : ""}`];
+  lines.push(
+    ...hashes.map((h, i) => `${i === 0 ? "  input hash:    " : "                 "}${h}`),
+    `  observed:      ${e.observed_at ? `${age(e.observed_at, now)} (${e.observed_at})` : "never by a controller"}`,
+  );
+  if (e.live) lines.push(`  checked now:   ${liveCell(e.live)}`);
+  for (const c of e.conditions) lines.push(`  ${c.type}=${c.status} (${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`);
+  if (e.layout) lines.push(`  cache layout: ${e.layout.num_gpu_blocks} blocks × ${e.layout.block_size} tokens, ${e.layout.gpu_kv_cache_tokens} tokens; matches group: ${e.layout_matches_group}`);
+  if (e.last_error) lines.push(`  last error: ${e.last_error.message}${e.last_error.fix ? `\n  fix: ${e.last_error.fix}` : ""}`);
+  lines.push("  history:");
+  for (const h of e.history.slice(-10)) lines.push(`    ${h.at} ${h.from} → ${h.to}${h.note ? ` (${h.note.split("\n")[0]})` : ""}`);
+  return lines;
+}
+
+export function renderStatusText(view: StatusView, detail: boolean, now = Date.now()): string {
+  const lines = [...headerLines(view), ...table(view, now)];
+  if (detail) for (const e of view.engines) lines.push(...details(e, view, now));
+  return lines.join("\n");
+}
