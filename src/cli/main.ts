@@ -16,6 +16,7 @@ import { engineCommand } from "./engine/command.js";
 import { appIdentity } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
 import type { ValidationIssue } from "../errors.js";
 
@@ -148,6 +149,26 @@ async function run(argv: string[]): Promise<number> {
           const { stopped } = await down(config, log);
           out(opts.format === "json" ? JSON.stringify({ stopped }) : stopped.length ? `stopped: ${stopped.join(", ")}` : "no engine was running");
           return EXIT.ok;
+        }),
+      ),
+    );
+
+  program
+    .command("plan")
+    .description("Show what reconcile would do, acting on nothing (exit 0 nothing to do, 2 changes pending, 1 error)")
+    .addOption(desiredOpt())
+    .addOption(stateOpt())
+    .addOption(formatOpt())
+    .option("--out <file>", "also save the plan (written 0600) for narwhal apply FILE")
+    .action(
+      act((opts) =>
+        withLogger(opts, async (config, log) => {
+          const result = await validateDesired(config.desiredDir);
+          if (!result.state) {
+            printInvalid(config.desiredDir, result.issues, String(opts.format));
+            return EXIT.invalid;
+          }
+          return planCommand(config, log, result.state, { format: String(opts.format), out: opts.out as string | undefined }, out, err);
         }),
       ),
     );
