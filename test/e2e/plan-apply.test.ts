@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { engineProcesses, runCli, status, teardown, waitFor } from "./cli.js";
+import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
 
 /** Everything `plan` could disturb, read the same way before and after. */
 async function snapshot(stateDir: string) {
@@ -110,6 +110,15 @@ describe("narwhal plan and apply", () => {
     expect(r.stderr).toMatch(/engine-1: desired input hash changed since the plan \([0-9a-f]{12}… → [0-9a-f]{12}…\)/);
     expect(r.stderr).toMatch(/narwhal plan again/i);
     expect(r.stderr).not.toMatch(/engine-2:/);
+    const json = await runCli(["apply", file, "--format", "json"]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stderr)).toMatchObject({
+      error: {
+        name: "StalePlanError",
+        input: file,
+        differences: [expect.stringMatching(/^engine-1: desired input hash changed/)],
+      },
+    });
     expect(await pidOf(fleet.stateDir)).toEqual(pids);
     expect((await fs.readdir(path.join(fleet.stateDir, "runs"), { recursive: true })).map(String).sort()).toEqual(runs);
     expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8")).toBe(stateBytes);
@@ -138,6 +147,28 @@ describe("narwhal plan and apply", () => {
     expect(replanned.stdout).toMatch(/^ {2}! engine-2\b.*restart-lost/m);
     const applied = await apply(fresh);
     expect(applied.code, applied.stderr).toBe(0);
+    expect(Object.keys(await pidOf(fleet.stateDir)).sort()).toEqual(["engine-1", "engine-2"]);
+  });
+
+  it("beside a running controller: plans what it would do next and names it; apply refuses the held lock", async () => {
+    const controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    try {
+      const lockFile = path.join(fleet.stateDir, "controller.lock");
+      await waitFor("the watch controller holds the lock", async () => {
+        const text = await fs.readFile(lockFile, "utf8").catch(() => "");
+        return text !== "" && (JSON.parse(text) as { pid: number }).pid === controller.pid;
+      });
+      const file = path.join(root, "beside.json");
+      const r = await plan("--out", file);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toContain(`a controller holds ${fleet.stateDir} (pid ${controller.pid} on `);
+      const applied = await apply(file);
+      expect(applied.code).toBe(1);
+      expect(applied.stderr).toContain(`held by another controller (pid ${controller.pid} `);
+    } finally {
+      controller.kill("SIGTERM");
+      await new Promise((resolve) => controller.once("exit", resolve));
+    }
     expect(Object.keys(await pidOf(fleet.stateDir)).sort()).toEqual(["engine-1", "engine-2"]);
   });
 
