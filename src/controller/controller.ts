@@ -235,8 +235,13 @@ export class Controller {
     }
     // Every actor not yet started (restored at startup) is started by its key, with or without actions.
     for (const name of this.actors.keys()) if (!this.execution.isStarted(name) && !byKey.has(name)) byKey.set(name, []);
+    // The latest plan wins: what an older plan asked for and no key has executed yet is dropped.
+    for (const key of this.pending.keys()) if (!byKey.has(key)) this.pending.delete(key);
     for (const [key, actions] of byKey) {
-      if (actions.every((a) => a.kind === "wait") && this.execution.isStarted(key)) continue;
+      if (actions.every((a) => a.kind === "wait") && this.execution.isStarted(key)) {
+        this.pending.delete(key);
+        continue;
+      }
       this.pending.set(key, actions);
       this.queue.add(key);
     }

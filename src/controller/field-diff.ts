@@ -28,6 +28,22 @@ export const GROUP_FIELDS: readonly string[] = [
   "model.path",
 ];
 
+/**
+ * Deployment variables that set a field outright (spec.ts), so a plan can say which line of
+ * deployment.env an edit came from. Fields a variable only adds to (NARWHAL_ENGINE_ARGS after a
+ * record's extra_args) or derives (URLs from node IPs) are named by the field alone.
+ */
+const VARIABLE_OF: Readonly<Record<string, string>> = {
+  "model.dir": "NARWHAL_MODEL_DIR",
+  "model.config_sha256": "NARWHAL_MODEL_CONFIG_SHA256",
+  "model.served_name": "NARWHAL_ENGINE_MODEL_NAME",
+  "model.revision": "NARWHAL_MODEL_REVISION",
+  "model.path": "NARWHAL_MODEL_PATH",
+  python: "NARWHAL_NATIVE_PYTHON",
+  api_key_sha256: "NARWHAL_ENGINE_API_KEY",
+  fabric_interface: "NARWHAL_FABRIC_INTERFACE",
+};
+
 /** The API key's digest is never printed: a plan is shown and saved. */
 const SECRET_FIELDS = new Set(["api_key_sha256"]);
 const HIDDEN = "(changed)";
@@ -44,6 +60,15 @@ function pathOf(segments: ReadonlyArray<string | number>): string {
   return p.startsWith(".") ? p.slice(1) : p;
 }
 
+/** Leaves are mostly primitives: compared directly; anything else (a shape change) by canonical JSON. */
+function same(a: unknown, b: unknown): boolean {
+  const x = a ?? null;
+  const y = b ?? null;
+  if (x === y) return true;
+  if (typeof x !== "object" || typeof y !== "object") return false;
+  return canonicalJson(x) === canonicalJson(y);
+}
+
 /**
  * Every changed leaf between `applied` and `desired`, in path order. A field present on one side
  * only is compared with null; arrays are compared index by index, so an appended argument is
@@ -51,21 +76,32 @@ function pathOf(segments: ReadonlyArray<string | number>): string {
  */
 export function fieldDiff(applied: Record<string, unknown>, desired: Record<string, unknown>): FieldChange[] {
   const out: FieldChange[] = [];
-  const walk = (a: unknown, b: unknown, segments: Array<string | number>): void => {
+  const segments: Array<string | number> = [];
+  const walk = (a: unknown, b: unknown): void => {
     if (isObject(a) && isObject(b)) {
-      for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) walk(a[k], b[k], [...segments, k]);
+      const keys = Object.keys(a);
+      for (const k of Object.keys(b)) if (!Object.hasOwn(a, k)) keys.push(k);
+      for (const k of keys.sort()) {
+        segments.push(k);
+        walk(a[k], b[k]);
+        segments.pop();
+      }
       return;
     }
     if (Array.isArray(a) && Array.isArray(b)) {
-      for (let i = 0; i < Math.max(a.length, b.length); i++) walk(a[i], b[i], [...segments, i]);
+      for (let i = 0; i < Math.max(a.length, b.length); i++) {
+        segments.push(i);
+        walk(a[i], b[i]);
+        segments.pop();
+      }
       return;
     }
-    if (canonicalJson(a ?? null) === canonicalJson(b ?? null)) return;
+    if (same(a, b)) return;
     const path = pathOf(segments);
     const secret = SECRET_FIELDS.has(String(segments[0]));
     out.push({ path, old: secret ? HIDDEN : (a ?? null), new: secret ? HIDDEN : (b ?? null), group: isGroupField(path) });
   };
-  walk(applied, desired, []);
+  walk(applied, desired);
   return out;
 }
 
@@ -86,7 +122,10 @@ export function summarizeChange(applied: Record<string, unknown> | null, desired
 export function describeFields(summary: ChangeSummary, max = 3): string {
   if (summary.fields === null) return "the applied inputs were not recorded, so the changed fields cannot be named (assumed to change the group signature)";
   if (summary.fields.length === 0) return "no recorded input field differs, only the input hash";
-  const shown = summary.fields.slice(0, max).map((f) => `${f.path} (${JSON.stringify(f.old)} → ${JSON.stringify(f.new)})`);
+  const shown = summary.fields.slice(0, max).map((f) => {
+    const variable = VARIABLE_OF[f.path];
+    return `${f.path}${variable ? ` (deployment.env ${variable})` : ""} (${JSON.stringify(f.old)} → ${JSON.stringify(f.new)})`;
+  });
   const more = summary.fields.length > max ? ` and ${summary.fields.length - max} more` : "";
   return `${shown.join(", ")}${more}${summary.group_changes ? "; changes the group signature" : ""}`;
 }

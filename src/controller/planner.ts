@@ -3,7 +3,7 @@
 // `narwhal plan`. One place decides; the controller only executes. No IO, no
 // clock: the same inputs always give the same plan.
 import type { Action, DesiredEngine, DesiredForPlan, Observed, ObservedEngine, OwnedObserved, Plan, PlanPolicy } from "./plan-types.js";
-import { describeFields, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
+import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
 import { decideRollout, type PendingChange } from "./rollout.js";
 import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
 
@@ -30,10 +30,16 @@ interface EngineDecision {
 
 /** Decisions for an engine in desired/ that has a record or an actor. */
 function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy): EngineDecision {
-  const wait = (why: string, until: "step" | "observation"): EngineDecision => ({ actions: [{ kind: "wait", engine: d.engine, why, until }], disrupts: false });
-  if (o.deferred?.remove) return wait(`desired again while its removal is held until the running step settles; it is removed, then created anew`, "step");
+  const change = (): PendingChange => ({ engine: d.engine, role: d.role, change: summarizeChange(o.applied_inputs, d.inputs) });
+  // A change that waits on a step or an observation is still pending: it is listed as a later rollout step.
+  const wait = (why: string, until: "step" | "observation", keepsChange = true): EngineDecision => ({
+    actions: [{ kind: "wait", engine: d.engine, why, until }],
+    disrupts: false,
+    ...(keepsChange && o.applied_hash !== d.input_hash ? { pending: { ...change(), held: true } } : {}),
+  });
+  if (o.deferred?.remove) return wait(`desired again while its removal is held until the running step settles; it is removed, then created anew`, "step", false);
   if (o.deferred) return wait(`a step that cannot be abandoned runs (${o.phase}); the desired input ${h8(o.deferred.desiredHash ?? d.input_hash)} is held and applied when it settles`, "step");
-  if (o.phase === "removing") return wait("desired again while its removal is under way; it is created anew once removed (no second stop)", "step");
+  if (o.phase === "removing") return wait("desired again while its removal is under way; it is created anew once removed (no second stop)", "step", false);
   if (o.liveness === "unknown") return wait(`cannot observe its engine now (${o.handle?.kind ?? "?"}): nothing is done on a guess`, "observation");
   const actions: Action[] = [];
   let disrupts = false;
@@ -44,9 +50,7 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
   if (o.retiring?.liveness === "gone") {
     actions.push({ kind: "forget-retiring", engine: d.engine, reason: `the engine kept serving its old inputs ${h8(o.retiring.hash)} during the replacement is gone; the replacement goes on without it` });
   }
-  if (o.applied_hash !== d.input_hash) {
-    return { actions, disrupts, pending: { engine: d.engine, role: d.role, change: summarizeChange(o.applied_inputs, d.inputs) } };
-  }
+  if (o.applied_hash !== d.input_hash) return { actions, disrupts, pending: change() };
   if (policy.startup && !o.has_actor && o.phase === "failed" && o.terminal) {
     actions.push({ kind: "retry", engine: d.engine, reason: "failed with no attempts left in an earlier controller run; this run gives it a fresh attempt budget" });
   }
@@ -71,11 +75,17 @@ function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
   const paired = desired.filter((d) => isPairedRole(d.role));
   if (!paired.some((d) => d.role === "prefill") || !paired.some((d) => d.role === "decode")) return [];
   const keys = new Map<string, Set<string>>();
-  for (const d of paired) keys.set(predictedGroupKey(d.inputs), (keys.get(predictedGroupKey(d.inputs)) ?? new Set()).add(d.role));
+  for (const d of paired) {
+    const key = predictedGroupKey(d.inputs);
+    keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
+  }
   if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
-  const names = (role: string) => paired.filter((d) => d.role === role).map((d) => d.engine).sort(compareNames).join(", ");
+  const ofRole = (role: string) => paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
+  const [p, d] = [ofRole("prefill"), ofRole("decode")];
+  const differ = fieldDiff(p[0]!.inputs, d[0]!.inputs).filter((f) => f.group).map((f) => f.path);
+  const names = (ds: DesiredEngine[]) => ds.map((x) => x.engine).join(", ");
   return [
-    `after this change no captured prefill and decode share a group signature: prefill ${names("prefill")} and decode ${names("decode")} differ in a group field (image, model, accelerator, tensor_parallel_size, gpu_visibility_env, runtime, transport); a router could pair none of them`,
+    `after this change no captured prefill and decode share a group signature: prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
   ];
 }
 
@@ -113,7 +123,7 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
   }
 
   const rollout = decideRollout(engines, observed, pending, desired.rollout, disrupted);
-  for (const p of pending) {
+  for (const p of pending.filter((x) => !x.held)) {
     const d = engines.find((e) => e.engine === p.engine)!;
     const o = observed.engines[p.engine]!;
     const wait = rollout.waits.get(p.engine);
@@ -137,7 +147,7 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     rollout: rollout.steps,
     halted: rollout.halted,
     serving: servingFleet(engines, observed, disrupted),
-    warnings: pairingWarnings(engines),
+    warnings: [...pairingWarnings(engines), ...rollout.warnings],
     changes: ordered.some((a) => a.kind !== "wait") || rollout.steps.length > 0,
   };
 }

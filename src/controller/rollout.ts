@@ -16,6 +16,8 @@ export interface PendingChange {
   engine: string;
   role: string;
   change: ChangeSummary;
+  /** Waiting on a step or an observation (the planner says why): listed as a later step, never released by the rollout. */
+  held?: boolean;
 }
 
 export interface RolloutDecision {
@@ -23,6 +25,8 @@ export interface RolloutDecision {
   waits: Map<string, { why: string; until: "rollout" | "halted" }>;
   steps: RolloutStep[];
   halted: Array<{ engine: string; why: string }>;
+  /** E.g. a unit released although no compatible pair can keep serving (the fleet has too few engines). */
+  warnings: string[];
 }
 
 /** max_unavailable of a role as a count: "N%" of the role's engines rounded down, at least 1. */
@@ -72,21 +76,28 @@ function unitsOf(pending: readonly PendingChange[], policy: RolloutPolicy): Arra
   return units;
 }
 
+/** Held changes (a running step, an unobservable engine) as one step each, after the rest. */
+function heldSteps(pending: readonly PendingChange[], status: "later" | "halted"): RolloutStep[] {
+  return pending.filter((p) => p.held).sort((a, b) => compareNames(a.engine, b.engine)).map((p) => ({ engines: [p.engine], incompatible: p.change.group_changes, status }));
+}
+
 export function decideRollout(desired: readonly DesiredEngine[], observed: Observed, pending: readonly PendingChange[], policy: RolloutPolicy, disrupted: ReadonlySet<string>): RolloutDecision {
-  const decision: RolloutDecision = { released: new Set(), waits: new Map(), steps: [], halted: [] };
+  const decision: RolloutDecision = { released: new Set(), waits: new Map(), steps: [], halted: [], warnings: [] };
   if (pending.length === 0) return decision;
+  const releasable = pending.filter((p) => !p.held);
   const serving = (d: DesiredEngine) => !disrupted.has(d.engine) && !decision.released.has(d.engine) && inService(observed.engines[d.engine]);
   const pendingNames = new Set(pending.map((p) => p.engine));
-  const units = unitsOf(pending, policy);
+  const units = unitsOf(releasable, policy);
 
   for (const d of desired) {
     const why = haltReason(d, observed.engines[d.engine]);
     if (why !== null) decision.halted.push({ engine: d.engine, why });
   }
   if (decision.halted.length) {
-    const why = `rollout halted: ${decision.halted.map((h) => h.why).join("; ")}; the engines not yet replaced keep their old inputs until the failure is fixed in desired/`;
-    for (const p of pending) decision.waits.set(p.engine, { why, until: "halted" });
-    decision.steps = units.map((u) => ({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: "halted" }));
+    const why = `rollout halted: ${decision.halted.map((h) => h.why).join("; ")}; the engines not yet replaced keep their old inputs until the failed engine is captured or desired/ changes`;
+    for (const p of releasable) decision.waits.set(p.engine, { why, until: "halted" });
+    decision.steps = units.map((u) => ({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: "halted" as const }));
+    decision.steps.push(...heldSteps(pending, "halted"));
     return decision;
   }
 
@@ -118,7 +129,10 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
     const takenNames = new Set(taken.map((p) => p.engine));
     const before = pairedGroups(candidates());
     const after = pairedGroups(candidates().filter((c) => !takenNames.has(c.engine)));
-    return before.length > 0 && after.length === 0 && returning().length > 0 ? "pair" : null;
+    if (before.length === 0 || after.length > 0) return null;
+    if (returning().length > 0) return "pair";
+    decision.warnings.push(`rollout: replacing ${[...takenNames].join(", ")} leaves no compatible prefill/decode pair serving until they are captured: the fleet has too few engines to keep one (two of each role keep a pair through a P/D-unit rollout)`);
+    return null;
   };
 
   const heldForPair: PendingChange[][] = [];
@@ -134,6 +148,6 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
     const why = `rollout: taking ${engines.map((p) => p.engine).join(", ")} out now would leave no compatible prefill/decode pair serving; waiting until ${back.join(", ")} ${back.length === 1 ? "is" : "are"} captured`;
     for (const p of engines) decision.waits.set(p.engine, { why, until: "rollout" });
   }
-  decision.steps = [...decision.steps.filter((s) => s.status === "now"), ...decision.steps.filter((s) => s.status !== "now")];
+  decision.steps = [...decision.steps.filter((s) => s.status === "now"), ...decision.steps.filter((s) => s.status !== "now"), ...heldSteps(pending, "later")];
   return decision;
 }

@@ -7,8 +7,8 @@
 // it, not a second mistake.
 
 import {
-  EngineNameSchema, FleetEngineSchema, FleetNodeSchema, HardwareSchema, IID_PATTERN, LaunchRecordSchema,
-  type EngineLaunchFile, type FleetEngine, type FleetFile, type FleetNode, type Hardware, type ParsedLaunchRecord,
+  EngineNameSchema, FleetEngineSchema, FleetNodeSchema, HardwareSchema, IID_PATTERN, LaunchRecordSchema, RolloutSchema,
+  type EngineLaunchFile, type FleetEngine, type FleetFile, type FleetNode, type Hardware, type ParsedLaunchRecord, type RolloutBlock,
 } from "./schemas.js";
 
 /**
@@ -21,6 +21,8 @@ export interface FleetForRules {
   nodes: ReadonlyArray<FleetNode | undefined>;
   /** Absent when hardware failed its schema; rules comparing against it are skipped. */
   hardware?: Hardware;
+  /** Absent when fleet.json has no rollout block or it failed its schema. */
+  rollout?: RolloutBlock;
 }
 
 /**
@@ -83,7 +85,8 @@ export function recordsForRules(
     if (engines.length === 0) fleetEnginesIncomplete = true;
     if (nodes.length === 0) nodesIncomplete = true;
     const hardware = HardwareSchema.safeParse(fleetDoc["hardware"]);
-    fleet = { engines, nodes, ...(hardware.success ? { hardware: hardware.data } : {}) };
+    const rollout = fleetDoc["rollout"] === undefined ? undefined : RolloutSchema.safeParse(fleetDoc["rollout"]);
+    fleet = { engines, nodes, ...(hardware.success ? { hardware: hardware.data } : {}), ...(rollout?.success ? { rollout: rollout.data } : {}) };
   }
 
   let launch: EngineLaunchFile | undefined = launchParsed;

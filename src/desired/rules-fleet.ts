@@ -7,6 +7,7 @@ import { FLEET_FILE, LAUNCH_FILE, recPath, type FullContext } from "./rules-reco
 import { ENV_FILE } from "./rules-variables.js";
 import { jsonPath } from "./schemas.js";
 import { nodeVar, parseEndpoint } from "./urls.js";
+import { closestName } from "./did-you-mean.js";
 
 /** The context of a rule about fleet.json alone: it runs even when engine-launch.json cannot be read. */
 export type FleetContext = Omit<FullContext, "launch">;
@@ -18,6 +19,20 @@ const fleetAt = (rule: string, segments: PropertyKey[], message: string): Valida
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || host.startsWith("127.");
 
 export const fleetRules: FleetRule[] = [
+  {
+    // A max_unavailable for a role no engine has would silently leave the real role at the default.
+    name: "rollout-roles",
+    needs: "fleet",
+    check: ({ fleet, failures }) => {
+      if (!fleet.rollout || failures.fleetEnginesIncomplete) return [];
+      const roles = [...new Set(fleet.engines.flatMap((e) => (e ? [e.role] : [])))];
+      return Object.keys(fleet.rollout.max_unavailable).filter((r) => !roles.includes(r)).map((r) => {
+        const guess = closestName(r, roles);
+        return fleetAt("rollout-roles", ["rollout", "max_unavailable", r],
+          `no engine has role "${r}"${guess ? `; did you mean "${guess}"?` : ""} (roles in this fleet: ${roles.join(", ")}); name a role of the engines or remove the entry`);
+      });
+    },
+  },
   {
     name: "fleet-launch-pairing",
     needs: "both",

@@ -65,7 +65,8 @@ export const HardwareSchema = z
 /** A count of engines (at least 1) or a share of a role's engines, "N%" (rounded down, at least 1). */
 const unavailable = z
   .union([
-    positiveInt,
+    z.number().int("must be a whole number of engines")
+      .min(1, "must be at least 1: with none allowed out of service, no serving engine could ever be replaced"),
     z.string().regex(/^(100|[1-9][0-9]?)%$/, 'must be a count such as 1 or a percentage "1%" to "100%"'),
   ], { error: 'must be a count of engines (1, 2, ...) or a percentage such as "25%"' })
   .describe('Engines of a role a rollout may have out of service at once: a count, or "N%" of the role (rounded down, at least 1)');

@@ -50,7 +50,13 @@ export const argsEdit = (s: EngineSpec, tag = "x"): EngineSpec => edit(s, (x) =>
 export const incompatibleEdit = (s: EngineSpec, revision = "r2"): EngineSpec => edit(s, (x) => ({ ...x, model: { ...x.model, revision } }));
 
 /** The group signature an inspection would compute for these inputs (a stand-in with the same equivalence). */
-export const signatureOf = (d: DesiredEngine): string => sha256Hex(predictedGroupKey(d.inputs)).slice(0, 16);
+export function signatureOf(d: DesiredEngine): string {
+  let sig = signatures.get(d.input_hash);
+  if (sig === undefined) signatures.set(d.input_hash, (sig = sha256Hex(predictedGroupKey(d.inputs)).slice(0, 16)));
+  return sig;
+}
+/** Memo for signatureOf: the property tests ask for the same inputs' signature thousands of times. */
+const signatures = new Map<string, string>();
 
 export function handleOf(engine: string, token = `tok-${engine}`): EngineHandle {
   return { kind: "native", pid: 1000 + Number(engine.replace(/\D/g, "") || 0), pgid: 1000, boot_id: "boot", start_ticks: 1, launch_token: token };

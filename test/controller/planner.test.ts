@@ -86,7 +86,9 @@ describe("plan: per-engine actions and reasons", () => {
     const e1 = desiredOf(compatibleEdit(s1));
     const p = plan(desiredFor([e1, d2]), observedOf([captured(d1, { liveness: "unknown" }), captured(d2)]), RUNNING);
     expect(p.actions).toEqual([{ kind: "wait", engine: "engine-1", why: expect.stringMatching(/cannot observe.*guess/), until: "observation" }]);
-    expect(p.changes).toBe(false);
+    // The change is still pending (`narwhal plan` exits 2): a later rollout step.
+    expect(p.rollout).toEqual([{ engines: ["engine-1"], incompatible: false, status: "later" }]);
+    expect(p.changes).toBe(true);
   });
 
   it("forgets a retiring engine found gone; the replacement goes on", () => {
@@ -143,6 +145,7 @@ describe("plan: per-engine actions and reasons", () => {
     const e1 = desiredOf(compatibleEdit(s1));
     const p = plan(desiredFor([e1, d2]), observedOf([captured(d1, { phase: "checked", deferred: { desiredHash: e1.input_hash } }), captured(d2)]), RUNNING);
     expect(p.actions).toEqual([{ kind: "wait", engine: "engine-1", why: expect.stringMatching(/cannot be abandoned runs \(checked\)/), until: "step" }]);
+    expect(p.rollout).toEqual([{ engines: ["engine-1"], incompatible: false, status: "later" }]);
   });
 });
 
@@ -158,7 +161,7 @@ describe("plan: replace", () => {
       {
         kind: "replace", engine: "engine-2", role: "decode", from_hash: d2.input_hash, to_hash: e2.input_hash, group_changes: false,
         fields: [{ path: "model.served_name", old: "tiny", new: "tiny-a", group: false }],
-        reason: `inputs changed from ${d2.input_hash.slice(0, 8)} to ${e2.input_hash.slice(0, 8)}: model.served_name ("tiny" → "tiny-a")`,
+        reason: `inputs changed from ${d2.input_hash.slice(0, 8)} to ${e2.input_hash.slice(0, 8)}: model.served_name (deployment.env NARWHAL_ENGINE_MODEL_NAME) ("tiny" → "tiny-a")`,
       },
     ]);
     expect(p.rollout).toEqual([{ engines: ["engine-2"], incompatible: false, status: "now" }]);

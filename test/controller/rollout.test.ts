@@ -6,7 +6,7 @@ import { plan } from "../../src/controller/planner.js";
 import { maxUnavailable } from "../../src/controller/rollout.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import type { Action, ObservedEngine, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
-import { captured, compatibleEdit, desiredFor, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, RUNNING } from "./plan-fixtures.js";
+import { captured, compatibleEdit, desiredFor, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, RUNNING, specOf } from "./plan-fixtures.js";
 
 const replaced = (p: Plan) => p.actions.filter((a) => a.kind === "replace").map((a) => a.engine);
 const waitOf = (p: Plan, engine: string) => p.actions.find((a): a is Extract<Action, { kind: "wait" }> => a.kind === "wait" && a.engine === engine);
@@ -62,6 +62,13 @@ describe("compatible changes roll engine by engine within max_unavailable", () =
     const o = observedOf([captured(old[0]!), captured(old[1]!), captured(old[2]!), captured(old[3]!, { phase: "probed" })]);
     const p = plan(desiredFor([next[0]!, next[1]!, next[2]!, old[3]!]), o, RUNNING);
     expect(waitOf(p, "engine-3")?.why).toBe("rollout: 1 of 1 decode engines allowed out of service is engine-4, probed");
+  });
+
+  it("counts a decode engine being created as out of service: the rollout waits for it to come up", () => {
+    const added = desiredOf(specOf(5, "decode"));
+    const p = plan(desiredFor([old[0]!, old[1]!, next[2]!, old[3]!, added]), observedOf(old.map((d) => captured(d))), RUNNING);
+    expect(p.actions.map((a) => a.kind)).toEqual(["create", "wait"]);
+    expect(waitOf(p, "engine-3")?.why).toBe("rollout: 1 of 1 decode engines allowed out of service is engine-5, not started yet");
   });
 
   it("releases an engine that serves nothing anyway at once (it costs no availability)", () => {
@@ -189,11 +196,17 @@ describe("warnings", () => {
     const specs = fleetSpecs(1, 1);
     const ds = [desiredOf(incompatibleEdit(specs[0]!)), desiredOf(specs[1]!)];
     const p = plan(desiredFor(ds), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING);
-    expect(p.warnings).toEqual([expect.stringMatching(/^after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ/)]);
+    expect(p.warnings).toContainEqual("after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ in model.revision; a router could pair none of them");
   });
 
-  it("is silent when a pair is predicted", () => {
+  it("warns when a unit is released although no compatible pair can keep serving (1P+1D)", () => {
     const specs = fleetSpecs(1, 1);
+    const p = plan(desiredFor(specs.map((s) => desiredOf(incompatibleEdit(s)))), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING);
+    expect(p.warnings).toEqual([expect.stringMatching(/^rollout: replacing engine-1, engine-2 leaves no compatible prefill\/decode pair serving until they are captured: the fleet has too few engines/)]);
+  });
+
+  it("is silent when a pair is predicted and kept", () => {
+    const specs = fleetSpecs(2, 2);
     expect(plan(desiredFor(specs.map((s) => desiredOf(incompatibleEdit(s)))), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING).warnings).toEqual([]);
   });
 });

@@ -244,6 +244,12 @@ export const CORPUS: CorpusCase[] = [
 
   { name: "no engines at all", category: "empty", edit: (t) => { t.launch["engines"] = {}; }, expect: [{ file: L, path: "$.engines", message: /list at least one engine/ }] },
   { name: "no nodes", category: "empty", edit: (t) => { t.fleet["nodes"] = []; }, expect: [{ file: F, path: "$.nodes", message: /list at least one node/ }] },
+
+  // ── rollout block (fleet.json) ────────────────────────────────────────────
+  { name: "rollout max_unavailable 0", category: "rollout", edit: (t) => { t.fleet["rollout"] = { max_unavailable: { decode: 0 } }; }, expect: { file: F, path: "$.rollout.max_unavailable.decode", message: /must be at least 1: with none allowed out of service/ } },
+  { name: "rollout percentage over 100", category: "rollout", edit: (t) => { t.fleet["rollout"] = { default_max_unavailable: "150%" }; }, expect: { file: F, path: "$.rollout.default_max_unavailable", message: /percentage "1%" to "100%"/ } },
+  { name: "rollout rule misspelt", category: "rollout", edit: (t) => { t.fleet["rollout"] = { incompatible: "pd_unit" }; }, expect: { file: F, path: "$.rollout.incompatible", message: /"pd_units"\|"recreate"/ } },
+  { name: "rollout role no engine has", category: "rollout", edit: (t) => { t.fleet["rollout"] = { max_unavailable: { decoder: 1 } }; }, expect: { file: F, path: "$.rollout.max_unavailable.decoder", message: /no engine has role "decoder"; did you mean "decode"\?/ } },
   ...SEVERAL_MISTAKES,
 ];
 

@@ -6,6 +6,7 @@ import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadDesired, validateDesired } from "../../src/desired/load.js";
 import { DesiredStateError } from "../../src/errors.js";
+import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import { fleetEngine, issuesOf, rec, runtime, validTree, writeTree, type Obj } from "./fixtures.js";
 
 const repo = resolve(import.meta.dirname, "../..");
@@ -153,5 +154,39 @@ describe("loaded state", () => {
     const result = await validateDesired(join(repo, "examples", name));
     expect(result.issues).toEqual([]);
     expect(result.state?.specs.length).toBeGreaterThan(0);
+  });
+});
+
+describe("fleet.json rollout block", () => {
+  it("is optional: without it the documented defaults apply (1 per role, P/D units)", async () => {
+    const state = await loadDesired(await writeTree(validTree()));
+    expect(state.rollout).toEqual({ max_unavailable: {}, default_max_unavailable: 1, incompatible: "pd_units" });
+    expect(state.rollout).toEqual(DEFAULT_ROLLOUT);
+  });
+
+  it("takes counts and percentages per role", async () => {
+    const tree = validTree();
+    tree.fleet["rollout"] = { max_unavailable: { prefill: 1, decode: "25%" }, default_max_unavailable: 2, incompatible: "recreate" };
+    const state = await loadDesired(await writeTree(tree));
+    expect(state.rollout).toEqual({ max_unavailable: { prefill: 1, decode: "25%" }, default_max_unavailable: 2, incompatible: "recreate" });
+  });
+
+  it.each([
+    [{ max_unavailable: { decode: "0%" } }, "$.rollout.max_unavailable.decode", /must be a count such as 1 or a percentage "1%" to "100%"/],
+    [{ max_unavailable: { decode: 0 } }, "$.rollout.max_unavailable.decode", /^must be at least 1: with none allowed out of service/],
+    [{ default_max_unavailable: "150%" }, "$.rollout.default_max_unavailable", /"1%" to "100%"/],
+    [{ incompatible: "rolling" }, "$.rollout.incompatible", /"pd_units"\|"recreate"/],
+    [{ max_unavailble: {} }, "$.rollout.max_unavailble", /unknown field/],
+  ])("rejects %j at its path", async (block, path, message) => {
+    const issues = await issuesOf((t) => { t.fleet["rollout"] = block; });
+    expect(issues).toContainEqual(expect.objectContaining({ file: "fleet.json", path, rule: "schema", message: expect.stringMatching(message) }));
+  });
+
+  it("rejects a max_unavailable for a role no engine has, suggesting the close one", async () => {
+    const issues = await issuesOf((t) => { t.fleet["rollout"] = { max_unavailable: { decoe: 2 } }; });
+    expect(issues).toEqual([{
+      file: "fleet.json", path: "$.rollout.max_unavailable.decoe", rule: "rollout-roles",
+      message: 'no engine has role "decoe"; did you mean "decode"? (roles in this fleet: prefill, decode); name a role of the engines or remove the entry',
+    }]);
   });
 });

@@ -240,6 +240,8 @@ describe("rules", () => {
       "engine-args-env", "gguf-model", "rocm-dri-per-gpu", "shared-device", "shared-device-consistent",
       // Tested in test/desired-corpus (newline-in-value trees).
       "single-line-values",
+      // Tested in test/desired/load.test.ts ("fleet.json rollout block").
+      "rollout-roles",
     ].sort());
   });
 });
