@@ -115,6 +115,27 @@ export class DesiredStateError extends NarwhalError {
   }
 }
 
+/** `narwhal apply` of a saved plan that no longer describes the world: one line per difference. */
+export class StalePlanError extends NarwhalError {
+  constructor(
+    file: string,
+    readonly differences: string[],
+  ) {
+    super(`the saved plan is stale: ${differences.length} thing${differences.length === 1 ? "" : "s"} changed since it was made; nothing was started or stopped`, {
+      step: "validate",
+      input: file,
+      fix: "Run narwhal plan again, review it, and apply the new plan.",
+      retryable: false,
+    });
+  }
+  override describe(): string {
+    return [super.describe(), ...this.differences.map((d) => `  ${d}`)].join("\n");
+  }
+  override toJSON(): Record<string, unknown> {
+    return { ...super.toJSON(), differences: this.differences };
+  }
+}
+
 /** A step of the engine procedure failed. */
 export class PhaseError extends NarwhalError {
   constructor(engine: string, step: Step, message: string, details: Omit<ErrorDetails, "engine" | "step"> = {}) {

@@ -1,7 +1,11 @@
 // The one place errors become exit codes (DESIGN.md "Interfaces that must stay stable").
 import { ioFailure, NarwhalError } from "../errors.js";
 
-export const EXIT = { ok: 0, invalid: 1, notConverged: 2 } as const;
+/**
+ * 0 done (converged, or nothing to do); 1 invalid input, refused or internal error; 2 not converged
+ * (`reconcile --once`, `apply`) or changes pending (`plan`, as `terraform plan -detailed-exitcode`).
+ */
+export const EXIT = { ok: 0, invalid: 1, notConverged: 2, changes: 2 } as const;
 
 /**
  * Print an error for an operator and choose the exit code: invalid input, internal errors and

@@ -16,6 +16,9 @@ import { engineCommand } from "./engine/command.js";
 import { appIdentity } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import { planCommand } from "./plan.js";
+import { applyCommand, readPlanForApply } from "./apply.js";
+import type { ValidationIssue } from "../errors.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -37,6 +40,16 @@ async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger)
 const desiredOpt = () => new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
 const stateOpt = () => new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state");
 const formatOpt = () => new Option("--format <format>", "output format").choices(["text", "json"]).default("text");
+
+/** An invalid desired state, as `validate` prints it: every issue with its file and JSON path. */
+function printInvalid(dir: string, issues: ValidationIssue[], format: string): void {
+  if (format === "json") {
+    out(JSON.stringify({ valid: false, issues, engines: [] }, null, 2));
+    return;
+  }
+  err(`desired state in ${dir} is invalid (${issues.length} errors):`);
+  for (const i of issues) err(`  ${i.file} ${i.path}: ${i.message} [${i.rule}]`);
+}
 
 async function run(argv: string[]): Promise<number> {
   let code: number = EXIT.ok;
@@ -70,8 +83,7 @@ async function run(argv: string[]): Promise<number> {
           out(`desired state in ${config.desiredDir} is valid: ${result.state.specs.length} engines`);
           for (const s of result.state.specs) out(`  ${s.name} (${s.role}, ${s.backend}) ${s.url} input ${s.input_hash.slice(0, 12)}`);
         } else {
-          err(`desired state in ${config.desiredDir} is invalid (${result.issues.length} errors):`);
-          for (const i of result.issues) err(`  ${i.file} ${i.path}: ${i.message} [${i.rule}]`);
+          printInvalid(config.desiredDir, result.issues, String(opts.format));
         }
         return result.state ? EXIT.ok : EXIT.invalid;
       }),
@@ -139,6 +151,42 @@ async function run(argv: string[]): Promise<number> {
           return EXIT.ok;
         }),
       ),
+    );
+
+  program
+    .command("plan")
+    .description("Show what reconcile would do, acting on nothing (exit 0 nothing to do, 2 changes pending, 1 error)")
+    .addOption(desiredOpt())
+    .addOption(stateOpt())
+    .addOption(formatOpt())
+    .option("--out <file>", "also save the plan (written 0600) for narwhal apply FILE")
+    .action(
+      act((opts) =>
+        withLogger(opts, async (config, log) => {
+          const result = await validateDesired(config.desiredDir);
+          if (!result.state) {
+            printInvalid(config.desiredDir, result.issues, String(opts.format));
+            return EXIT.invalid;
+          }
+          return planCommand(config, log, result.state, { format: String(opts.format), out: opts.out as string | undefined }, out, err);
+        }),
+      ),
+    );
+
+  program
+    .command("apply")
+    .description("Execute exactly a saved plan, or refuse (exit 1) when desired or observed state moved since; then as reconcile --once (exit 0 converged, 2 not)")
+    .argument("<file>", "a plan written by narwhal plan --out FILE")
+    .addOption(new Option("--desired <dir>", "desired-state directory").default(undefined, "the plan's desired_dir"))
+    .addOption(new Option("--state <dir>", "state directory").default(undefined, "the plan's state_dir"))
+    .addOption(formatOpt())
+    .action(
+      act(async (opts, file) => {
+        // The plan file names the directories it was computed from; an explicit option wins.
+        const { file: planFile, saved } = await readPlanForApply(String(file));
+        const dirs = { ...opts, desired: opts.desired ?? saved.desired_dir, state: opts.state ?? saved.state_dir };
+        return withLogger(dirs, (config, log) => applyCommand(config, log, planFile, saved, String(opts.format), out));
+      }),
     );
 
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
