@@ -13,6 +13,7 @@ import { staleness } from "../controller/plan-file-staleness.js";
 import { desiredForPlan } from "../controller/desired-for-plan.js";
 import { controllerFor } from "./runtime.js";
 import { convergeOnce } from "./reconcile.js";
+import type { Observed, Plan } from "../controller/plan-types.js";
 
 /** The plan file first: its directories are the defaults for --desired and --state. */
 export async function readPlanForApply(file: string): Promise<{ file: string; saved: SavedPlan }> {
@@ -51,5 +52,7 @@ export async function applyCommand(
     throw new StalePlanError(file, differences);
   }
   log.info(`saved plan ${file} still matches desired and observed state: applying it`);
-  return convergeOnce(controller, config, desired, format, write);
+  // The plan the controller executes is checked once more as it is computed: a change in between refuses it too.
+  const check = (observed: Observed, plan: Plan) => staleness(saved, desiredForPlan(desired), observed, plan);
+  return convergeOnce(controller, config, desired, format, write, { file, check });
 }

@@ -1,10 +1,10 @@
 // `narwhal reconcile [--once]`: converge and exit (CI), or keep converging on
 // every desired change and on drift until SIGINT/SIGTERM (engines keep running).
 import { loadDesired } from "../desired/load.js";
-import { DesiredStateError } from "../errors.js";
+import { DesiredStateError, StalePlanError } from "../errors.js";
 import { readState } from "../state/store.js";
 import { watchDesired } from "../controller/watch.js";
-import type { Controller } from "../controller/controller.js";
+import type { Controller, PlanGuard } from "../controller/controller.js";
 import type { DesiredState } from "../desired/types.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -24,15 +24,24 @@ function onShutdown(): { signal: AbortSignal; dispose(): void } {
  * Converge an open controller on `desired`, print the status, and say whether every desired engine
  * is captured (exit 0) or not (2). Shared by `reconcile --once` and `apply` of a saved plan.
  */
-export async function convergeOnce(controller: Controller, config: Config, desired: DesiredState, format: string, write: (s: string) => void): Promise<number> {
+export async function convergeOnce(
+  controller: Controller,
+  config: Config,
+  desired: DesiredState,
+  format: string,
+  write: (s: string) => void,
+  guard?: { file: string; check: PlanGuard },
+): Promise<number> {
   const shutdown = onShutdown();
   try {
-    controller.apply(desired);
+    controller.apply(desired, guard?.check);
     await controller.waitSettled(shutdown.signal);
   } finally {
     shutdown.dispose();
     await controller.close();
   }
+  // The world moved between the check under the lock and the first plan: nothing was executed.
+  if (guard && controller.refused) throw new StalePlanError(guard.file, controller.refused);
   const state = await readState(config.stateDir);
   const view = statusView(state);
   write(format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, false));

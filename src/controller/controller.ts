@@ -28,6 +28,9 @@ import { retryPolicy, type ControllerOptions } from "./controller-options.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
+/** Differences that refuse a plan before it is executed (empty: execute it). */
+export type PlanGuard = (observed: Observed, plan: Plan) => string[];
+
 /** The queue key of the fleet's observe-and-plan; engine keys are engine names. */
 const FLEET = "~fleet";
 
@@ -53,6 +56,9 @@ export class Controller {
   private readonly fleetRuns = new Generations();
   private readonly liveness = new Map<string, Liveness>();
   private readonly strikes = new Map<string, number>();
+  private guard: PlanGuard | null = null;
+  /** Why a guarded plan was not executed (null: it was, or there was no guard). */
+  refused: string[] | null = null;
   /** Actions the last plan gave each queue key, waiting for that key's turn (the latest plan wins). */
   private readonly pending = new Map<string, Action[]>();
 
@@ -140,9 +146,14 @@ export class Controller {
     }
   }
 
-  /** A new (valid) desired state: plan against it (queued; waitSettled or waitIdle say when it took effect). */
-  apply(desired: DesiredState): void {
+  /**
+   * A new (valid) desired state: plan against it (queued; waitSettled or waitIdle say when it took
+   * effect). With a guard, the next plan is executed only if the guard finds no difference (apply
+   * of a saved plan); otherwise nothing is executed and `refused` says why.
+   */
+  apply(desired: DesiredState, guard?: PlanGuard): void {
     this.desired = desired;
+    this.guard = guard ?? null;
     this.opts.log.addSecrets(desired.secrets);
     for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);
     this.queue.add(FLEET);
@@ -211,6 +222,14 @@ export class Controller {
     const observed = await this.observeNow(full, desired.secrets);
     if (signal.aborted) return;
     const plan = planFleet(desiredForPlan(desired), observed, { rollout: desired.rollout, startup: this.startup });
+    const guard = this.guard;
+    this.guard = null;
+    const refused = guard?.(observed, plan) ?? [];
+    if (refused.length > 0) {
+      this.refused = refused;
+      this.notify();
+      return;
+    }
     this.lastObserved = observed;
     this.lastPlan = plan;
     if (markObserved(this.store, observed, plan, full)) {
@@ -259,6 +278,7 @@ export class Controller {
 
   /** Nothing queued or running, every actor settled, and no rollout step still to run. */
   settled(): boolean {
+    if (this.refused) return true;
     if (this.queue.depth > 0 || this.queue.running > 0 || this.pending.size > 0 || this.lastPlan === null) return false;
     if (this.lastPlan.rollout.some((s) => s.status !== "halted")) return false;
     for (const actor of this.actors.values()) {
