@@ -1,7 +1,11 @@
 // What a Controller is built from: its configuration, its IO (backends), and
-// the hooks tests and tools observe it by. And the engines' retry policy,
-// which is this controller's configuration, never an engine's history.
-import type { RetryPolicy } from "../../machines/engine.js";
+// the hooks tests and tools observe it by; the engines' retry policy, which is
+// this controller's configuration, never an engine's history; and the engine
+// machine provided with the real phases.
+import { engineMachine, type RetryPolicy } from "../../machines/engine.js";
+import { phaseActors } from "./phase-actors.js";
+import { SharedStarts } from "./shared-starts.js";
+import type { EngineActor } from "./engine-actors.js";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
 import type { Config } from "../config.js";
@@ -39,4 +43,38 @@ export function retryPolicy(config: Config, mode: ControllerOptions["mode"] = "w
   const { baseMs, capMs, maxAttempts, onceOutwaitMs } = config.retry;
   // Outwaited causes are re-checked at most a resync period apart: as often as drift is.
   return { baseMs, capMs, maxAttempts, outwaitCapMs: config.watch.resyncMs, outwaitForMs: mode === "once" ? onceOutwaitMs : null };
+}
+
+/** What the phase actors need from the controller that runs them. */
+export interface MachineAccess {
+  /** The spec each engine's actor was last given. */
+  applied: ReadonlyMap<string, EngineSpec>;
+  actors: ReadonlyMap<string, EngineActor>;
+  persisted(): Promise<void>;
+  servingSettled(): Promise<void>;
+  secrets(): string[];
+}
+
+/** The engine machine with its IO: the real phases, reaching the controller only through `access`. */
+export function providedMachine(opts: ControllerOptions, access: MachineAccess) {
+  return engineMachine.provide({
+    actors: phaseActors({
+      stateDir: opts.config.stateDir,
+      app: opts.app,
+      scriptPath: opts.scriptPath,
+      stopGraceMs: opts.config.stopGraceMs,
+      log: opts.log,
+      spec: (engine) => access.applied.get(engine),
+      backend: (kind) => opts.backends[kind],
+      persisted: () => access.persisted(),
+      servingSettled: () => access.servingSettled(),
+      secrets: () => access.secrets(),
+      sharedStarts: new SharedStarts({
+        specs: () => [...access.applied.values()],
+        running: (engine) => access.actors.get(engine)?.getSnapshot().context.handle != null,
+        log: opts.log,
+        waitMs: opts.config.sharedStartWaitMs,
+      }),
+    }),
+  });
 }

@@ -6,13 +6,11 @@
 // only request the fleet key, so they coalesce: nothing piles up behind a hung
 // daemon, nothing is decided inside an await of another decision.
 import { isSettled, type RetryPolicy } from "../../machines/engine.js";
-import { engineMachine } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
-import { StateStore } from "../state/store.js";
-import { acquireStateLock, type StateLock } from "../state/lock.js";
+import type { StateStore } from "../state/store.js";
+import type { StateLock } from "../state/lock.js";
+import { openState } from "./open-state.js";
 import { describeFailure, ioFailure } from "../errors.js";
-import { phaseActors } from "./phase-actors.js";
-import { SharedStarts } from "./shared-starts.js";
 import { World, type Owned } from "./world.js";
 import { EngineActors, type EngineActor } from "./engine-actors.js";
 import { observe } from "./observe.js";
@@ -23,8 +21,9 @@ import { Execution } from "./execute.js";
 import { WorkQueue } from "./work-queue.js";
 import { ServingWriter } from "./serving-writer.js";
 import { Generations } from "./generations.js";
+import { SettleWaiters } from "./settle-waiters.js";
 import type { Action, Liveness, Observed, Plan } from "./plan-types.js";
-import { retryPolicy, type ControllerOptions } from "./controller-options.js";
+import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
@@ -41,7 +40,11 @@ export class Controller {
   /** The spec each actor was last given: its steps run from it, whatever desired/ says meanwhile (a held rollout). */
   readonly applied = new Map<string, EngineSpec>();
   private desired: DesiredState | null = null;
-  private readonly settleWaiters = new Set<() => void>();
+  // Settled either way: a state write that fails is logged where it failed and thrown by close().
+  private readonly settling = new SettleWaiters(
+    () => this.settled(),
+    () => this.store.flush(),
+  );
   private readonly world: World;
   private readonly retry: RetryPolicy;
   private readonly queue: WorkQueue;
@@ -66,25 +69,12 @@ export class Controller {
     this.retry = retryPolicy(opts.config, opts.mode);
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
-    const machine = engineMachine.provide({
-      actors: phaseActors({
-        stateDir: opts.config.stateDir,
-        app: opts.app,
-        scriptPath: opts.scriptPath,
-        stopGraceMs: opts.config.stopGraceMs,
-        log: opts.log,
-        spec: (engine) => this.applied.get(engine),
-        backend: (kind) => opts.backends[kind],
-        persisted: () => this.store.flush(),
-        servingSettled: () => this.fleetPlannedAfterNow(),
-        secrets: () => this.desired?.secrets ?? [],
-        sharedStarts: new SharedStarts({
-          specs: () => [...this.applied.values()],
-          running: (engine) => this.actors.get(engine)?.getSnapshot().context.handle != null,
-          log: opts.log,
-          waitMs: opts.config.sharedStartWaitMs,
-        }),
-      }),
+    const machine = providedMachine(opts, {
+      applied: this.applied,
+      actors: this.actors,
+      persisted: () => this.store.flush(),
+      servingSettled: () => this.fleetPlannedAfterNow(),
+      secrets: () => this.desired?.secrets ?? [],
     });
     this.execution = new Execution({
       controller: this,
@@ -109,22 +99,9 @@ export class Controller {
   }
 
   async open(): Promise<void> {
-    try {
-      this.lock = await acquireStateLock(this.opts.config.stateDir);
-    } catch (err) {
-      throw ioFailure(err, { step: "state" });
-    }
-    try {
-      // Only the lock holder writes narwhal.log: a refused second command never touches it.
-      this.opts.log.recordTo(this.opts.config.stateDir);
-      this.store = await StateStore.open(this.opts.config.stateDir, this.opts.failpoint);
-      await this.serving.load();
-    } catch (err) {
-      await this.lock.release();
-      throw ioFailure(err, { step: "state" });
-    }
-    if (this.store.movedAside) this.opts.log.warn(`${this.store.asideReason}; moved aside to ${this.store.movedAside} and rebuilding from what is observed`);
-    if (this.store.sweptTemps.length) this.opts.log.info(`removed ${this.store.sweptTemps.length} temp file(s) a killed controller left in ${this.opts.config.stateDir}`);
+    ({ lock: this.lock, store: this.store } = await openState(this.opts.config.stateDir, this.opts.log, this.opts.failpoint));
+    // Never throws: an unreadable serving-fleet.json is rewritten from the first plan.
+    await this.serving.load();
   }
 
   /**
@@ -273,7 +250,7 @@ export class Controller {
   }
 
   private notify(): void {
-    for (const w of this.settleWaiters) w();
+    this.settling.notify();
   }
 
   /** Nothing queued or running, every actor settled, and no rollout step still to run. */
@@ -296,17 +273,6 @@ export class Controller {
 
   /** Resolves when every actor is captured, removed or terminally failed and no rollout step is left. */
   waitSettled(signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const check = () => {
-        if (this.settled() || signal?.aborted) {
-          this.settleWaiters.delete(check);
-          // Settled either way: a write that fails is logged where it failed and thrown by close().
-          void this.store.flush().then(resolve, resolve);
-        }
-      };
-      this.settleWaiters.add(check);
-      signal?.addEventListener("abort", check, { once: true });
-      check();
-    });
+    return this.settling.wait(signal);
   }
 }
