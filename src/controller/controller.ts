@@ -5,7 +5,7 @@
 // engine's actor (execute.ts). Reloads, resyncs and every engine transition
 // only request the fleet key, so they coalesce: nothing piles up behind a hung
 // daemon, nothing is decided inside an await of another decision.
-import { isSettled, type RetryPolicy } from "../../machines/engine.js";
+import { isSettled } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { StateStore } from "../state/store.js";
 import type { StateLock } from "../state/lock.js";
@@ -22,7 +22,7 @@ import { WorkQueue } from "./work-queue.js";
 import { ServingWriter } from "./serving-writer.js";
 import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
-import type { Action, Liveness, Observed, Plan } from "./plan-types.js";
+import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
 import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
@@ -46,7 +46,6 @@ export class Controller {
     () => this.store.flush(),
   );
   private readonly world: World;
-  private readonly retry: RetryPolicy;
   private readonly queue: WorkQueue;
   private readonly execution: Execution;
   /** The next fleet reconcile probes every engine and lists what runs (startup, resync). */
@@ -60,13 +59,13 @@ export class Controller {
   private readonly liveness = new Map<string, Liveness>();
   private readonly strikes = new Map<string, number>();
   private guard: PlanGuard | null = null;
+  private planned: { desired: DesiredState; view: DesiredForPlan } | null = null;
   /** Why a guarded plan was not executed (null: it was, or there was no guard). */
   refused: string[] | null = null;
   /** Actions the last plan gave each queue key, waiting for that key's turn (the latest plan wins). */
   private readonly pending = new Map<string, Action[]>();
 
   constructor(private readonly opts: ControllerOptions) {
-    this.retry = retryPolicy(opts.config, opts.mode);
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
     const machine = providedMachine(opts, {
@@ -78,7 +77,7 @@ export class Controller {
     });
     this.execution = new Execution({
       controller: this,
-      makers: new EngineActors(machine, this.retry, opts.log),
+      makers: new EngineActors(machine, retryPolicy(opts.config, opts.mode), opts.log),
       world: this.world,
       log: opts.log,
       failpoint: opts.failpoint,
@@ -148,7 +147,13 @@ export class Controller {
     for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);
     if (this.startup) await this.execution.restoreAll(desired);
     const observed = await this.observeNow(true, desired.secrets);
-    return { observed, plan: planFleet(desiredForPlan(desired), observed, { rollout: desired.rollout, startup: this.startup }) };
+    return { observed, plan: planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup }) };
+  }
+
+  /** The planner's view of a desired state, computed once per desired state (every transition plans). */
+  private forPlan(desired: DesiredState): DesiredForPlan {
+    if (this.planned?.desired !== desired) this.planned = { desired, view: desiredForPlan(desired, (s) => this.execution.inputsOf(s)) };
+    return this.planned.view;
   }
 
   private async observeNow(full: boolean, secrets: string[]): Promise<Observed> {
@@ -198,7 +203,7 @@ export class Controller {
     this.fullPending = false;
     const observed = await this.observeNow(full, desired.secrets);
     if (signal.aborted) return;
-    const plan = planFleet(desiredForPlan(desired), observed, { rollout: desired.rollout, startup: this.startup });
+    const plan = planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup });
     const guard = this.guard;
     this.guard = null;
     const refused = guard?.(observed, plan) ?? [];

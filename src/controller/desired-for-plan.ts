@@ -2,10 +2,15 @@
 // lists and the hashed inputs (no secrets: the API key is only its digest),
 // so a plan can be computed, printed and saved without holding a key.
 import { inputHashMaterial } from "../desired/hash.js";
-import type { DesiredState } from "../desired/types.js";
+import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { DesiredForPlan } from "./plan-types.js";
 
-export function desiredForPlan(desired: DesiredState): DesiredForPlan {
+/** The hashed inputs of a spec as plain JSON (what the state records as applied_inputs), so both sides of a diff have one shape. */
+export function specInputs(spec: EngineSpec): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(inputHashMaterial(spec))) as Record<string, unknown>;
+}
+
+export function desiredForPlan(desired: DesiredState, inputsOf: (spec: EngineSpec) => Record<string, unknown> = specInputs): DesiredForPlan {
   return {
     engines: desired.specs.map((spec) => ({
       engine: spec.name,
@@ -15,7 +20,7 @@ export function desiredForPlan(desired: DesiredState): DesiredForPlan {
       url: spec.url,
       attestation_url: spec.attestation_url,
       input_hash: spec.input_hash,
-      inputs: inputHashMaterial(spec),
+      inputs: inputsOf(spec),
     })),
     rollout: desired.rollout,
   };

@@ -6,7 +6,7 @@
 // latest plan wins; a stale one does nothing).
 import { failureOf } from "../errors.js";
 import { describeFailure } from "../errors.js";
-import { inputHashMaterial } from "../desired/hash.js";
+import { specInputs } from "./desired-for-plan.js";
 import type { EngineContext, EngineEvent } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { StateStore } from "../state/store.js";
@@ -52,7 +52,7 @@ export class Execution {
   /** The hashed inputs of a spec (no secrets), computed once per spec. */
   inputsOf(spec: EngineSpec): Record<string, unknown> {
     let material = this.inputs.get(spec);
-    if (!material) this.inputs.set(spec, (material = JSON.parse(JSON.stringify(inputHashMaterial(spec))) as Record<string, unknown>));
+    if (!material) this.inputs.set(spec, (material = specInputs(spec)));
     return material;
   }
 
