@@ -6,16 +6,19 @@
 //
 // The context never holds an engine spec (it carries the API key): actors get
 // the engine name and the desired input hash, and the controller resolves the
-// current spec. So a persisted snapshot is safe to write to disk.
+// current spec. So a persisted snapshot is safe to write to disk. The context
+// updates that compute something are named pure functions in engine-updates.ts.
 import { setup, assign, enqueueActions, fromPromise } from "xstate";
 import { toErrorRecord } from "../src/errors.js";
 import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
 import {
-  STABLE_RUN_MS, afterFailure, backoffMs, freshAttempt, initialContext, notWaiting, stepInput,
+  afterFailure, freshAttempt, initialContext, notWaiting, stepInput,
   type EngineContext, type EngineEvent, type EngineInput, type RetryFrom, type StepInput,
 } from "./engine-context.js";
+import { capturedUpdate, deferredAfter, lossUpdate, replayOf, restoreRetiring, restoresRetiring, retireForChange, retiredUpdate } from "./engine-updates.js";
 
 export * from "./engine-context.js";
+export * from "./engine-updates.js";
 
 const unprovided = (name: string) =>
   fromPromise<never, StepInput>(async () => {
@@ -45,45 +48,18 @@ export const engineMachine = setup({
       ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
     })),
     /** Hold a desired-state event until the running step settles. */
-    defer: assign(({ context, event }) => ({
-      deferred: {
-        ...context.deferred,
-        ...(event.type === "REMOVE" ? { remove: true } : {}),
-        ...(event.type === "DESIRED_CHANGED" ? { desiredHash: event.desiredHash } : {}),
-      },
-    })),
+    defer: assign(({ context, event }) => ({ deferred: deferredAfter(context.deferred, event) })),
     /** Replay what was deferred, now that the step has settled. */
     applyDeferred: enqueueActions(({ context, enqueue }) => {
-      const d = context.deferred;
-      if (!d) return;
+      if (!context.deferred) return;
       enqueue.assign({ deferred: null });
-      if (d.remove) enqueue.raise({ type: "REMOVE" });
-      else if (d.desiredHash !== undefined && d.desiredHash !== context.desiredHash) enqueue.raise({ type: "DESIRED_CHANGED", desiredHash: d.desiredHash });
+      const replay = replayOf(context);
+      if (replay) enqueue.raise(replay);
     }),
     /** The engine died: a failure of its own (step "observe"), retried from a fresh run with backoff. */
-    recordLoss: assign(({ context, event }) => {
-      const reason = (event as { reason?: string }).reason ?? "exited";
-      const stable = context.capturedAt !== null && Date.now() - context.capturedAt > STABLE_RUN_MS;
-      const attempts = (stable ? 0 : context.attempts) + 1;
-      const terminal = attempts >= context.retry.maxAttempts;
-      return {
-        handle: null,
-        runningHash: null,
-        error: {
-          name: "EngineLost",
-          message: `the engine is no longer running: ${reason}`,
-          retryable: true,
-          engine: context.engine,
-          step: "observe" as const,
-          fix: "Read engine.log in the run directory for the cause; narwhal restarts the engine from a fresh run with backoff.",
-        },
-        attempts,
-        terminal,
-        ...notWaiting,
-        retryFrom: "pending" as const,
-        retryAt: terminal ? null : Date.now() + backoffMs(attempts, context.retry, Math.random()),
-      };
-    }),
+    recordLoss: assign(({ context, event }) =>
+      lossUpdate(context, (event as { reason?: string }).reason ?? "exited", Date.now(), Math.random()),
+    ),
   },
   guards: {
     deferredRemove: ({ context }) => !!context.deferred?.remove,
@@ -103,40 +79,16 @@ export const engineMachine = setup({
     DESIRED_CHANGED: [
       // The desired state went back to what the retiring engine serves: keep it, drop the replacement.
       {
-        guard: ({ context, event }) => !!context.retiring?.restorable && event.desiredHash === context.retiring.hash,
+        guard: ({ context, event }) => restoresRetiring(context, event.desiredHash),
         target: ".captured",
-        actions: assign(({ context }) => ({
-          ...context.retiring!.restorable!,
-          desiredHash: context.retiring!.hash!,
-          handle: context.retiring!.handle,
-          run: context.retiring!.run,
-          runningHash: context.retiring!.hash!,
-          retiring: null,
-          attempts: 0,
-        })),
+        actions: assign(({ context }) => restoreRetiring(context)),
       },
       // A new input hash invalidates everything from inspection on. A running engine is kept as
       // `retiring` until the new plan is checked; then it is stopped and the new one started.
       {
         guard: { type: "hashChanged" },
         target: ".pending",
-        actions: assign(({ context, event }) => ({
-          desiredHash: (event as { desiredHash: string }).desiredHash,
-          retiring: context.handle
-            ? {
-                handle: context.handle,
-                run: context.run,
-                hash: context.runningHash,
-                restorable: context.layout ? { inspection: context.inspection, checked: context.checked, probe: context.probe, layout: context.layout } : null,
-              }
-            : context.retiring,
-          handle: null,
-          attempts: 0,
-          error: null,
-          terminal: false,
-          retryAt: null,
-          ...notWaiting,
-        })),
+        actions: assign(({ context, event }) => retireForChange(context, (event as { desiredHash: string }).desiredHash)),
       },
     ],
     REMOVE: { target: ".removing" },
@@ -189,7 +141,7 @@ export const engineMachine = setup({
     },
     captured: {
       // attempts are kept: a crash-looping engine must exhaust its budget (recordLoss resets it after a stable run).
-      entry: assign({ error: null, retryFrom: null, retryAt: null, terminal: false, ...notWaiting, capturedAt: () => Date.now() }),
+      entry: assign(() => capturedUpdate(Date.now())),
       on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } } },
     },
     failed: {
@@ -222,13 +174,13 @@ export const engineMachine = setup({
         src: "stop",
         input: ({ context }) => ({ ...stepInput({ context }), handle: context.retiring?.handle ?? null }),
         onDone: [
-          { guard: "deferredRemove", target: "removed", actions: assign({ retiring: null, runningHash: null, deferred: null }) },
+          { guard: "deferredRemove", target: "removed", actions: assign({ ...retiredUpdate }) },
           {
             guard: "deferredChange",
             target: "pending",
-            actions: assign(({ context }) => ({ retiring: null, runningHash: null, desiredHash: context.deferred!.desiredHash!, deferred: null })),
+            actions: assign(({ context }) => ({ ...retiredUpdate, desiredHash: context.deferred!.desiredHash! })),
           },
-          { target: "checked", actions: assign({ retiring: null, runningHash: null, deferred: null }) },
+          { target: "checked", actions: assign({ ...retiredUpdate }) },
         ],
         onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } },
       },

@@ -1,41 +1,14 @@
 // Every Docker Engine API call narwhal makes, each bounded by its own deadline
 // (and the caller's AbortSignal). A call past its deadline fails with a
 // retryable error that names the call; "already started/stopped" (304) is
-// success and "no such container" (404) is an answer, not an error.
+// success and "no such container" (404) is an answer, not an error. How a
+// failure is classified (retry, outwait, terminal) is docker-errors.ts.
 import Docker from "dockerode";
 import type { DockerTimeouts } from "../config.js";
-import { NarwhalError, type FailureClass } from "../errors.js";
+import { DockerCallError, callFailure, deadlineExceeded } from "./docker-errors.js";
 import { FrameDemux, type LogTail } from "./engine-log.js";
 
-export class DockerCallError extends NarwhalError {
-  constructor(
-    readonly call: string,
-    message: string,
-    readonly statusCode: number | undefined,
-    /** true/false: retried / terminal; or a failure class ("outwait" for an unreachable daemon). */
-    retryable: boolean | FailureClass,
-    readonly timedOut = false,
-    /** For a deadline: the variable that sets it (the input an operator changes). */
-    deadlineVar?: string,
-  ) {
-    super(message, {
-      ...(typeof retryable === "string" ? { failure: retryable } : { retryable }),
-      input: deadlineVar ?? `docker ${call}`,
-      ...(retryable === "outwait" ? { fix: "Start the Docker daemon on the engine host, or correct docker_host / DOCKER_HOST; narwhal re-checks until it answers." } : {}),
-    });
-  }
-}
-
-/**
- * The daemon is not there to answer (socket gone or refusing, connection cut) or says it is
- * restarting: a condition to outwait, however long it lasts, not an attempt to use up. A
- * daemon that answers slowly (a deadline) or with an error of its own is retried instead.
- */
-export function daemonUnavailable(err: { statusCode?: number; message?: string; code?: string }): boolean {
-  if (err.code !== undefined && ["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"].includes(err.code)) return true;
-  if (err.statusCode === 503) return true;
-  return err.statusCode !== undefined && err.statusCode >= 500 && /restarting|shutting down|daemon is not running/i.test(err.message ?? "");
-}
+export { DockerCallError, daemonUnavailable } from "./docker-errors.js";
 
 type Kind = keyof DockerTimeouts;
 // docker-modem calls back with an Error (a transport failure or a status it was told is one) or null.
@@ -64,16 +37,9 @@ export class DockerCalls {
     try {
       return await fn(abortSignal);
     } catch (err) {
-      if (deadline.aborted) {
-        const variable = `NARWHAL_DOCKER_${kind.toUpperCase()}_MS`;
-        throw new DockerCallError(what, `docker ${what} exceeded its deadline of ${ms} ms (${variable}) on ${this.endpoint}`, undefined, true, true, variable);
-      }
+      if (deadline.aborted) throw deadlineExceeded(what, `NARWHAL_DOCKER_${kind.toUpperCase()}_MS`, ms, this.endpoint);
       if (signal?.aborted) throw signal.reason;
-      const e = err as { statusCode?: number; message?: string; code?: string };
-      // 409 (a name still held by a container being removed) clears by itself; other 4xx are ours to fix.
-      const transient = e.statusCode === undefined || e.statusCode >= 500 || e.statusCode === 409;
-      const failure = daemonUnavailable(e) ? "outwait" : transient ? "retry" : "terminal";
-      throw new DockerCallError(what, `docker ${what} failed on ${this.endpoint}: ${e.message ?? String(err)}`, e.statusCode, failure);
+      throw callFailure(what, err, this.endpoint);
     }
   }
 

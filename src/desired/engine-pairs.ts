@@ -77,3 +77,13 @@ export function transferPortsOf(vars: Readonly<Record<string, string>>, k: numbe
   }
   return { ports, variable, bad };
 }
+
+/** Pairs grouped by the node that lists them; pairs on no node are left out. */
+export function byNode(pairs: EnginePair[]): Map<string, EnginePair[]> {
+  const m = new Map<string, EnginePair[]>();
+  for (const p of pairs) {
+    if (!p.node) continue;
+    m.set(p.node.name, [...(m.get(p.node.name) ?? []), p]);
+  }
+  return m;
+}

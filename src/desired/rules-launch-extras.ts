@@ -6,15 +6,14 @@ import path from "node:path";
 import type { ValidationIssue } from "../errors.js";
 import { pairEngines } from "./engine-pairs.js";
 import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
-import { flagName, LAUNCHER_MANAGED_ENV, LAUNCH_FILE, managedFlagOf, recPath, type RecordRule } from "./rules-record.js";
+import { flagName, LAUNCHER_MANAGED_ENV, managedFlagOf } from "./launcher-managed.js";
+import { launchIssue, type RecordRule } from "./rule-context.js";
 import { ENV_FILE } from "./rules-variables.js";
 import type { ParsedLaunchRecord } from "./schemas.js";
 
 const GGUF_PLUGIN = "vllm-gguf-plugin";
 
 const envIssue = (rule: string, name: string, message: string): ValidationIssue => ({ file: ENV_FILE, path: `$.${name}`, message, rule });
-const recIssue = (rule: string, name: string, segments: PropertyKey[], message: string): ValidationIssue =>
-  ({ file: LAUNCH_FILE, path: recPath(name, ...segments), message, rule });
 
 /** The serving arguments a record ends up with: its extra_args plus NARWHAL_ENGINE_ARGS. */
 function servingArgs(r: ParsedLaunchRecord, vars: Readonly<Record<string, string>>): string[] {
@@ -74,12 +73,12 @@ export const launchExtraRules: RecordRule[] = [
       }
       for (const [name, r] of Object.entries(launch.engines)) {
         if (!Object.hasOwn(r.runtime.expected_packages, GGUF_PLUGIN)) {
-          out.push(recIssue("gguf-model", name, ["runtime", "expected_packages"], `${name}: a GGUF model (NARWHAL_MODEL_PATH) needs ${GGUF_PLUGIN} pinned in runtime.expected_packages`));
+          out.push(launchIssue("gguf-model", name, ["runtime", "expected_packages"], `${name}: a GGUF model (NARWHAL_MODEL_PATH) needs ${GGUF_PLUGIN} pinned in runtime.expected_packages`));
         }
         const args = servingArgs(r, vars);
         for (const flag of ["--tokenizer", "--hf-config-path"]) {
           if (flagValue(args, flag) === undefined) {
-            out.push(recIssue("gguf-model", name, ["runtime", "extra_args"], `${name}: a GGUF model needs the base model's ${flag === "--tokenizer" ? "tokenizer" : "configuration"} through ${flag} PATH in runtime.extra_args`));
+            out.push(launchIssue("gguf-model", name, ["runtime", "extra_args"], `${name}: a GGUF model needs the base model's ${flag === "--tokenizer" ? "tokenizer" : "configuration"} through ${flag} PATH in runtime.extra_args`));
           }
         }
       }
@@ -93,10 +92,10 @@ export const launchExtraRules: RecordRule[] = [
       if (!r.shared_device) return [];
       const out: ValidationIssue[] = [];
       if (r.gpu_ids.length !== 1) {
-        out.push(recIssue("shared-device", name, ["gpu_ids"], `${name}: an engine with shared_device selects exactly one GPU (its TP size is 1), not ${r.gpu_ids.length}`));
+        out.push(launchIssue("shared-device", name, ["gpu_ids"], `${name}: an engine with shared_device selects exactly one GPU (its TP size is 1), not ${r.gpu_ids.length}`));
       }
       if (flagValue(servingArgs(r, vars), "--gpu-memory-utilization") !== undefined) {
-        out.push(recIssue("shared-device", name, ["runtime", "extra_args"],
+        out.push(launchIssue("shared-device", name, ["runtime", "extra_args"],
           `${name}: --gpu-memory-utilization is set by the launcher from shared_device.gpu_memory_utilization for an engine with shared_device; remove it from runtime.extra_args and NARWHAL_ENGINE_ARGS`));
       }
       return out;
@@ -110,7 +109,7 @@ export const launchExtraRules: RecordRule[] = [
     check: ({ launch }) => Object.entries(launch.engines).flatMap(([name, r]) => {
       if (r.gpu_visibility_env !== "ROCR_VISIBLE_DEVICES" || r.accelerator_devices.includes("/dev/dri")) return [];
       const render = r.accelerator_devices.filter((d) => /^\/dev\/dri\/renderD\d+$/.test(d));
-      return render.length >= r.gpu_ids.length ? [] : [recIssue("rocm-dri-per-gpu", name, ["accelerator_devices"],
+      return render.length >= r.gpu_ids.length ? [] : [launchIssue("rocm-dri-per-gpu", name, ["accelerator_devices"],
         `${name}: ${r.gpu_ids.length} selected GPU(s) but ${render.length} DRI render node(s); map /dev/dri/renderD<n> of every selected GPU`)];
     }),
   },
@@ -127,7 +126,7 @@ export const launchExtraRules: RecordRule[] = [
         const first = seen.get(key);
         if (!first) seen.set(key, { name: p.name, allowance: shared.device_allowance });
         else if (Number(first.allowance) !== Number(shared.device_allowance)) {
-          out.push(recIssue("shared-device-consistent", p.name, ["shared_device", "device_allowance"],
+          out.push(launchIssue("shared-device-consistent", p.name, ["shared_device", "device_allowance"],
             `${p.name}: device_allowance ${shared.device_allowance} differs from ${first.name}'s ${first.allowance} for the same GPU ${shared.gpu_uuid}; engines sharing a GPU share one allowance`));
         }
       }
