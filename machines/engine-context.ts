@@ -2,7 +2,14 @@
 // helpers its actions use. Split from engine.ts so the machine definition reads
 // as the procedure itself. Pure: no IO.
 import { failureOf, type ErrorRecord } from "../src/errors.js";
-import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
+import type {
+  CacheLayout,
+  CheckResult,
+  EngineHandle,
+  Inspection,
+  PreparedRun,
+  ProbeResult,
+} from "../src/phases/types.js";
 
 export type Phase = "pending" | "inspected" | "prepared" | "checked" | "started" | "probed" | "captured";
 export type RetryFrom = Exclude<Phase, "captured"> | "removing";
@@ -135,13 +142,33 @@ export function afterFailure(context: EngineContext, error: ErrorRecord, now: nu
     if (bound !== null && now - waitingSince >= bound) {
       const waited = `${Math.round((now - waitingSince) / 1000)} s`;
       const message = `${error.message} (unchanged after outwaiting it for ${waited}, the bound of reconcile --once; watch mode outwaits it for as long as it lasts)`;
-      return { error: { ...error, message }, attempts: context.attempts, terminal: true, retryAt: null, waitingSince, waits };
+      return {
+        error: { ...error, message },
+        attempts: context.attempts,
+        terminal: true,
+        retryAt: null,
+        waitingSince,
+        waits,
+      };
     }
-    return { error, attempts: context.attempts, terminal: false, retryAt: now + outwaitMs(waits, context.retry, random), waitingSince, waits };
+    return {
+      error,
+      attempts: context.attempts,
+      terminal: false,
+      retryAt: now + outwaitMs(waits, context.retry, random),
+      waitingSince,
+      waits,
+    };
   }
   const attempts = context.attempts + 1;
   const terminal = failure === "terminal" || attempts >= context.retry.maxAttempts;
-  return { error, attempts, terminal, retryAt: terminal ? null : now + backoffMs(attempts, context.retry, random), ...notWaiting };
+  return {
+    error,
+    attempts,
+    terminal,
+    retryAt: terminal ? null : now + backoffMs(attempts, context.retry, random),
+    ...notWaiting,
+  };
 }
 
 export const stepInput = ({ context }: { context: EngineContext }): StepInput => ({

@@ -3,10 +3,22 @@
 // state and restoring it when the desired state reverts. Named pure functions
 // so engine.ts reads as the procedure; time and randomness come in as
 // arguments. Pure: no IO.
-import { backoffMs, notWaiting, STABLE_RUN_MS, type EngineContext, type EngineEvent, type Retiring } from "./engine-context.js";
+import {
+  backoffMs,
+  notWaiting,
+  STABLE_RUN_MS,
+  type EngineContext,
+  type EngineEvent,
+  type Retiring,
+} from "./engine-context.js";
 
 /** The engine died: a failure of its own (step "observe"), retried from a fresh run with backoff. */
-export function lossUpdate(context: EngineContext, reason: string, now: number, random: number): Partial<EngineContext> {
+export function lossUpdate(
+  context: EngineContext,
+  reason: string,
+  now: number,
+  random: number,
+): Partial<EngineContext> {
   // An engine that served for a stable run before it died is not crash-looping: its budget starts over.
   const stable = context.capturedAt !== null && now - context.capturedAt > STABLE_RUN_MS;
   const attempts = (stable ? 0 : context.attempts) + 1;
@@ -44,7 +56,8 @@ export function replayOf(context: EngineContext): EngineEvent | null {
   const d = context.deferred;
   if (!d) return null;
   if (d.remove) return { type: "REMOVE" };
-  if (d.desiredHash !== undefined && d.desiredHash !== context.desiredHash) return { type: "DESIRED_CHANGED", desiredHash: d.desiredHash };
+  if (d.desiredHash !== undefined && d.desiredHash !== context.desiredHash)
+    return { type: "DESIRED_CHANGED", desiredHash: d.desiredHash };
   return null;
 }
 
@@ -86,7 +99,12 @@ export function retireForChange(context: EngineContext, desiredHash: string): Pa
 
 function retiringOf(context: EngineContext, handle: Retiring["handle"]): Retiring {
   const { inspection, checked, probe, layout } = context;
-  return { handle, run: context.run, hash: context.runningHash, restorable: layout ? { inspection, checked, probe, layout } : null };
+  return {
+    handle,
+    run: context.run,
+    hash: context.runningHash,
+    restorable: layout ? { inspection, checked, probe, layout } : null,
+  };
 }
 
 /** Reaching `captured`: the failure streak's bookkeeping clears; attempts are kept (lossUpdate resets them after a stable run). */

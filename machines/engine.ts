@@ -10,12 +10,36 @@
 // updates that compute something are named pure functions in engine-updates.ts.
 import { setup, assign, enqueueActions, fromPromise } from "xstate";
 import { toErrorRecord } from "../src/errors.js";
-import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../src/phases/types.js";
+import type {
+  CacheLayout,
+  CheckResult,
+  EngineHandle,
+  Inspection,
+  PreparedRun,
+  ProbeResult,
+} from "../src/phases/types.js";
 import {
-  afterFailure, freshAttempt, initialContext, notWaiting, stepInput,
-  type EngineContext, type EngineEvent, type EngineInput, type RetryFrom, type StepInput,
+  afterFailure,
+  freshAttempt,
+  initialContext,
+  notWaiting,
+  stepInput,
+  type EngineContext,
+  type EngineEvent,
+  type EngineInput,
+  type RetryFrom,
+  type StepInput,
 } from "./engine-context.js";
-import { capturedUpdate, deferredAfter, lossUpdate, replayOf, restoreRetiring, restoresRetiring, retireForChange, retiredUpdate } from "./engine-updates.js";
+import {
+  capturedUpdate,
+  deferredAfter,
+  lossUpdate,
+  replayOf,
+  restoreRetiring,
+  restoresRetiring,
+  retireForChange,
+  retiredUpdate,
+} from "./engine-updates.js";
 
 export * from "./engine-context.js";
 export * from "./engine-updates.js";
@@ -63,7 +87,8 @@ export const engineMachine = setup({
   },
   guards: {
     deferredRemove: ({ context }) => !!context.deferred?.remove,
-    deferredChange: ({ context }) => !!context.deferred?.desiredHash && context.deferred.desiredHash !== context.desiredHash,
+    deferredChange: ({ context }) =>
+      !!context.deferred?.desiredHash && context.deferred.desiredHash !== context.desiredHash,
     hashChanged: ({ context, event }) => event.type === "DESIRED_CHANGED" && event.desiredHash !== context.desiredHash,
     retiring: ({ context }) => context.retiring !== null,
     retryFrom: ({ context }, params: { from: RetryFrom }) => !context.terminal && context.retryFrom === params.from,
@@ -88,7 +113,9 @@ export const engineMachine = setup({
       {
         guard: { type: "hashChanged" },
         target: ".pending",
-        actions: assign(({ context, event }) => retireForChange(context, (event as { desiredHash: string }).desiredHash)),
+        actions: assign(({ context, event }) =>
+          retireForChange(context, (event as { desiredHash: string }).desiredHash),
+        ),
       },
     ],
     REMOVE: { target: ".removing" },
@@ -101,11 +128,21 @@ export const engineMachine = setup({
     pending: {
       on: { RESUME: { target: "pending", reenter: true } },
       entry: assign({ ...freshAttempt }),
-      invoke: { src: "inspect", input: stepInput, onDone: { target: "inspected", actions: assign({ inspection: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } } },
+      invoke: {
+        src: "inspect",
+        input: stepInput,
+        onDone: { target: "inspected", actions: assign({ inspection: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending" } } },
+      },
     },
     inspected: {
       on: { RESUME: { target: "inspected", reenter: true } },
-      invoke: { src: "prepare", input: stepInput, onDone: { target: "prepared", actions: assign({ run: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "inspected" } } } },
+      invoke: {
+        src: "prepare",
+        input: stepInput,
+        onDone: { target: "prepared", actions: assign({ run: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "inspected" } } },
+      },
     },
     prepared: {
       on: { RESUME: { target: "prepared", reenter: true } },
@@ -113,7 +150,11 @@ export const engineMachine = setup({
         src: "check",
         input: stepInput,
         onDone: [
-          { guard: { type: "retiring" }, target: "replacing", actions: assign({ checked: ({ event }) => event.output }) },
+          {
+            guard: { type: "retiring" },
+            target: "replacing",
+            actions: assign({ checked: ({ event }) => event.output }),
+          },
           { target: "checked", actions: assign({ checked: ({ event }) => event.output }) },
         ],
         onError: { target: "failed", actions: { type: "recordFailure", params: { from: "prepared" } } },
@@ -121,23 +162,49 @@ export const engineMachine = setup({
     },
     checked: {
       // The start is not abandoned halfway: an engine it created must be recorded (and then replaced or removed).
-      on: { RESUME: { target: "checked", reenter: true }, DESIRED_CHANGED: { actions: "defer" }, REMOVE: { actions: "defer" } },
+      on: {
+        RESUME: { target: "checked", reenter: true },
+        DESIRED_CHANGED: { actions: "defer" },
+        REMOVE: { actions: "defer" },
+      },
       invoke: {
         src: "start",
         input: stepInput,
-        onDone: { target: "started", actions: assign({ handle: ({ event }) => event.output, runningHash: ({ context }) => context.desiredHash }) },
+        onDone: {
+          target: "started",
+          actions: assign({ handle: ({ event }) => event.output, runningHash: ({ context }) => context.desiredHash }),
+        },
         // A run whose engine failed to start is spent: the retry prepares a fresh run directory.
-        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "pending", dropsEngine: true } } },
+        onError: {
+          target: "failed",
+          actions: { type: "recordFailure", params: { from: "pending", dropsEngine: true } },
+        },
       },
     },
     started: {
       entry: "applyDeferred",
-      on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } }, RESUME: { target: "started", reenter: true } },
-      invoke: { src: "probe", input: stepInput, onDone: { target: "probed", actions: assign({ probe: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "started" } } } },
+      on: {
+        ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } },
+        RESUME: { target: "started", reenter: true },
+      },
+      invoke: {
+        src: "probe",
+        input: stepInput,
+        onDone: { target: "probed", actions: assign({ probe: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "started" } } },
+      },
     },
     probed: {
-      on: { ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } }, RESUME: { target: "probed", reenter: true } },
-      invoke: { src: "capture", input: stepInput, onDone: { target: "captured", actions: assign({ layout: ({ event }) => event.output }) }, onError: { target: "failed", actions: { type: "recordFailure", params: { from: "probed" } } } },
+      on: {
+        ENGINE_LOST: { target: "failed", actions: { type: "recordLoss" } },
+        RESUME: { target: "probed", reenter: true },
+      },
+      invoke: {
+        src: "capture",
+        input: stepInput,
+        onDone: { target: "captured", actions: assign({ layout: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: { type: "recordFailure", params: { from: "probed" } } },
+      },
     },
     captured: {
       // attempts are kept: a crash-looping engine must exhaust its budget (recordLoss resets it after a stable run).
@@ -150,7 +217,11 @@ export const engineMachine = setup({
         // A dead engine cannot be probed or captured: resume from a fresh run.
         ENGINE_LOST: { actions: assign({ handle: null, runningHash: null, retryFrom: "pending" }) },
         // An operator's fresh attempt (a new controller run): the budget starts over.
-        RETRY: { actions: assign({ attempts: 0, terminal: false, ...notWaiting, retryAt: () => Date.now() }), reenter: true, target: "failed" },
+        RETRY: {
+          actions: assign({ attempts: 0, terminal: false, ...notWaiting, retryAt: () => Date.now() }),
+          reenter: true,
+          target: "failed",
+        },
         // After a restore: re-arm the backoff timer from the deadline kept in context.
         RESUME: { reenter: true, target: "failed" },
       },
@@ -204,4 +275,3 @@ export const engineMachine = setup({
 });
 
 export type EngineMachine = typeof engineMachine;
-

@@ -25,8 +25,14 @@ function count(line) {
 
 function run(project) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [vitest, "run", "--project", project], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-    for (const [stream, sink] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
+    const child = spawn(process.execPath, [vitest, "run", "--project", project], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    for (const [stream, sink] of [
+      [child.stdout, process.stdout],
+      [child.stderr, process.stderr],
+    ]) {
       const emit = (line) => {
         count(line);
         sink.write(`[${project}] ${line}\n`);
@@ -48,5 +54,9 @@ const unit = await run("unit");
 const [e2e, docker] = await Promise.all([run("e2e"), run("docker")]);
 const codes = { unit, e2e, docker };
 console.log(`tests: ${totals.passed} passed, ${totals.failed} failed`);
-console.log(`test projects: ${Object.entries(codes).map(([p, c]) => `${p} ${c === 0 ? "passed" : `failed (exit ${c})`}`).join(", ")}`);
+console.log(
+  `test projects: ${Object.entries(codes)
+    .map(([p, c]) => `${p} ${c === 0 ? "passed" : `failed (exit ${c})`}`)
+    .join(", ")}`,
+);
 process.exitCode = [unit, e2e, docker].find((c) => c !== 0) ?? 0;

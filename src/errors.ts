@@ -4,17 +4,7 @@
 // the one place that turns these into exit codes (src/cli/exit-codes.ts).
 
 export type Step =
-  | "load"
-  | "validate"
-  | "inspect"
-  | "prepare"
-  | "check"
-  | "start"
-  | "probe"
-  | "capture"
-  | "stop"
-  | "observe"
-  | "state";
+  "load" | "validate" | "inspect" | "prepare" | "check" | "start" | "probe" | "capture" | "stop" | "observe" | "state";
 
 /**
  * What trying again can do about a failure, decided where the error is raised
@@ -101,10 +91,11 @@ export interface ValidationIssue {
 export class DesiredStateError extends NarwhalError {
   readonly issues: ValidationIssue[];
   constructor(issues: ValidationIssue[]) {
-    super(
-      `desired state is invalid (${issues.length} error${issues.length === 1 ? "" : "s"})`,
-      { step: "validate", retryable: false, fix: "Correct each named input; nothing was started or stopped." },
-    );
+    super(`desired state is invalid (${issues.length} error${issues.length === 1 ? "" : "s"})`, {
+      step: "validate",
+      retryable: false,
+      fix: "Correct each named input; nothing was started or stopped.",
+    });
     this.issues = issues;
   }
   override describe(): string {
@@ -121,12 +112,15 @@ export class StalePlanError extends NarwhalError {
     file: string,
     readonly differences: string[],
   ) {
-    super(`the saved plan is stale: ${differences.length} thing${differences.length === 1 ? "" : "s"} changed since it was made; nothing was started or stopped`, {
-      step: "validate",
-      input: file,
-      fix: "Run narwhal plan again, review it, and apply the new plan.",
-      retryable: false,
-    });
+    super(
+      `the saved plan is stale: ${differences.length} thing${differences.length === 1 ? "" : "s"} changed since it was made; nothing was started or stopped`,
+      {
+        step: "validate",
+        input: file,
+        fix: "Run narwhal plan again, review it, and apply the new plan.",
+        retryable: false,
+      },
+    );
   }
   override describe(): string {
     return [super.describe(), ...this.differences.map((d) => `  ${d}`)].join("\n");
@@ -185,7 +179,8 @@ export class IoError extends NarwhalError {
 const IO_FIX: Record<string, string> = {
   EROFS: "The file system is mounted read-only: remount it read-write, or choose another --state directory.",
   EACCES: "Give narwhal's user write access to that directory, or choose another --state directory.",
-  EPERM: "The file is immutable or the operation is not permitted there (chattr -i, mount options), or choose another --state directory.",
+  EPERM:
+    "The file is immutable or the operation is not permitted there (chattr -i, mount options), or choose another --state directory.",
   ENOSPC: "Free space on that file system (or raise its quota), then run the command again.",
   EDQUOT: "Free space on that file system (or raise its quota), then run the command again.",
 };
@@ -257,7 +252,8 @@ export function toErrorRecord(err: unknown): ErrorRecord {
   // Duck-typed, not instanceof: errors may come from another copy of this module (a bundled tool).
   if (err && typeof err === "object" && "toJSON" in err && typeof (err as { toJSON: unknown }).toJSON === "function") {
     const r = (err as { toJSON(): Record<string, unknown> }).toJSON();
-    if (typeof r.message === "string") return Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ErrorRecord;
+    if (typeof r.message === "string")
+      return Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ErrorRecord;
   }
   const e = err as { name?: string; message?: string } | undefined;
   return { name: e?.name ?? "Error", message: e?.message ?? String(err), retryable: true };

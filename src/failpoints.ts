@@ -7,18 +7,25 @@ export const noFailpoints: Failpoint = () => undefined;
 
 export function parseFailpoints(spec: string | undefined): Map<string, number> {
   const points = new Map<string, number>();
-  for (const part of (spec ?? "").split(",").map((p) => p.trim()).filter(Boolean)) {
+  for (const part of (spec ?? "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const at = part.lastIndexOf("@");
     const name = at > 0 ? part.slice(0, at) : part;
     const n = at > 0 ? Number(part.slice(at + 1)) : 1;
-    if (!Number.isInteger(n) || n < 1) throw new Error(`NARWHAL_FAILPOINTS: "${part}" needs a positive hit count (name@n)`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new Error(`NARWHAL_FAILPOINTS: "${part}" needs a positive hit count (name@n)`);
     points.set(name, n);
   }
   return points;
 }
 
 /** A failpoint function that kills this process at the configured hits. */
-export function failpoints(spec: string | undefined, kill: () => void = () => process.kill(process.pid, "SIGKILL")): Failpoint {
+export function failpoints(
+  spec: string | undefined,
+  kill: () => void = () => process.kill(process.pid, "SIGKILL"),
+): Failpoint {
   const points = parseFailpoints(spec);
   if (points.size === 0) return noFailpoints;
   const hits = new Map<string, number>();

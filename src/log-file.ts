@@ -20,21 +20,31 @@ export interface LogRotation {
 export const DEFAULT_LOG_ROTATION: LogRotation = { maxBytes: 10 * 1024 * 1024, keep: 4 };
 
 // O_NOFOLLOW and O_NONBLOCK: a symlink or a FIFO planted as narwhal.log is refused, never followed or waited on.
-const OPEN_FLAGS = fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
+const OPEN_FLAGS =
+  fs.constants.O_WRONLY |
+  fs.constants.O_APPEND |
+  fs.constants.O_CREAT |
+  fs.constants.O_NOFOLLOW |
+  fs.constants.O_NONBLOCK;
 
 function openForAppend(file: string): { fd: number; size: number } {
   let fd: number;
   try {
     fd = fs.openSync(file, OPEN_FLAGS, 0o600);
   } catch (err) {
-    throw ioFailure(err, { fix: `Make ${file} a regular file in a writable state directory, or choose another --state directory.` });
+    throw ioFailure(err, {
+      fix: `Make ${file} a regular file in a writable state directory, or choose another --state directory.`,
+    });
   }
   const stat = fs.fstatSync(fd);
   if (!stat.isFile()) {
     fs.closeSync(fd);
-    throw ioFailure(Object.assign(new Error(`${file} is not a regular file`), { code: "EINVAL", syscall: "open", path: file }), {
-      fix: `Remove ${file} (it must be the narwhal log file) and run the command again.`,
-    });
+    throw ioFailure(
+      Object.assign(new Error(`${file} is not a regular file`), { code: "EINVAL", syscall: "open", path: file }),
+      {
+        fix: `Remove ${file} (it must be the narwhal log file) and run the command again.`,
+      },
+    );
   }
   // A file left with a wider mode (an older version, another umask) is narrowed: the log is the operator's alone.
   if ((stat.mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
@@ -62,7 +72,7 @@ export class RotatingLogFile extends TransportStream {
     try {
       if (this.size > 0 && this.size + line.length > this.rotation.maxBytes) this.rotate();
       if (this.fd === null) ({ fd: this.fd, size: this.size } = openForAppend(this.file));
-      for (let off = 0; off < line.length; ) off += fs.writeSync(this.fd, line, off);
+      for (let off = 0; off < line.length;) off += fs.writeSync(this.fd, line, off);
       this.size += line.length;
       this.reported = null;
     } catch (err) {

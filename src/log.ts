@@ -37,7 +37,10 @@ function redactDeep(value: unknown, secrets: Set<string>, depth = 0): unknown {
   if (value && typeof value === "object" && !(value instanceof Error)) {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      out[k] = /api[_-]?key|authorization|secret|token$/i.test(k) && typeof v === "string" ? REDACTED : redactDeep(v, secrets, depth + 1);
+      out[k] =
+        /api[_-]?key|authorization|secret|token$/i.test(k) && typeof v === "string"
+          ? REDACTED
+          : redactDeep(v, secrets, depth + 1);
     }
     return out;
   }

@@ -14,12 +14,25 @@ export interface AttemptContext {
   failpoint: Failpoint;
 }
 
-export function byToken(docker: DockerCalls, stateDir: string, token: string, signal?: AbortSignal, purpose: "engine" | "check" = "engine") {
+export function byToken(
+  docker: DockerCalls,
+  stateDir: string,
+  token: string,
+  signal?: AbortSignal,
+  purpose: "engine" | "check" = "engine",
+) {
   return docker.list([`${LABEL.token}=${token}`, `${LABEL.purpose}=${purpose}`, `${LABEL.state}=${stateDir}`], signal);
 }
 
 /** Remove whatever one attempt created, found by its token, under fresh deadlines (the attempt's own may be spent). */
-export async function removeAttempt(docker: DockerCalls, stateDir: string, token: string, purpose: "engine" | "check", known?: string): Promise<void> {
+export async function removeAttempt(
+  docker: DockerCalls,
+  stateDir: string,
+  token: string,
+  purpose: "engine" | "check",
+  known?: string,
+): Promise<void> {
   const found = await byToken(docker, stateDir, token, undefined, purpose).catch(() => []);
-  for (const id of new Set([...found.map((c) => c.id), ...(known ? [known] : [])])) await docker.remove(id).catch(() => undefined);
+  for (const id of new Set([...found.map((c) => c.id), ...(known ? [known] : [])]))
+    await docker.remove(id).catch(() => undefined);
 }

@@ -13,7 +13,14 @@ import { checkLabels } from "./container-labels.js";
 import { planEnv } from "./container-plan.js";
 import { removeAttempt, type AttemptContext } from "./container-attempts.js";
 
-export async function runContainerCheck(ctx: AttemptContext, run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput> {
+export async function runContainerCheck(
+  ctx: AttemptContext,
+  run: PreparedRun,
+  plan: LaunchPlan,
+  scriptPath: string,
+  inputPath: string,
+  signal: AbortSignal,
+): Promise<RuntimeCheckOutput> {
   const { docker } = ctx;
   // Each inspection has its own token, so whatever it created is found again after any failure,
   // also a create whose answer never arrived (the daemon may still have made the container).
@@ -28,7 +35,10 @@ export async function runContainerCheck(ctx: AttemptContext, run: PreparedRun, p
         Cmd: ["/narwhal/check_runtime.py", "/narwhal/check-input.json"],
         Env: planEnv(plan),
         Labels: checkLabels(run, ctx.stateDir, token),
-        HostConfig: { NetworkMode: "none", Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`) },
+        HostConfig: {
+          NetworkMode: "none",
+          Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`),
+        },
       },
       signal,
     );
@@ -48,7 +58,13 @@ export async function runContainerCheck(ctx: AttemptContext, run: PreparedRun, p
     // Past a deadline what the check printed so far is evidence (seed 000 "inspect retained partial
     // output"): read it under a fresh deadline unless the log read itself was what ran out.
     if (id && output.total === 0) await docker.readLog(id, output).catch(() => undefined);
-    return { inspection_id: id ?? token, exit_code: null, stdout: output.text(), stderr: "", deadline: { message: err.message, input: err.input ?? "NARWHAL_DOCKER_CHECK_MS" } };
+    return {
+      inspection_id: id ?? token,
+      exit_code: null,
+      stdout: output.text(),
+      stderr: "",
+      deadline: { message: err.message, input: err.input ?? "NARWHAL_DOCKER_CHECK_MS" },
+    };
   } finally {
     await removeAttempt(docker, ctx.stateDir, token, "check", id);
   }

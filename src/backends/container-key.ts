@@ -45,28 +45,57 @@ export async function runKey(run: Pick<PreparedRun, "engine" | "dir">, plan: Lau
 }
 
 /** Copy the key in (a created or stopped container), then prove it landed as recorded. */
-export async function installKey(docker: DockerCalls, id: string, engine: string, key: string, signal?: AbortSignal): Promise<void> {
+export async function installKey(
+  docker: DockerCalls,
+  id: string,
+  engine: string,
+  key: string,
+  signal?: AbortSignal,
+): Promise<void> {
   const rel = SECRET_PATH.slice(1);
-  await docker.putArchive(id, tarArchive([{ name: "run/", mode: 0o755 }, { name: "run/secrets/", mode: 0o700 }, { name: rel, data: key, mode: SECRET_MODE }]), "/", signal);
+  await docker.putArchive(
+    id,
+    tarArchive([
+      { name: "run/", mode: 0o755 },
+      { name: "run/secrets/", mode: 0o700 },
+      { name: rel, data: key, mode: SECRET_MODE },
+    ]),
+    "/",
+    signal,
+  );
   const problems = await keyFileProblems(docker, id, key, signal);
   if (problems.length) {
-    throw new PhaseError(engine, "start", `container ${id.slice(0, 12)}: ${problems.join("; ")} right after it was copied in`, {
-      retryable: true,
-      input: SECRET_PATH,
-      fix: "Check the image's /run (a read-only or special filesystem there); narwhal retries with a fresh container.",
-    });
+    throw new PhaseError(
+      engine,
+      "start",
+      `container ${id.slice(0, 12)}: ${problems.join("; ")} right after it was copied in`,
+      {
+        retryable: true,
+        input: SECRET_PATH,
+        fix: "Check the image's /run (a read-only or special filesystem there); narwhal retries with a fresh container.",
+      },
+    );
   }
 }
 
 /** What about the container's key file differs from the run's key (empty: intact). */
-export async function keyFileProblems(docker: DockerCalls, id: string, key: string, signal?: AbortSignal): Promise<string[]> {
+export async function keyFileProblems(
+  docker: DockerCalls,
+  id: string,
+  key: string,
+  signal?: AbortSignal,
+): Promise<string[]> {
   const tar = await docker.getArchive(id, SECRET_PATH, 64 * 1024, signal);
   const file = tar && firstTarFile(tar);
   if (!file) return [`API key file ${SECRET_PATH} is missing`];
   const problems: string[] = [];
-  if (file.mode !== SECRET_MODE) problems.push(`API key file ${SECRET_PATH} has mode 0${file.mode.toString(8)}, not 0${SECRET_MODE.toString(8)}`);
+  if (file.mode !== SECRET_MODE)
+    problems.push(`API key file ${SECRET_PATH} has mode 0${file.mode.toString(8)}, not 0${SECRET_MODE.toString(8)}`);
   const digest = sha256Hex(file.data);
   const want = sha256Hex(key);
-  if (digest !== want) problems.push(`API key file ${SECRET_PATH} has digest sha256:${digest.slice(0, 12)}…, not the run's sha256:${want.slice(0, 12)}…`);
+  if (digest !== want)
+    problems.push(
+      `API key file ${SECRET_PATH} has digest sha256:${digest.slice(0, 12)}…, not the run's sha256:${want.slice(0, 12)}…`,
+    );
   return problems;
 }

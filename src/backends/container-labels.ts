@@ -27,7 +27,13 @@ export function engineLabels(run: PreparedRun, plan: LaunchPlan, stateDir: strin
 
 /** `token` is the inspection's own (never the run's launch token): cleanup after a deadline finds the container by it. */
 export function checkLabels(run: PreparedRun, stateDir: string, token: string): Record<string, string> {
-  return { [LABEL.engine]: run.engine, [LABEL.token]: token, [LABEL.run]: run.dir, [LABEL.state]: stateDir, [LABEL.purpose]: "check" };
+  return {
+    [LABEL.engine]: run.engine,
+    [LABEL.token]: token,
+    [LABEL.run]: run.dir,
+    [LABEL.state]: stateDir,
+    [LABEL.purpose]: "check",
+  };
 }
 
 /** `sha256:<64 hex>` (or bare 64 hex) is an image id; `name@sha256:<64 hex>` pins a registry digest. */

@@ -11,13 +11,22 @@ import { ENGINE_LOG, LogTail, type EngineLog } from "./engine-log.js";
  * Read a container's log within `cap` bytes and, given a run directory, keep it there as
  * engine.log (an engine.log already there is kept: evidence is written once). Never throws.
  */
-export async function copyContainerLog(docker: DockerCalls, id: string, runDir: string | undefined, cap: number): Promise<EngineLog> {
+export async function copyContainerLog(
+  docker: DockerCalls,
+  id: string,
+  runDir: string | undefined,
+  cap: number,
+): Promise<EngineLog> {
   const inContainer = `docker logs ${id.slice(0, 12)} on ${docker.endpoint}`;
   const sink = new LogTail(cap);
   try {
     await docker.readLog(id, sink);
   } catch (err) {
-    return { text: sink.text(), where: inContainer, problem: `the engine log could not be copied (${(err as Error).message}); it is still in the container: ${inContainer}` };
+    return {
+      text: sink.text(),
+      where: inContainer,
+      problem: `the engine log could not be copied (${(err as Error).message}); it is still in the container: ${inContainer}`,
+    };
   }
   if (!runDir) return { text: sink.text(), where: inContainer };
   const file = path.join(runDir, ENGINE_LOG);
@@ -25,7 +34,11 @@ export async function copyContainerLog(docker: DockerCalls, id: string, runDir: 
     await writeFileExclusive(file, sink.bytes(), 0o600);
     return { text: sink.text(), where: file };
   } catch (err) {
-    return { text: sink.text(), where: inContainer, problem: `${file} could not be written (${(err as Error).message}); the log is still in the container: ${inContainer}` };
+    return {
+      text: sink.text(),
+      where: inContainer,
+      problem: `${file} could not be written (${(err as Error).message}); the log is still in the container: ${inContainer}`,
+    };
   }
 }
 

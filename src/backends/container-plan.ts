@@ -13,7 +13,9 @@ const sameArgs = (a: string[], b: string[]) => a.length === b.length && a.every(
 
 function envMap(entries: string[]): Map<string, string> {
   // Later entries win, as Docker applies create-time Env over the image's ENV.
-  return new Map(entries.map((e) => (e.includes("=") ? [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)] : [e, ""])));
+  return new Map(
+    entries.map((e) => (e.includes("=") ? [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)] : [e, ""])),
+  );
 }
 
 /**
@@ -27,9 +29,11 @@ export function containerPlanProblems(
 ): string[] {
   const problems: string[] = [];
   const entrypoint = typeof config.Entrypoint === "string" ? [config.Entrypoint] : (config.Entrypoint ?? []);
-  if (!sameArgs(entrypoint, expected.entrypoint)) problems.push(`its entrypoint ${JSON.stringify(entrypoint)} is not narwhal's`);
+  if (!sameArgs(entrypoint, expected.entrypoint))
+    problems.push(`its entrypoint ${JSON.stringify(entrypoint)} is not narwhal's`);
   const cmd = config.Cmd ?? [];
-  if (!sameArgs(cmd, plan.command)) problems.push(`its command ${JSON.stringify(cmd)} is not the plan's ${JSON.stringify(plan.command)}`);
+  if (!sameArgs(cmd, plan.command))
+    problems.push(`its command ${JSON.stringify(cmd)} is not the plan's ${JSON.stringify(plan.command)}`);
   const want = envMap([...expected.imageEnv, ...planEnv(plan)]);
   const actual = envMap(config.Env ?? []);
   const differ = [...new Set([...want.keys(), ...actual.keys()])].filter((k) => want.get(k) !== actual.get(k)).sort();

@@ -17,9 +17,19 @@ import { byToken, removeAttempt, type AttemptContext } from "./container-attempt
 
 export const CONTAINER_ID_FILE = "container.id";
 
-export async function ensureContainerStarted(ctx: AttemptContext, run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle> {
+export async function ensureContainerStarted(
+  ctx: AttemptContext,
+  run: PreparedRun,
+  plan: LaunchPlan,
+  signal: AbortSignal,
+): Promise<EngineHandle> {
   const { docker } = ctx;
-  const handleOf = (id: string): EngineHandle => ({ kind: "container", container_id: id, launch_token: run.launch_token, ...(plan.docker_host ? { docker_host: plan.docker_host } : {}) });
+  const handleOf = (id: string): EngineHandle => ({
+    kind: "container",
+    container_id: id,
+    launch_token: run.launch_token,
+    ...(plan.docker_host ? { docker_host: plan.docker_host } : {}),
+  });
   const idFile = path.join(run.dir, CONTAINER_ID_FILE);
 
   // Every path that starts or keeps a container has its key in place, as recorded: a container a
@@ -34,11 +44,16 @@ export async function ensureContainerStarted(ctx: AttemptContext, run: PreparedR
       if (!problems.length) return handleOf(mine.id);
       await copyContainerLog(docker, mine.id, run.dir, ctx.logCapBytes);
       await docker.remove(mine.id, signal);
-      throw new PhaseError(run.engine, "start", `container ${mine.id.slice(0, 12)} of ${run.dir} was running with ${problems.join("; ")}; removed it`, {
-        retryable: true,
-        input: SECRET_PATH,
-        fix: "narwhal starts the engine from a fresh run on retry; find who changed the container's key file.",
-      });
+      throw new PhaseError(
+        run.engine,
+        "start",
+        `container ${mine.id.slice(0, 12)} of ${run.dir} was running with ${problems.join("; ")}; removed it`,
+        {
+          retryable: true,
+          input: SECRET_PATH,
+          fix: "narwhal starts the engine from a fresh run on retry; find who changed the container's key file.",
+        },
+      );
     }
     if (mine.state === "created") {
       if (key !== null) await installKey(docker, mine.id, run.engine, key, signal);
@@ -51,7 +66,10 @@ export async function ensureContainerStarted(ctx: AttemptContext, run: PreparedR
     });
   }
   if (await exists(idFile)) {
-    throw new PhaseError(run.engine, "start", `the container recorded in ${idFile} no longer exists`, { retryable: true, fix: "narwhal prepares a fresh run on retry." });
+    throw new PhaseError(run.engine, "start", `the container recorded in ${idFile} no longer exists`, {
+      retryable: true,
+      fix: "narwhal prepares a fresh run on retry.",
+    });
   }
   await clearName(ctx, plan, signal);
 
@@ -86,25 +104,46 @@ export async function ensureContainerStarted(ctx: AttemptContext, run: PreparedR
   } catch (err) {
     // Observe again before acting: remove whatever this attempt created (by its token), under fresh deadlines.
     await removeAttempt(docker, ctx.stateDir, run.launch_token, "engine", id);
-    if (err instanceof DockerCallError) throw new PhaseError(run.engine, "start", err.message, { failure: err.failure, input: err.input, fix: "Check the Docker daemon on the engine host; narwhal retries with backoff." });
+    if (err instanceof DockerCallError)
+      throw new PhaseError(run.engine, "start", err.message, {
+        failure: err.failure,
+        input: err.input,
+        fix: "Check the Docker daemon on the engine host; narwhal retries with backoff.",
+      });
     throw err;
   }
 }
 
 /** A container that bears this run's token but not its plan's command and environment is never started or adopted. */
-async function refuseForeign(docker: DockerCalls, run: PreparedRun, plan: LaunchPlan, id: string, signal: AbortSignal): Promise<void> {
+async function refuseForeign(
+  docker: DockerCalls,
+  run: PreparedRun,
+  plan: LaunchPlan,
+  id: string,
+  signal: AbortSignal,
+): Promise<void> {
   const info = await docker.inspectContainer(id, signal);
   const problems = info ? await planProblems(docker, info, plan, signal) : [];
   if (!problems.length) return;
-  throw new PhaseError(run.engine, "start", `container ${id.slice(0, 12)} carries the launch token of ${run.dir} but does not run its launch.json: ${problems.join("; ")}; it was not started or adopted`, {
-    retryable: false,
-    input: `container ${id.slice(0, 12)}`,
-    fix: `Inspect and remove that container (docker inspect ${id.slice(0, 12)}; docker rm -f ${id.slice(0, 12)}); narwhal starts only the checked plan, from a fresh run on its next attempt.`,
-  });
+  throw new PhaseError(
+    run.engine,
+    "start",
+    `container ${id.slice(0, 12)} carries the launch token of ${run.dir} but does not run its launch.json: ${problems.join("; ")}; it was not started or adopted`,
+    {
+      retryable: false,
+      input: `container ${id.slice(0, 12)}`,
+      fix: `Inspect and remove that container (docker inspect ${id.slice(0, 12)}; docker rm -f ${id.slice(0, 12)}); narwhal starts only the checked plan, from a fresh run on its next attempt.`,
+    },
+  );
 }
 
 /** How a container's command and environment differ from what the plan runs (none: it runs the plan). */
-export async function planProblems(docker: DockerCalls, info: Docker.ContainerInspectInfo, plan: LaunchPlan, signal?: AbortSignal): Promise<string[]> {
+export async function planProblems(
+  docker: DockerCalls,
+  info: Docker.ContainerInspectInfo,
+  plan: LaunchPlan,
+  signal?: AbortSignal,
+): Promise<string[]> {
   const image = await docker.inspectImage(plan.image!.id, signal);
   return containerPlanProblems(info.Config, { entrypoint: entrypoint(plan), imageEnv: image?.Config?.Env ?? [] }, plan);
 }
@@ -117,16 +156,28 @@ async function clearName(ctx: AttemptContext, plan: LaunchPlan, signal: AbortSig
   if (!existing) return;
   const labels = existing.Config.Labels ?? {};
   if (labels[LABEL.state] !== ctx.stateDir) {
-    const owner = labels[LABEL.state] ? `the narwhal controller of state directory ${labels[LABEL.state]}` : "no narwhal controller";
+    const owner = labels[LABEL.state]
+      ? `the narwhal controller of state directory ${labels[LABEL.state]}`
+      : "no narwhal controller";
     // Like a stranger on a planned port: not narwhal's to remove, so outwaited until it is gone.
-    throw new PhaseError(plan.engine, "start", `a container named ${name} (${existing.Id.slice(0, 12)}) already exists and belongs to ${owner}`, {
-      failure: "outwait",
-      input: name,
-      fix: "Stop the other fleet's engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.",
-    });
+    throw new PhaseError(
+      plan.engine,
+      "start",
+      `a container named ${name} (${existing.Id.slice(0, 12)}) already exists and belongs to ${owner}`,
+      {
+        failure: "outwait",
+        input: name,
+        fix: "Stop the other fleet's engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.",
+      },
+    );
   }
   if (existing.State.Running) {
-    throw new PhaseError(plan.engine, "start", `${name} (${existing.Id.slice(0, 12)}) from another run is still running`, { retryable: true, fix: "narwhal stops the old engine during replacement; retrying." });
+    throw new PhaseError(
+      plan.engine,
+      "start",
+      `${name} (${existing.Id.slice(0, 12)}) from another run is still running`,
+      { retryable: true, fix: "narwhal stops the old engine during replacement; retrying." },
+    );
   }
   // Evidence first: a log that cannot be copied now stays with the container, renamed out of the way.
   const log = await copyContainerLog(docker, existing.Id, labels[LABEL.run], ctx.logCapBytes);

@@ -53,7 +53,11 @@ export class ContainerBackend implements EngineBackend {
     let c = this.clients.get(key);
     if (!c) {
       const DockerClient = requireCjs("dockerode") as typeof Docker;
-      c = new DockerCalls(new DockerClient(dockerOptions(key || undefined, this.opts.docker)), this.opts.docker.timeouts, key || "the local Docker socket");
+      c = new DockerCalls(
+        new DockerClient(dockerOptions(key || undefined, this.opts.docker)),
+        this.opts.docker.timeouts,
+        key || "the local Docker socket",
+      );
       this.clients.set(key, c);
     }
     return c;
@@ -71,16 +75,31 @@ export class ContainerBackend implements EngineBackend {
       new PhaseError(spec.name, "inspect", message, { failure, input: "engine-launch.json image", fix });
     const info = await docker.inspectImage(ref, signal);
     // An image not loaded yet is the host's to provide: outwaited, re-checked until it is there.
-    if (!info) throw fail(`image ${ref} is not present on ${docker.endpoint}`, "Load or import the image on the engine host; narwhal never pulls, and starts the engine once it is there.", "outwait");
+    if (!info)
+      throw fail(
+        `image ${ref} is not present on ${docker.endpoint}`,
+        "Load or import the image on the engine host; narwhal never pulls, and starts the engine once it is there.",
+        "outwait",
+      );
     const parsed = parseImageRef(ref);
-    if (parsed.id && info.Id !== parsed.id) throw fail(`image ${ref} resolves to ${info.Id}`, "Set image to the immutable image id the host actually holds.");
+    if (parsed.id && info.Id !== parsed.id)
+      throw fail(`image ${ref} resolves to ${info.Id}`, "Set image to the immutable image id the host actually holds.");
     if (parsed.digest && !(info.RepoDigests ?? []).some((d) => d.endsWith(`@${parsed.digest}`))) {
-      throw fail(`image ${ref}: the runtime's resolved digests ${JSON.stringify(info.RepoDigests ?? [])} do not include ${parsed.digest}`, "Compare the runtime's resolved digest with the configured digest; re-pull or correct the pin.");
+      throw fail(
+        `image ${ref}: the runtime's resolved digests ${JSON.stringify(info.RepoDigests ?? [])} do not include ${parsed.digest}`,
+        "Compare the runtime's resolved digest with the configured digest; re-pull or correct the pin.",
+      );
     }
     return info.Id;
   }
 
-  async runCheck(run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput> {
+  async runCheck(
+    run: PreparedRun,
+    plan: LaunchPlan,
+    scriptPath: string,
+    inputPath: string,
+    signal: AbortSignal,
+  ): Promise<RuntimeCheckOutput> {
     return runContainerCheck(this.attempt(plan.docker_host), run, plan, scriptPath, inputPath, signal);
   }
 
@@ -89,7 +108,12 @@ export class ContainerBackend implements EngineBackend {
   }
 
   private attempt(host?: string): AttemptContext {
-    return { docker: this.client(host), stateDir: this.opts.stateDir, logCapBytes: this.opts.logCapBytes, failpoint: this.failpoint };
+    return {
+      docker: this.client(host),
+      stateDir: this.opts.stateDir,
+      logCapBytes: this.opts.logCapBytes,
+      failpoint: this.failpoint,
+    };
   }
 
   async isAlive(handle: EngineHandle): Promise<boolean> {
@@ -105,14 +129,27 @@ export class ContainerBackend implements EngineBackend {
     const labels = info.Config.Labels ?? {};
     const problems: string[] = [];
     if (!info.State.Running) problems.push(`container ${handle.container_id.slice(0, 12)} is ${info.State.Status}`);
-    if (info.Image !== plan.image?.id) problems.push(`container runs image ${info.Image}, the plan's is ${plan.image?.id}`);
-    if (labels[LABEL.token] !== plan.launch_token) problems.push(`container's launch token label is ${labels[LABEL.token] ?? "missing"}, not this plan's`);
-    if (labels[LABEL.inputHash] !== plan.input_hash) problems.push(`container's input-hash label ${labels[LABEL.inputHash] ?? "missing"} differs from the plan's ${plan.input_hash}`);
-    problems.push(...(await planProblems(this.client(handle.docker_host), info, plan)).map((p) => `container ${handle.container_id.slice(0, 12)}: ${p}`));
+    if (info.Image !== plan.image?.id)
+      problems.push(`container runs image ${info.Image}, the plan's is ${plan.image?.id}`);
+    if (labels[LABEL.token] !== plan.launch_token)
+      problems.push(`container's launch token label is ${labels[LABEL.token] ?? "missing"}, not this plan's`);
+    if (labels[LABEL.inputHash] !== plan.input_hash)
+      problems.push(
+        `container's input-hash label ${labels[LABEL.inputHash] ?? "missing"} differs from the plan's ${plan.input_hash}`,
+      );
+    problems.push(
+      ...(await planProblems(this.client(handle.docker_host), info, plan)).map(
+        (p) => `container ${handle.container_id.slice(0, 12)}: ${p}`,
+      ),
+    );
     return problems;
   }
 
-  async keyProblems(handle: EngineHandle, run: Pick<PreparedRun, "engine" | "dir">, plan: LaunchPlan): Promise<string[]> {
+  async keyProblems(
+    handle: EngineHandle,
+    run: Pick<PreparedRun, "engine" | "dir">,
+    plan: LaunchPlan,
+  ): Promise<string[]> {
     if (handle.kind !== "container") return [];
     const key = await runKey(run, plan);
     return key === null ? [] : keyFileProblems(this.client(handle.docker_host), handle.container_id, key);
@@ -128,7 +165,12 @@ export class ContainerBackend implements EngineBackend {
     if (handle.kind !== "container") return { pid: null, args: [] };
     const info = await this.client(handle.docker_host).inspectContainer(handle.container_id);
     if (!info) return { pid: null, args: [], container_id: handle.container_id };
-    return { pid: info.State.Running && info.State.Pid > 0 ? info.State.Pid : null, args: info.Config.Cmd ?? [], container_id: info.Id, image_id: info.Image };
+    return {
+      pid: info.State.Running && info.State.Pid > 0 ? info.State.Pid : null,
+      args: info.Config.Cmd ?? [],
+      container_id: info.Id,
+      image_id: info.Image,
+    };
   }
 
   async stop(handle: EngineHandle, graceMs: number): Promise<void> {
@@ -143,7 +185,8 @@ export class ContainerBackend implements EngineBackend {
     // An engine's log is evidence of its run; a leftover check container's output already is (image-check.log).
     // A container whose log could not be copied is kept, stopped: the next sweep finds it and tries again.
     if (labels[LABEL.purpose] === "engine" && !(await containerLogSaved(labels[LABEL.run]))) {
-      if ((await copyContainerLog(docker, handle.container_id, labels[LABEL.run], this.opts.logCapBytes)).problem) return;
+      if ((await copyContainerLog(docker, handle.container_id, labels[LABEL.run], this.opts.logCapBytes)).problem)
+        return;
     }
     this.failpoint("docker:remove:before");
     await docker.remove(handle.container_id);
@@ -151,11 +194,17 @@ export class ContainerBackend implements EngineBackend {
   }
 
   async startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog> {
-    if (handle.kind !== "container") return { text: "", where: "no container", problem: `handle is a ${handle.kind} engine` };
+    if (handle.kind !== "container")
+      return { text: "", where: "no container", problem: `handle is a ${handle.kind} engine` };
     const docker = this.client(handle.docker_host);
     const info = await docker.inspectContainer(handle.container_id).catch(() => undefined);
     // A dead engine's log is final: copy it now, so the error that quotes it points at a file that exists.
-    return copyContainerLog(docker, handle.container_id, info && !info.State.Running ? run.dir : undefined, this.opts.logCapBytes);
+    return copyContainerLog(
+      docker,
+      handle.container_id,
+      info && !info.State.Running ? run.dir : undefined,
+      this.opts.logCapBytes,
+    );
   }
 
   async listOwned(opts: { startup?: boolean } = {}): Promise<OwnedEngine[]> {
@@ -167,13 +216,20 @@ export class ContainerBackend implements EngineBackend {
       for (const c of await docker.list([`${LABEL.state}=${this.opts.stateDir}`])) {
         const purpose = c.labels[LABEL.purpose];
         // A check container left by a killed controller: at startup every one is (no check runs yet), later only past its deadline.
-        const staleCheck = purpose === "check" && (opts.startup || Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000);
+        const staleCheck =
+          purpose === "check" &&
+          (opts.startup || Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000);
         if (purpose !== "engine" && !staleCheck) continue;
         owned.push({
           ...(c.labels[LABEL.run] ? { run_dir: c.labels[LABEL.run] } : {}),
           engine: c.labels[LABEL.engine] ?? "?",
           launch_token: purpose === "engine" ? (c.labels[LABEL.token] ?? "") : `check:${c.id}`,
-          handle: { kind: "container", container_id: c.id, launch_token: c.labels[LABEL.token] ?? "", ...(host ? { docker_host: host } : {}) },
+          handle: {
+            kind: "container",
+            container_id: c.id,
+            launch_token: c.labels[LABEL.token] ?? "",
+            ...(host ? { docker_host: host } : {}),
+          },
         });
       }
     }

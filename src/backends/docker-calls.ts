@@ -30,7 +30,13 @@ export class DockerCalls {
   ) {}
 
   /** Run one API call under its deadline; `extraMs` widens it (stop waits for the grace period). */
-  async call<T>(kind: Kind, what: string, fn: (abortSignal: AbortSignal) => Promise<T>, signal?: AbortSignal, extraMs = 0): Promise<T> {
+  async call<T>(
+    kind: Kind,
+    what: string,
+    fn: (abortSignal: AbortSignal) => Promise<T>,
+    signal?: AbortSignal,
+    extraMs = 0,
+  ): Promise<T> {
     const ms = this.timeouts[kind] + extraMs;
     const deadline = AbortSignal.timeout(ms);
     const abortSignal = signal ? AbortSignal.any([signal, deadline]) : deadline;
@@ -50,7 +56,12 @@ export class DockerCalls {
   }
 
   ping(signal?: AbortSignal): Promise<unknown> {
-    return this.call("ping", "ping", (abortSignal) => (this.docker.ping as (o: object) => Promise<unknown>)({ abortSignal }), signal);
+    return this.call(
+      "ping",
+      "ping",
+      (abortSignal) => (this.docker.ping as (o: object) => Promise<unknown>)({ abortSignal }),
+      signal,
+    );
   }
 
   async inspectImage(ref: string, signal?: AbortSignal): Promise<Docker.ImageInspectInfo | null> {
@@ -62,7 +73,12 @@ export class DockerCalls {
         (abortSignal) =>
           new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
             this.dial(
-              { path: `/images/${ref}/json`, method: "GET", abortSignal, statusCodes: { 200: true, 404: "no such image", 500: "server error" } },
+              {
+                path: `/images/${ref}/json`,
+                method: "GET",
+                abortSignal,
+                statusCodes: { 200: true, 404: "no such image", 500: "server error" },
+              },
               (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
             ),
           ),
@@ -76,7 +92,12 @@ export class DockerCalls {
 
   async inspectContainer(id: string, signal?: AbortSignal): Promise<Docker.ContainerInspectInfo | null> {
     try {
-      return await this.call("inspect", `container inspect ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).inspect({ abortSignal }), signal);
+      return await this.call(
+        "inspect",
+        `container inspect ${id.slice(0, 12)}`,
+        (abortSignal) => this.docker.getContainer(id).inspect({ abortSignal }),
+        signal,
+      );
     } catch (err) {
       if (err instanceof DockerCallError && err.statusCode === 404) return null;
       throw err;
@@ -84,18 +105,38 @@ export class DockerCalls {
   }
 
   async list(labels: string[], signal?: AbortSignal): Promise<ContainerSummary[]> {
-    const found = await this.call("list", "container list", (abortSignal) => this.docker.listContainers({ all: true, filters: { label: labels }, abortSignal } as Docker.ContainerListOptions), signal);
+    const found = await this.call(
+      "list",
+      "container list",
+      (abortSignal) =>
+        this.docker.listContainers({
+          all: true,
+          filters: { label: labels },
+          abortSignal,
+        } as Docker.ContainerListOptions),
+      signal,
+    );
     return found.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, state: c.State, created: c.Created, names: c.Names }));
   }
 
   async create(opts: Docker.ContainerCreateOptions, signal?: AbortSignal): Promise<string> {
-    const c = await this.call("create", `container create ${opts.name ?? ""}`.trim(), (abortSignal) => this.docker.createContainer({ ...opts, abortSignal } as Docker.ContainerCreateOptions), signal);
+    const c = await this.call(
+      "create",
+      `container create ${opts.name ?? ""}`.trim(),
+      (abortSignal) => this.docker.createContainer({ ...opts, abortSignal } as Docker.ContainerCreateOptions),
+      signal,
+    );
     return c.id;
   }
 
   async start(id: string, signal?: AbortSignal): Promise<void> {
     try {
-      await this.call("start", `container start ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).start({ abortSignal }), signal);
+      await this.call(
+        "start",
+        `container start ${id.slice(0, 12)}`,
+        (abortSignal) => this.docker.getContainer(id).start({ abortSignal }),
+        signal,
+      );
     } catch (err) {
       if (err instanceof DockerCallError && err.statusCode === 304) return; // already started
       throw err;
@@ -104,7 +145,13 @@ export class DockerCalls {
 
   async stop(id: string, graceSeconds: number, signal?: AbortSignal): Promise<void> {
     try {
-      await this.call("stop", `container stop ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).stop({ t: graceSeconds, abortSignal }), signal, graceSeconds * 1000);
+      await this.call(
+        "stop",
+        `container stop ${id.slice(0, 12)}`,
+        (abortSignal) => this.docker.getContainer(id).stop({ t: graceSeconds, abortSignal }),
+        signal,
+        graceSeconds * 1000,
+      );
     } catch (err) {
       if (err instanceof DockerCallError && (err.statusCode === 304 || err.statusCode === 404)) return; // already stopped, or gone
       throw err;
@@ -113,7 +160,12 @@ export class DockerCalls {
 
   async remove(id: string, signal?: AbortSignal): Promise<void> {
     try {
-      await this.call("remove", `container remove ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).remove({ force: true, v: true, abortSignal }), signal);
+      await this.call(
+        "remove",
+        `container remove ${id.slice(0, 12)}`,
+        (abortSignal) => this.docker.getContainer(id).remove({ force: true, v: true, abortSignal }),
+        signal,
+      );
     } catch (err) {
       if (err instanceof DockerCallError && err.statusCode === 404) return;
       // 409 "removal already in progress" ends in the same place.
@@ -124,11 +176,21 @@ export class DockerCalls {
 
   /** Rename a container (frees its name; the container and its log stay). */
   async rename(id: string, name: string, signal?: AbortSignal): Promise<void> {
-    await this.call("remove", `container rename ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).rename({ name, abortSignal }), signal);
+    await this.call(
+      "remove",
+      `container rename ${id.slice(0, 12)}`,
+      (abortSignal) => this.docker.getContainer(id).rename({ name, abortSignal }),
+      signal,
+    );
   }
 
   async putArchive(id: string, tar: Buffer, dir: string, signal?: AbortSignal): Promise<void> {
-    await this.call("create", `container archive upload ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).putArchive(tar, { path: dir, abortSignal } as object), signal);
+    await this.call(
+      "create",
+      `container archive upload ${id.slice(0, 12)}`,
+      (abortSignal) => this.docker.getContainer(id).putArchive(tar, { path: dir, abortSignal } as object),
+      signal,
+    );
   }
 
   /** One path of a container's filesystem as a tar stream, read up to `maxBytes` (null: the path does not exist). */
@@ -138,7 +200,9 @@ export class DockerCalls {
         "inspect",
         `container archive download ${id.slice(0, 12)} ${file}`,
         async (abortSignal) => {
-          const stream = (await this.docker.getContainer(id).getArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream;
+          const stream = (await this.docker
+            .getContainer(id)
+            .getArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream;
           const parts: Buffer[] = [];
           let size = 0;
           for await (const chunk of stream) {
@@ -157,7 +221,12 @@ export class DockerCalls {
   }
 
   async wait(id: string, signal?: AbortSignal): Promise<number> {
-    const out = await this.call("check", `container wait ${id.slice(0, 12)}`, (abortSignal) => this.docker.getContainer(id).wait({ abortSignal }), signal);
+    const out = await this.call(
+      "check",
+      `container wait ${id.slice(0, 12)}`,
+      (abortSignal) => this.docker.getContainer(id).wait({ abortSignal }),
+      signal,
+    );
     return (out as { StatusCode: number }).StatusCode;
   }
 
@@ -173,7 +242,14 @@ export class DockerCalls {
       (abortSignal) =>
         new Promise<void>((resolve, reject) =>
           this.dial(
-            { path: `/containers/${id}/logs?`, method: "GET", abortSignal, isStream: true, statusCodes: { 200: true, 404: "no such container", 500: "server error" }, options: { stdout: true, stderr: true, follow: false } },
+            {
+              path: `/containers/${id}/logs?`,
+              method: "GET",
+              abortSignal,
+              isStream: true,
+              statusCodes: { 200: true, 404: "no such container", 500: "server error" },
+              options: { stdout: true, stderr: true, follow: false },
+            },
             (e, d) => {
               if (e) return reject(e);
               const stream = d as NodeJS.ReadableStream & { destroy(): void };

@@ -7,7 +7,10 @@ import type { DockerConfig } from "../config.js";
 
 export const DEFAULT_SOCKET = "/var/run/docker.sock";
 
-export function dockerOptions(host: string | undefined, cfg: Pick<DockerConfig, "tlsVerify" | "certPath">): Docker.DockerOptions {
+export function dockerOptions(
+  host: string | undefined,
+  cfg: Pick<DockerConfig, "tlsVerify" | "certPath">,
+): Docker.DockerOptions {
   if (!host) return { socketPath: DEFAULT_SOCKET };
   const url = new URL(host);
   switch (url.protocol) {
@@ -17,7 +20,11 @@ export function dockerOptions(host: string | undefined, cfg: Pick<DockerConfig, 
     case "http:":
     case "https:": {
       const tls = cfg.tlsVerify || url.protocol === "https:";
-      const opts: Docker.DockerOptions = { host: url.hostname.replace(/^\[|\]$/g, ""), port: url.port || (tls ? 2376 : 2375), protocol: tls ? "https" : "http" };
+      const opts: Docker.DockerOptions = {
+        host: url.hostname.replace(/^\[|\]$/g, ""),
+        port: url.port || (tls ? 2376 : 2375),
+        protocol: tls ? "https" : "http",
+      };
       if (tls && cfg.certPath) {
         opts.ca = fs.readFileSync(path.join(cfg.certPath, "ca.pem"));
         opts.cert = fs.readFileSync(path.join(cfg.certPath, "cert.pem"));
@@ -26,7 +33,12 @@ export function dockerOptions(host: string | undefined, cfg: Pick<DockerConfig, 
       return opts;
     }
     case "ssh:":
-      return { protocol: "ssh", host: url.hostname, port: url.port || 22, username: url.username || undefined } as Docker.DockerOptions;
+      return {
+        protocol: "ssh",
+        host: url.hostname,
+        port: url.port || 22,
+        username: url.username || undefined,
+      } as Docker.DockerOptions;
     default:
       throw new Error(`unsupported Docker endpoint ${host}: use unix://, tcp:// or ssh://`);
   }

@@ -18,7 +18,11 @@ export class DockerCallError extends NarwhalError {
     super(message, {
       ...(typeof retryable === "string" ? { failure: retryable } : { retryable }),
       input: deadlineVar ?? `docker ${call}`,
-      ...(retryable === "outwait" ? { fix: "Start the Docker daemon on the engine host, or correct docker_host / DOCKER_HOST; narwhal re-checks until it answers." } : {}),
+      ...(retryable === "outwait"
+        ? {
+            fix: "Start the Docker daemon on the engine host, or correct docker_host / DOCKER_HOST; narwhal re-checks until it answers.",
+          }
+        : {}),
     });
   }
 }
@@ -29,14 +33,29 @@ export class DockerCallError extends NarwhalError {
  * daemon that answers slowly (a deadline) or with an error of its own is retried instead.
  */
 export function daemonUnavailable(err: { statusCode?: number; message?: string; code?: string }): boolean {
-  if (err.code !== undefined && ["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"].includes(err.code)) return true;
+  if (
+    err.code !== undefined &&
+    ["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"].includes(err.code)
+  )
+    return true;
   if (err.statusCode === 503) return true;
-  return err.statusCode !== undefined && err.statusCode >= 500 && /restarting|shutting down|daemon is not running/i.test(err.message ?? "");
+  return (
+    err.statusCode !== undefined &&
+    err.statusCode >= 500 &&
+    /restarting|shutting down|daemon is not running/i.test(err.message ?? "")
+  );
 }
 
 /** A call past its deadline: retried; the fix is the deadline's variable. */
 export function deadlineExceeded(what: string, variable: string, ms: number, endpoint: string): DockerCallError {
-  return new DockerCallError(what, `docker ${what} exceeded its deadline of ${ms} ms (${variable}) on ${endpoint}`, undefined, true, true, variable);
+  return new DockerCallError(
+    what,
+    `docker ${what} exceeded its deadline of ${ms} ms (${variable}) on ${endpoint}`,
+    undefined,
+    true,
+    true,
+    variable,
+  );
 }
 
 /** A call the daemon failed or could not be reached for, classified by daemonUnavailable and its status. */
@@ -45,5 +64,10 @@ export function callFailure(what: string, err: unknown, endpoint: string): Docke
   // 409 (a name still held by a container being removed) clears by itself; other 4xx are ours to fix.
   const transient = e.statusCode === undefined || e.statusCode >= 500 || e.statusCode === 409;
   const failure = daemonUnavailable(e) ? "outwait" : transient ? "retry" : "terminal";
-  return new DockerCallError(what, `docker ${what} failed on ${endpoint}: ${e.message ?? String(err)}`, e.statusCode, failure);
+  return new DockerCallError(
+    what,
+    `docker ${what} failed on ${endpoint}: ${e.message ?? String(err)}`,
+    e.statusCode,
+    failure,
+  );
 }

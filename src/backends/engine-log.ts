@@ -50,7 +50,8 @@ export class LogTail {
     this.tailLen += chunk.length;
     // Drop whole chunks that lie entirely before the last `cap - head` bytes: memory stays near the cap.
     const keep = this.cap - this.headLen;
-    while (this.tail.length > 1 && this.tailLen - this.tail[0]!.length >= keep) this.tailLen -= this.tail.shift()!.length;
+    while (this.tail.length > 1 && this.tailLen - this.tail[0]!.length >= keep)
+      this.tailLen -= this.tail.shift()!.length;
   }
 
   /** The kept text: everything when it fits the cap, else whole first lines, a marker, and whole last lines. */
@@ -66,7 +67,9 @@ export class LogTail {
     const nl = keptTail.indexOf(0x0a);
     if (nl >= 0 && nl < keptTail.length - 1) keptTail = keptTail.subarray(nl + 1);
     const omitted = this.total - keptHead.length - keptTail.length;
-    const marker = Buffer.from(`[narwhal: ${omitted} bytes of this ${this.total}-byte log omitted; the cap is ${this.cap} bytes (NARWHAL_ENGINE_LOG_CAP_BYTES)]\n`);
+    const marker = Buffer.from(
+      `[narwhal: ${omitted} bytes of this ${this.total}-byte log omitted; the cap is ${this.cap} bytes (NARWHAL_ENGINE_LOG_CAP_BYTES)]\n`,
+    );
     return Buffer.concat([keptHead, marker, keptTail]);
   }
 

@@ -6,9 +6,23 @@ import { ContainerBackend } from "./container.js";
 import { NativeBackend } from "./native.js";
 import type { EngineBackend } from "./types.js";
 
-export function backendsFor(config: Config, failpoint: Failpoint = noFailpoints): Record<EngineSpec["backend"], EngineBackend> {
+export function backendsFor(
+  config: Config,
+  failpoint: Failpoint = noFailpoints,
+): Record<EngineSpec["backend"], EngineBackend> {
   return {
-    native: new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, logCapBytes: config.engineLogCapBytes, failpoint }),
-    container: new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs, logCapBytes: config.engineLogCapBytes, failpoint }),
+    native: new NativeBackend({
+      stateDir: config.stateDir,
+      hostEnv: config.hostEnv,
+      logCapBytes: config.engineLogCapBytes,
+      failpoint,
+    }),
+    container: new ContainerBackend({
+      stateDir: config.stateDir,
+      docker: config.docker,
+      stopGraceMs: config.stopGraceMs,
+      logCapBytes: config.engineLogCapBytes,
+      failpoint,
+    }),
   };
 }

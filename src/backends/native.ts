@@ -30,7 +30,11 @@ export interface NativeBackendOptions {
   failpoint?: Failpoint;
 }
 
-async function engineEnv(run: PreparedRun, hostEnv: Record<string, string>, stateDir: string): Promise<Record<string, string>> {
+async function engineEnv(
+  run: PreparedRun,
+  hostEnv: Record<string, string>,
+  stateDir: string,
+): Promise<Record<string, string>> {
   const env = parseEnvFile(await fs.readFile(path.join(run.dir, "container.env"), "utf8"));
   // NARWHAL_STATE_DIR scopes ownership: two controllers on one host never adopt each other's engines.
   return { ...hostEnv, ...env, NARWHAL_STATE_DIR: stateDir };
@@ -50,11 +54,21 @@ export class NativeBackend implements EngineBackend {
     } catch {
       /* a bare name on PATH: identity by name */
     }
-    const identity = { python, pythonpath: spec.launch.runtime.environment.PYTHONPATH ?? null, packages: spec.launch.runtime.expected_packages };
+    const identity = {
+      python,
+      pythonpath: spec.launch.runtime.environment.PYTHONPATH ?? null,
+      packages: spec.launch.runtime.expected_packages,
+    };
     return "native:sha256:" + createHash("sha256").update(JSON.stringify(identity)).digest("hex");
   }
 
-  async runCheck(run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput> {
+  async runCheck(
+    run: PreparedRun,
+    plan: LaunchPlan,
+    scriptPath: string,
+    inputPath: string,
+    signal: AbortSignal,
+  ): Promise<RuntimeCheckOutput> {
     const env = await engineEnv(run, this.opts.hostEnv, this.opts.stateDir);
     const inspectionId = randomUUID();
     return new Promise((resolve) => {
@@ -79,7 +93,14 @@ export class NativeBackend implements EngineBackend {
             exit_code: code,
             stdout: String(stdout),
             stderr: String(stderr) + (err && typeof errno !== "number" ? `\n${err.message}` : ""),
-            ...(timedOut ? { deadline: { message: `the runtime check exceeded its deadline of ${CHECK_TIMEOUT_MS} ms`, input: "the native check deadline (fixed, 120 s)" } } : {}),
+            ...(timedOut
+              ? {
+                  deadline: {
+                    message: `the runtime check exceeded its deadline of ${CHECK_TIMEOUT_MS} ms`,
+                    input: "the native check deadline (fixed, 120 s)",
+                  },
+                }
+              : {}),
           });
         },
       );
@@ -109,10 +130,15 @@ export class NativeBackend implements EngineBackend {
       return found;
     }
     if (recorded) {
-      throw new PhaseError(run.engine, "start", `the engine started from ${run.dir} (pid ${(recorded as { pid?: number }).pid}) is no longer running`, {
-        retryable: true,
-        fix: "A fresh start needs a fresh run directory; narwhal prepares one on retry. Read engine.log in the old run for the cause.",
-      });
+      throw new PhaseError(
+        run.engine,
+        "start",
+        `the engine started from ${run.dir} (pid ${(recorded as { pid?: number }).pid}) is no longer running`,
+        {
+          retryable: true,
+          fix: "A fresh start needs a fresh run directory; narwhal prepares one on retry. Read engine.log in the old run for the cause.",
+        },
+      );
     }
     signal.throwIfAborted();
     const env = await engineEnv(run, this.opts.hostEnv, this.opts.stateDir);
@@ -122,13 +148,28 @@ export class NativeBackend implements EngineBackend {
       this.failpoint("native:spawn:before");
       const child = spawn(cmd!, args, { env, cwd: run.dir, detached: true, stdio: ["ignore", log.fd, log.fd] });
       const pid = await new Promise<number>((resolve, reject) => {
-        child.once("error", (err) => reject(new PhaseError(run.engine, "start", `cannot execute ${cmd}: ${err.message}`, { input: "NARWHAL_NATIVE_PYTHON", retryable: false, fix: "Point NARWHAL_NATIVE_PYTHON at the checked Python runtime." })));
+        child.once("error", (err) =>
+          reject(
+            new PhaseError(run.engine, "start", `cannot execute ${cmd}: ${err.message}`, {
+              input: "NARWHAL_NATIVE_PYTHON",
+              retryable: false,
+              fix: "Point NARWHAL_NATIVE_PYTHON at the checked Python runtime.",
+            }),
+          ),
+        );
         child.once("spawn", () => resolve(child.pid!));
       });
       child.unref();
       this.failpoint("native:spawn:after");
       const stat = await readProcStat(pid);
-      const handle: EngineHandle = { kind: "native", pid, pgid: pid, boot_id: await readBootId(), start_ticks: stat?.startTicks ?? -1, launch_token: run.launch_token };
+      const handle: EngineHandle = {
+        kind: "native",
+        pid,
+        pgid: pid,
+        boot_id: await readBootId(),
+        start_ticks: stat?.startTicks ?? -1,
+        launch_token: run.launch_token,
+      };
       await writeFileExclusive(path.join(run.dir, PROCESS_FILE), JSON.stringify(handle, null, 2) + "\n");
       return handle;
     } finally {
@@ -144,11 +185,16 @@ export class NativeBackend implements EngineBackend {
 
   async identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]> {
     if (handle.kind !== "native") return [`handle is a ${handle.kind} engine, the plan is native`];
-    if (!(await this.isAlive(handle))) return [`process ${handle.pid} (start tick ${handle.start_ticks}) is not running`];
+    if (!(await this.isAlive(handle)))
+      return [`process ${handle.pid} (start tick ${handle.start_ticks}) is not running`];
     const env = await readProcEnviron(handle.pid);
     const problems: string[] = [];
-    if (env?.NARWHAL_LAUNCH_TOKEN !== plan.launch_token) problems.push(`process ${handle.pid} carries launch token ${env?.NARWHAL_LAUNCH_TOKEN ?? "none"}, not this plan's`);
-    if (env?.NARWHAL_ENGINE !== plan.engine) problems.push(`process ${handle.pid} belongs to ${env?.NARWHAL_ENGINE ?? "no engine"}`);
+    if (env?.NARWHAL_LAUNCH_TOKEN !== plan.launch_token)
+      problems.push(
+        `process ${handle.pid} carries launch token ${env?.NARWHAL_LAUNCH_TOKEN ?? "none"}, not this plan's`,
+      );
+    if (env?.NARWHAL_ENGINE !== plan.engine)
+      problems.push(`process ${handle.pid} belongs to ${env?.NARWHAL_ENGINE ?? "no engine"}`);
     return problems;
   }
 
@@ -168,7 +214,12 @@ export class NativeBackend implements EngineBackend {
     if (handle.kind !== "native") return { pid: null, args: [] };
     const alive = await this.isAlive(handle);
     const cmdline = alive ? await fs.readFile(`/proc/${handle.pid}/cmdline`, "utf8").catch(() => "") : "";
-    return { pid: alive ? handle.pid : null, args: cmdline.split("\0").filter((a, i, all) => a !== "" || i < all.length - 1), boot_id: handle.boot_id, start_ticks: handle.start_ticks };
+    return {
+      pid: alive ? handle.pid : null,
+      args: cmdline.split("\0").filter((a, i, all) => a !== "" || i < all.length - 1),
+      boot_id: handle.boot_id,
+      start_ticks: handle.start_ticks,
+    };
   }
 
   async stop(handle: EngineHandle, graceMs: number): Promise<void> {
@@ -186,7 +237,10 @@ export class NativeBackend implements EngineBackend {
     this.failpoint("native:stop:before");
     signalGroup("SIGTERM");
     const deadline = Date.now() + graceMs;
-    while (Date.now() < deadline && ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token)))) {
+    while (
+      Date.now() < deadline &&
+      ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token)))
+    ) {
       await new Promise((r) => setTimeout(r, 100));
     }
     if ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token))) {
@@ -214,7 +268,14 @@ export class NativeBackend implements EngineBackend {
         ...(runDir ? { run_dir: runDir } : {}),
         engine: env.NARWHAL_ENGINE,
         launch_token: env.NARWHAL_LAUNCH_TOKEN,
-        handle: { kind: "native", pid, pgid: pid, boot_id: bootId, start_ticks: stat.startTicks, launch_token: env.NARWHAL_LAUNCH_TOKEN },
+        handle: {
+          kind: "native",
+          pid,
+          pgid: pid,
+          boot_id: bootId,
+          start_ticks: stat.startTicks,
+          launch_token: env.NARWHAL_LAUNCH_TOKEN,
+        },
       });
     }
     return owned;
@@ -225,8 +286,13 @@ export class NativeBackend implements EngineBackend {
 async function groupHasMembers(pgid: number, token: string): Promise<boolean> {
   for (const pid of await listPids()) {
     const stat = await readProcStat(pid);
-    if (stat && stat.pgid === pgid && stat.state !== "Z" && (await readProcEnviron(pid))?.NARWHAL_LAUNCH_TOKEN === token) return true;
+    if (
+      stat &&
+      stat.pgid === pgid &&
+      stat.state !== "Z" &&
+      (await readProcEnviron(pid))?.NARWHAL_LAUNCH_TOKEN === token
+    )
+      return true;
   }
   return false;
 }
-

@@ -17,7 +17,14 @@ function header(name: string, size: number, mode: number, type: "0" | "5"): Buff
   h.write("0000000\0", 108, 8, "ascii"); // uid root
   h.write("0000000\0", 116, 8, "ascii"); // gid root
   h.write(size.toString(8).padStart(11, "0") + "\0", 124, 12, "ascii");
-  h.write(Math.floor(Date.now() / 1000).toString(8).padStart(11, "0") + "\0", 136, 12, "ascii");
+  h.write(
+    Math.floor(Date.now() / 1000)
+      .toString(8)
+      .padStart(11, "0") + "\0",
+    136,
+    12,
+    "ascii",
+  );
   h.write("        ", 148, 8, "ascii"); // checksum placeholder: spaces while summing
   h.write(type, 156, 1, "ascii");
   h.write("ustar\0", 257, 6, "ascii");
@@ -48,11 +55,19 @@ export function firstTarFile(tar: Buffer): { name: string; mode: number; data: B
   while (off + 512 <= tar.length) {
     const h = tar.subarray(off, off + 512);
     if (h.every((b) => b === 0)) return null; // end-of-archive marker
-    const field = (start: number, len: number) => h.toString("ascii", start, start + len).replace(/\0.*$/s, "").trim();
+    const field = (start: number, len: number) =>
+      h
+        .toString("ascii", start, start + len)
+        .replace(/\0.*$/s, "")
+        .trim();
     const size = parseInt(field(124, 12) || "0", 8);
     const type = field(156, 1) || "0";
     if (type === "0") {
-      return { name: h.toString("utf8", 0, 100).replace(/\0.*$/s, ""), mode: parseInt(field(100, 8) || "0", 8) & 0o7777, data: tar.subarray(off + 512, off + 512 + size) };
+      return {
+        name: h.toString("utf8", 0, 100).replace(/\0.*$/s, ""),
+        mode: parseInt(field(100, 8) || "0", 8) & 0o7777,
+        data: tar.subarray(off + 512, off + 512 + size),
+      };
     }
     off += 512 + Math.ceil(size / 512) * 512; // skip directories, pax headers, links
   }

@@ -43,7 +43,13 @@ export interface EngineBackend {
   /** Image id, or the native runtime's identity; part of the group signature. */
   runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string>;
   /** Run the check script inside the engine's runtime. */
-  runCheck(run: PreparedRun, plan: LaunchPlan, scriptPath: string, inputPath: string, signal: AbortSignal): Promise<RuntimeCheckOutput>;
+  runCheck(
+    run: PreparedRun,
+    plan: LaunchPlan,
+    scriptPath: string,
+    inputPath: string,
+    signal: AbortSignal,
+  ): Promise<RuntimeCheckOutput>;
   /** Find this run's engine (by launch token) or start it; never starts a second one. */
   ensureStarted(run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle>;
   /** The engine still runs as the recorded identity. */

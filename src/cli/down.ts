@@ -56,7 +56,10 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
               // The next reconcile starts this engine over in a fresh run directory.
               snapshot: null,
               conditions: stoppedConditions(prev.conditions, new Date().toISOString()),
-              history: [...prev.history, { at: new Date().toISOString(), from: prev.phase, to: "stopped", event: "down" }],
+              history: [
+                ...prev.history,
+                { at: new Date().toISOString(), from: prev.phase, to: "stopped", event: "down" },
+              ],
             }
           : null,
       );

@@ -14,7 +14,18 @@ export const EXIT = { ok: 0, invalid: 1, notConverged: 2, changes: 2 } as const;
 export function reportError(thrown: unknown, format: string, write: (s: string) => void): number {
   const err = ioFailure(thrown);
   if (format === "json") {
-    write(JSON.stringify({ error: err instanceof NarwhalError ? err.toJSON() : { name: "InternalError", message: String((err as Error)?.message ?? err) } }, null, 2));
+    write(
+      JSON.stringify(
+        {
+          error:
+            err instanceof NarwhalError
+              ? err.toJSON()
+              : { name: "InternalError", message: String((err as Error)?.message ?? err) },
+        },
+        null,
+        2,
+      ),
+    );
   } else if (err instanceof NarwhalError) {
     write(`narwhal: ${err.describe()}`);
   } else {

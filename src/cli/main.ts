@@ -37,7 +37,8 @@ async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger)
   }
 }
 
-const desiredOpt = () => new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
+const desiredOpt = () =>
+  new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
 const stateOpt = () => new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state");
 const formatOpt = () => new Option("--format <format>", "output format").choices(["text", "json"]).default("text");
 
@@ -60,7 +61,8 @@ async function run(argv: string[]): Promise<number> {
     .exitOverride()
     .showHelpAfterError();
 
-  const act = (fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>) =>
+  const act =
+    (fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>) =>
     async (...args: unknown[]) => {
       const cmd = args[args.length - 1] as Command;
       const opts = cmd.opts() as GlobalOptions & Record<string, unknown>;
@@ -78,10 +80,17 @@ async function run(argv: string[]): Promise<number> {
         const config = configFrom(opts);
         const result = await validateDesired(config.desiredDir);
         if (opts.format === "json") {
-          out(JSON.stringify({ valid: !!result.state, issues: result.issues, engines: result.state?.specs ?? [] }, null, 2));
+          out(
+            JSON.stringify(
+              { valid: !!result.state, issues: result.issues, engines: result.state?.specs ?? [] },
+              null,
+              2,
+            ),
+          );
         } else if (result.state) {
           out(`desired state in ${config.desiredDir} is valid: ${result.state.specs.length} engines`);
-          for (const s of result.state.specs) out(`  ${s.name} (${s.role}, ${s.backend}) ${s.url} input ${s.input_hash.slice(0, 12)}`);
+          for (const s of result.state.specs)
+            out(`  ${s.name} (${s.role}, ${s.backend}) ${s.url} input ${s.input_hash.slice(0, 12)}`);
         } else {
           printInvalid(config.desiredDir, result.issues, String(opts.format));
         }
@@ -98,7 +107,9 @@ async function run(argv: string[]): Promise<number> {
     .addOption(formatOpt())
     .action(
       act((opts) =>
-        withLogger(opts, (config, log) => (opts.once ? reconcileOnce(config, log, String(opts.format), out) : reconcileWatch(config, log))),
+        withLogger(opts, (config, log) =>
+          opts.once ? reconcileOnce(config, log, String(opts.format), out) : reconcileWatch(config, log),
+        ),
       ),
     );
 
@@ -117,7 +128,9 @@ async function run(argv: string[]): Promise<number> {
         const config = configFrom(opts);
         const view = await readStatus(config, engine as string | undefined);
         if (engine && view.engines.length === 0) {
-          err(`narwhal: no engine named ${String(engine)} in the state ${config.stateDir} or in desired state ${config.desiredDir}`);
+          err(
+            `narwhal: no engine named ${String(engine)} in the state ${config.stateDir} or in desired state ${config.desiredDir}`,
+          );
           return EXIT.invalid;
         }
         out(opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine));
@@ -133,7 +146,11 @@ async function run(argv: string[]): Promise<number> {
     .action(
       act(async (opts) => {
         const groups = groupReport(Object.values((await readState(configFrom(opts).stateDir)).engines));
-        out(opts.format === "json" ? JSON.stringify(groups, null, 2) : renderGroups(groups) || "no groups yet: no engine has been inspected");
+        out(
+          opts.format === "json"
+            ? JSON.stringify(groups, null, 2)
+            : renderGroups(groups) || "no groups yet: no engine has been inspected",
+        );
         return EXIT.ok;
       }),
     );
@@ -147,7 +164,13 @@ async function run(argv: string[]): Promise<number> {
       act((opts) =>
         withLogger(opts, async (config, log) => {
           const { stopped } = await down(config, log);
-          out(opts.format === "json" ? JSON.stringify({ stopped }) : stopped.length ? `stopped: ${stopped.join(", ")}` : "no engine was running");
+          out(
+            opts.format === "json"
+              ? JSON.stringify({ stopped })
+              : stopped.length
+                ? `stopped: ${stopped.join(", ")}`
+                : "no engine was running",
+          );
           return EXIT.ok;
         }),
       ),
@@ -168,14 +191,23 @@ async function run(argv: string[]): Promise<number> {
             printInvalid(config.desiredDir, result.issues, String(opts.format));
             return EXIT.invalid;
           }
-          return planCommand(config, log, result.state, { format: String(opts.format), out: opts.out as string | undefined }, out, err);
+          return planCommand(
+            config,
+            log,
+            result.state,
+            { format: String(opts.format), out: opts.out as string | undefined },
+            out,
+            err,
+          );
         }),
       ),
     );
 
   program
     .command("apply")
-    .description("Execute exactly a saved plan, or refuse (exit 1) when desired or observed state moved since; then as reconcile --once (exit 0 converged, 2 not)")
+    .description(
+      "Execute exactly a saved plan, or refuse (exit 1) when desired or observed state moved since; then as reconcile --once (exit 0 converged, 2 not)",
+    )
     .argument("<file>", "a plan written by narwhal plan --out FILE")
     .addOption(new Option("--desired <dir>", "desired-state directory").default(undefined, "the plan's desired_dir"))
     .addOption(new Option("--state <dir>", "state directory").default(undefined, "the plan's state_dir"))
@@ -197,20 +229,24 @@ async function run(argv: string[]): Promise<number> {
   } catch (e) {
     const ce = e as { code?: string; exitCode?: number };
     if (typeof ce.code === "string" && ce.code.startsWith("commander.")) {
-      return ce.code === "commander.helpDisplayed" || ce.code === "commander.version" ? EXIT.ok : (ce.exitCode ?? EXIT.invalid);
+      return ce.code === "commander.helpDisplayed" || ce.code === "commander.version"
+        ? EXIT.ok
+        : (ce.exitCode ?? EXIT.invalid);
     }
     return reportError(e, format, err);
   }
   return code;
 }
 
-
 // Exit 0 is earned: if the event loop drains while the command is still pending (an operation that
 // never settled), Node exits with process.exitCode, and that must not read as success.
 process.exitCode = EXIT.invalid;
 let finished = false;
 process.on("beforeExit", () => {
-  if (!finished) err("narwhal: internal error: the command stopped before it finished (an operation never settled); nothing it reported can be trusted.");
+  if (!finished)
+    err(
+      "narwhal: internal error: the command stopped before it finished (an operation never settled); nothing it reported can be trusted.",
+    );
 });
 
 async function main(): Promise<number> {

@@ -22,7 +22,10 @@ interface Channel {
 
 const line = (s: string) => (s.endsWith("\n") ? s : s + "\n");
 
-export function cliOutput(stdout: NodeJS.WriteStream = process.stdout, stderr: NodeJS.WriteStream = process.stderr): CliOutput {
+export function cliOutput(
+  stdout: NodeJS.WriteStream = process.stdout,
+  stderr: NodeJS.WriteStream = process.stderr,
+): CliOutput {
   const channels = [
     { stream: stdout, name: "stdout", closed: false, failure: null },
     { stream: stderr, name: "stderr", closed: false, failure: null },

@@ -49,7 +49,12 @@ export async function convergeOnce(
   return converged ? EXIT.ok : EXIT.notConverged;
 }
 
-export async function reconcileOnce(config: Config, log: Logger, format: string, write: (s: string) => void): Promise<number> {
+export async function reconcileOnce(
+  config: Config,
+  log: Logger,
+  format: string,
+  write: (s: string) => void,
+): Promise<number> {
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
   const desired = await loadDesired(config.desiredDir);
   const controller = controllerFor(config, log, "once");
@@ -72,7 +77,11 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
         log.info(`desired state applied (${desired.specs.length} engines)`);
       } catch (err) {
         // Keep converging on the last valid desired state; touch nothing.
-        log.error(err instanceof DesiredStateError ? err.describe() : `cannot load the desired state: ${(err as Error).message}`);
+        log.error(
+          err instanceof DesiredStateError
+            ? err.describe()
+            : `cannot load the desired state: ${(err as Error).message}`,
+        );
       }
     });
   };

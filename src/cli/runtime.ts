@@ -25,5 +25,13 @@ export function loggerFor(config: Config): Logger {
 
 export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {
   const failpoint = failpoints(config.failpoints);
-  return new Controller({ config, log, app: appIdentity(), scriptPath: checkScriptPath(), backends: backendsFor(config, failpoint), failpoint, mode });
+  return new Controller({
+    config,
+    log,
+    app: appIdentity(),
+    scriptPath: checkScriptPath(),
+    backends: backendsFor(config, failpoint),
+    failpoint,
+    mode,
+  });
 }

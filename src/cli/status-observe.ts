@@ -40,8 +40,16 @@ function reason(err: unknown): string {
 
 async function containerLive(config: Config, handles: ContainerHandle[]): Promise<Live[]> {
   // Loaded here, not at the top: dockerode and its transport stack cost a fast command a third of a second.
-  const [{ ContainerBackend }, { LABEL }] = await Promise.all([import("../backends/container.js"), import("../backends/container-labels.js")]);
-  const backend = new ContainerBackend({ stateDir: config.stateDir, docker: config.docker, stopGraceMs: config.stopGraceMs, logCapBytes: config.engineLogCapBytes });
+  const [{ ContainerBackend }, { LABEL }] = await Promise.all([
+    import("../backends/container.js"),
+    import("../backends/container-labels.js"),
+  ]);
+  const backend = new ContainerBackend({
+    stateDir: config.stateDir,
+    docker: config.docker,
+    stopGraceMs: config.stopGraceMs,
+    logCapBytes: config.engineLogCapBytes,
+  });
   const byHost = new Map<string, ContainerHandle[]>();
   for (const h of handles) byHost.set(h.docker_host ?? "", [...(byHost.get(h.docker_host ?? "") ?? []), h]);
   const found = new Map<ContainerHandle, Live>();
@@ -50,15 +58,23 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
       try {
         const docker = backend.client(host || undefined);
         // One list answers for every engine on the endpoint; no per-engine inspect.
-        const listed = await docker.list([`${LABEL.state}=${config.stateDir}`], AbortSignal.timeout(STATUS_DOCKER_DEADLINE_MS));
+        const listed = await docker.list(
+          [`${LABEL.state}=${config.stateDir}`],
+          AbortSignal.timeout(STATUS_DOCKER_DEADLINE_MS),
+        );
         for (const h of group) {
           const c = listed.find((x) => x.id === h.container_id);
           const id = h.container_id.slice(0, 12);
           if (!c) found.set(h, { liveness: "gone", problem: `container ${id} no longer exists on ${docker.endpoint}` });
-          else if (c.labels[LABEL.token] !== h.launch_token) found.set(h, { liveness: "gone", problem: `container ${id} carries another launch token` });
+          else if (c.labels[LABEL.token] !== h.launch_token)
+            found.set(h, { liveness: "gone", problem: `container ${id} carries another launch token` });
           else if (c.state === "running") found.set(h, { liveness: "alive", problem: null });
           // Paused or restarting is neither serving nor gone: not for a status check to decide.
-          else found.set(h, { liveness: GONE_STATES.has(c.state) ? "gone" : "unknown", problem: `container ${id} is ${c.state}` });
+          else
+            found.set(h, {
+              liveness: GONE_STATES.has(c.state) ? "gone" : "unknown",
+              problem: `container ${id} is ${c.state}`,
+            });
         }
       } catch (err) {
         const why = `docker container list on ${host || config.docker.host || "the local Docker socket"}: ${reason(err)}`;
@@ -72,12 +88,23 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
 /** Check each target once; the answer per engine. */
 export async function probeEngines(config: Config, targets: ProbeTarget[]): Promise<Record<string, Live>> {
   const result: Record<string, Live> = {};
-  const native = new NativeBackend({ stateDir: config.stateDir, hostEnv: config.hostEnv, logCapBytes: config.engineLogCapBytes });
+  const native = new NativeBackend({
+    stateDir: config.stateDir,
+    hostEnv: config.hostEnv,
+    logCapBytes: config.engineLogCapBytes,
+  });
   const natives = targets.flatMap((t) => (t.handle.kind === "native" ? [{ engine: t.engine, handle: t.handle }] : []));
-  const containers = targets.flatMap((t) => (t.handle.kind === "container" ? [{ engine: t.engine, handle: t.handle }] : []));
+  const containers = targets.flatMap((t) =>
+    t.handle.kind === "container" ? [{ engine: t.engine, handle: t.handle }] : [],
+  );
   const [nativeResults, containerResults] = await Promise.all([
     Promise.all(natives.map(async (t) => [t.engine, await nativeLive(native, t.handle)] as const)),
-    containers.length ? containerLive(config, containers.map((t) => t.handle)) : Promise.resolve([]),
+    containers.length
+      ? containerLive(
+          config,
+          containers.map((t) => t.handle),
+        )
+      : Promise.resolve([]),
   ]);
   for (const [engine, live] of nativeResults) result[engine] = live;
   containers.forEach((t, i) => (result[t.engine] = containerResults[i]!));

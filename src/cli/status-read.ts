@@ -11,17 +11,29 @@ import { probeEngines, type ProbeTarget } from "./status-observe.js";
 import { servingHandle, statusView, type ControllerView, type DesiredNow, type StatusView } from "./status-view.js";
 
 export async function desiredNow(dir: string): Promise<DesiredNow> {
-  const invalid = (issues: number, problem: string): DesiredNow => ({ dir, valid: false, engines: null, issues, problem });
+  const invalid = (issues: number, problem: string): DesiredNow => ({
+    dir,
+    valid: false,
+    engines: null,
+    issues,
+    problem,
+  });
   try {
     // Seven "file not found" issues would hide the one fact: there is no desired/ here.
-    if (!(await exists(dir))) return invalid(0, `desired state ${dir} does not exist (set --desired DIR or NARWHAL_DESIRED); DESIRED shows ?`);
+    if (!(await exists(dir)))
+      return invalid(0, `desired state ${dir} does not exist (set --desired DIR or NARWHAL_DESIRED); DESIRED shows ?`);
     const result = await validateDesired(dir);
     if (result.state) {
-      const engines = Object.fromEntries(result.state.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]));
+      const engines = Object.fromEntries(
+        result.state.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]),
+      );
       return { dir, valid: true, engines, issues: 0, problem: null };
     }
     const n = result.issues.length;
-    return invalid(n, `desired state ${dir} is invalid (${n} error${n === 1 ? "" : "s"}): run narwhal validate --desired ${dir}; DESIRED shows ?`);
+    return invalid(
+      n,
+      `desired state ${dir} is invalid (${n} error${n === 1 ? "" : "s"}): run narwhal validate --desired ${dir}; DESIRED shows ?`,
+    );
   } catch (err) {
     // status still shows what runs: an unreadable desired/ is reported, not fatal.
     return invalid(0, `cannot read desired state ${dir}: ${(err as Error).message}; DESIRED shows ?`);

@@ -24,7 +24,8 @@ export function controllerLine(c: ControllerView): string {
   }
   const written = c.state_written_at ? `state last written ${c.state_written_at}` : "no state written yet";
   if (c.running === null) return `controller: unknown (${c.problem ?? "the state lock cannot be read"}; ${written})`;
-  if (c.stale && c.holder) return `controller: not running (stale lock of pid ${c.holder.pid} on host ${c.holder.host} since ${c.holder.since}; ${written})`;
+  if (c.stale && c.holder)
+    return `controller: not running (stale lock of pid ${c.holder.pid} on host ${c.holder.host} since ${c.holder.since}; ${written})`;
   return `controller: not running (${written})`;
 }
 
@@ -55,7 +56,19 @@ export function headerLines(view: StatusView): string[] {
 function table(view: StatusView, now: number): string[] {
   // A view built without reading desired/ (the report after `reconcile --once`, which has just applied it) has no DESIRED column.
   const withDesired = view.desired !== null;
-  const head = ["ENGINE", "PHASE", "LIVE", ...(withDesired ? ["DESIRED"] : []), "APPLIED", "RUNNING", "OBSERVED", "GROUP", "PID/CONTAINER", "ATTEMPTS", "LAST ERROR"];
+  const head = [
+    "ENGINE",
+    "PHASE",
+    "LIVE",
+    ...(withDesired ? ["DESIRED"] : []),
+    "APPLIED",
+    "RUNNING",
+    "OBSERVED",
+    "GROUP",
+    "PID/CONTAINER",
+    "ATTEMPTS",
+    "LAST ERROR",
+  ];
   const rows = [head];
   for (const e of view.engines) {
     const proc = e.pid !== null ? String(e.pid) : short(e.container_id);
@@ -78,19 +91,38 @@ function table(view: StatusView, now: number): string[] {
 }
 
 function details(e: StatusEngine, view: StatusView, now: number): string[] {
-  const lines = ["", `${e.engine}:`, `  run directory: ${e.run_dir ?? "-"}`, `  plan sha256:   ${e.plan_sha256 ?? "-"}`];
-  const desired = !view.desired ? [] : [`desired ${view.desired.valid ? (e.desired_hash_now ?? "- (not in desired/)") : "?"}`];
-  const hashes = [...desired, `applied ${e.applied_hash ?? "-"}`, `running ${e.running_hash ?? "-"}${e.retiring ? " (retiring)" : ""}`];
+  const lines = [
+    "",
+    `${e.engine}:`,
+    `  run directory: ${e.run_dir ?? "-"}`,
+    `  plan sha256:   ${e.plan_sha256 ?? "-"}`,
+  ];
+  const desired = !view.desired
+    ? []
+    : [`desired ${view.desired.valid ? (e.desired_hash_now ?? "- (not in desired/)") : "?"}`];
+  const hashes = [
+    ...desired,
+    `applied ${e.applied_hash ?? "-"}`,
+    `running ${e.running_hash ?? "-"}${e.retiring ? " (retiring)" : ""}`,
+  ];
   lines.push(
     ...hashes.map((h, i) => `${i === 0 ? "  input hash:    " : "                 "}${h}`),
     `  observed:      ${e.observed_at ? `${age(e.observed_at, now)} (${e.observed_at})` : "never by a controller"}`,
   );
   if (e.live) lines.push(`  checked now:   ${liveCell(e.live)}`);
-  for (const c of e.conditions) lines.push(`  ${c.type}=${c.status} (${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`);
-  if (e.layout) lines.push(`  cache layout: ${e.layout.num_gpu_blocks} blocks × ${e.layout.block_size} tokens, ${e.layout.gpu_kv_cache_tokens} tokens; matches group: ${e.layout_matches_group}`);
-  if (e.last_error) lines.push(`  last error: ${e.last_error.message}${e.last_error.fix ? `\n  fix: ${e.last_error.fix}` : ""}`);
+  for (const c of e.conditions)
+    lines.push(
+      `  ${c.type}=${c.status} (${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`,
+    );
+  if (e.layout)
+    lines.push(
+      `  cache layout: ${e.layout.num_gpu_blocks} blocks × ${e.layout.block_size} tokens, ${e.layout.gpu_kv_cache_tokens} tokens; matches group: ${e.layout_matches_group}`,
+    );
+  if (e.last_error)
+    lines.push(`  last error: ${e.last_error.message}${e.last_error.fix ? `\n  fix: ${e.last_error.fix}` : ""}`);
   lines.push("  history:");
-  for (const h of e.history.slice(-10)) lines.push(`    ${h.at} ${h.from} → ${h.to}${h.note ? ` (${h.note.split("\n")[0]})` : ""}`);
+  for (const h of e.history.slice(-10))
+    lines.push(`    ${h.at} ${h.from} → ${h.to}${h.note ? ` (${h.note.split("\n")[0]})` : ""}`);
   return lines;
 }
 

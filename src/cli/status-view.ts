@@ -42,7 +42,10 @@ export interface Live {
   problem: string | null;
 }
 
-export interface StatusEngine extends Omit<EngineRecord, "snapshot" | "desired_hash" | "running_hash" | "observed_at" | "updated_at"> {
+export interface StatusEngine extends Omit<
+  EngineRecord,
+  "snapshot" | "desired_hash" | "running_hash" | "observed_at" | "updated_at"
+> {
   snapshot: undefined;
   /** Kept for compatibility: the APPLIED hash (what the controller last applied), not desired/ now. */
   desired_hash: string | null;

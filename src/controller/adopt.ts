@@ -18,7 +18,12 @@ export interface Adopted {
   context: EngineContext;
 }
 
-export async function adoptFromRun(owned: OwnedEngine, engine: string, desiredHash: string, retry: RetryPolicy): Promise<Adopted | null> {
+export async function adoptFromRun(
+  owned: OwnedEngine,
+  engine: string,
+  desiredHash: string,
+  retry: RetryPolicy,
+): Promise<Adopted | null> {
   if (!owned.run_dir || owned.engine !== engine) return null;
   let planRead;
   try {
@@ -35,7 +40,13 @@ export async function adoptFromRun(owned: OwnedEngine, engine: string, desiredHa
     read<ProbeResult>(PROBED_FILE),
     read<CacheLayout>(LAYOUT_FILE),
   ]);
-  const run: PreparedRun = { engine, dir: owned.run_dir, input_hash: plan.input_hash, plan_sha256: sha256, launch_token: plan.launch_token };
+  const run: PreparedRun = {
+    engine,
+    dir: owned.run_dir,
+    input_hash: plan.input_hash,
+    plan_sha256: sha256,
+    launch_token: plan.launch_token,
+  };
   const base: EngineContext = { ...initialContext({ engine, desiredHash, retry }), runningHash: plan.input_hash };
 
   const current = plan.input_hash === desiredHash && inspection !== null && checked?.plan_sha256 === sha256;

@@ -42,7 +42,13 @@ export interface ControllerOptions {
 export function retryPolicy(config: Config, mode: ControllerOptions["mode"] = "watch"): RetryPolicy {
   const { baseMs, capMs, maxAttempts, onceOutwaitMs } = config.retry;
   // Outwaited causes are re-checked at most a resync period apart: as often as drift is.
-  return { baseMs, capMs, maxAttempts, outwaitCapMs: config.watch.resyncMs, outwaitForMs: mode === "once" ? onceOutwaitMs : null };
+  return {
+    baseMs,
+    capMs,
+    maxAttempts,
+    outwaitCapMs: config.watch.resyncMs,
+    outwaitForMs: mode === "once" ? onceOutwaitMs : null,
+  };
 }
 
 /** What the phase actors need from the controller that runs them. */

@@ -89,16 +89,25 @@ export class Controller {
     // A failed reconcile (a daemon that errors, a state write that fails) is retried soon, and at
     // most a resync period apart: as often as drift is looked for anyway.
     const retryBaseMs = Math.max(1, Math.min(1000, opts.config.retry.baseMs));
-    this.queue = new WorkQueue((key, signal) => (key === FLEET ? this.reconcileFleet(signal) : this.reconcileKey(key, signal)), {
-      concurrency: opts.concurrency ?? opts.config.queue.concurrency,
-      retry: { baseMs: retryBaseMs, capMs: Math.max(retryBaseMs, opts.config.watch.resyncMs) },
-      onError: (key, err, failures) =>
-        this.opts.log.error(`reconcile of ${key === FLEET ? "the fleet" : key} failed (${failures} in a row; retried with backoff): ${describeFailure(err)}`),
-    });
+    this.queue = new WorkQueue(
+      (key, signal) => (key === FLEET ? this.reconcileFleet(signal) : this.reconcileKey(key, signal)),
+      {
+        concurrency: opts.concurrency ?? opts.config.queue.concurrency,
+        retry: { baseMs: retryBaseMs, capMs: Math.max(retryBaseMs, opts.config.watch.resyncMs) },
+        onError: (key, err, failures) =>
+          this.opts.log.error(
+            `reconcile of ${key === FLEET ? "the fleet" : key} failed (${failures} in a row; retried with backoff): ${describeFailure(err)}`,
+          ),
+      },
+    );
   }
 
   async open(): Promise<void> {
-    ({ lock: this.lock, store: this.store } = await openState(this.opts.config.stateDir, this.opts.log, this.opts.failpoint));
+    ({ lock: this.lock, store: this.store } = await openState(
+      this.opts.config.stateDir,
+      this.opts.log,
+      this.opts.failpoint,
+    ));
     // Never throws: an unreadable serving-fleet.json is rewritten from the first plan.
     await this.serving.load();
   }
@@ -116,7 +125,10 @@ export class Controller {
       await this.store?.flush();
       await this.serving.written();
     } catch (err) {
-      throw ioFailure(err, { step: "state", fix: `The state file could not be written, so the last transitions are not recorded: make ${this.opts.config.stateDir} writable, then run reconcile again (it rebuilds from what runs).` });
+      throw ioFailure(err, {
+        step: "state",
+        fix: `The state file could not be written, so the last transitions are not recorded: make ${this.opts.config.stateDir} writable, then run reconcile again (it rebuilds from what runs).`,
+      });
     } finally {
       await this.lock?.release();
     }
@@ -147,12 +159,16 @@ export class Controller {
     for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);
     if (this.startup) await this.execution.restoreAll(desired);
     const observed = await this.observeNow(true, desired.secrets);
-    return { observed, plan: planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup }) };
+    return {
+      observed,
+      plan: planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup }),
+    };
   }
 
   /** The planner's view of a desired state, computed once per desired state (every transition plans). */
   private forPlan(desired: DesiredState): DesiredForPlan {
-    if (this.planned?.desired !== desired) this.planned = { desired, view: desiredForPlan(desired, (s) => this.execution.inputsOf(s)) };
+    if (this.planned?.desired !== desired)
+      this.planned = { desired, view: desiredForPlan(desired, (s) => this.execution.inputsOf(s)) };
     return this.planned.view;
   }
 
@@ -215,7 +231,9 @@ export class Controller {
     this.lastObserved = observed;
     this.lastPlan = plan;
     if (markObserved(this.store, observed, plan, full)) {
-      await this.store.flush().catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));
+      await this.store
+        .flush()
+        .catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));
     }
     this.serving.write(plan.serving);
     const byKey = new Map<string, Action[]>();

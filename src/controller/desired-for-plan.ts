@@ -10,7 +10,10 @@ export function specInputs(spec: EngineSpec): Record<string, unknown> {
   return JSON.parse(JSON.stringify(inputHashMaterial(spec))) as Record<string, unknown>;
 }
 
-export function desiredForPlan(desired: DesiredState, inputsOf: (spec: EngineSpec) => Record<string, unknown> = specInputs): DesiredForPlan {
+export function desiredForPlan(
+  desired: DesiredState,
+  inputsOf: (spec: EngineSpec) => Record<string, unknown> = specInputs,
+): DesiredForPlan {
   return {
     engines: desired.specs.map((spec) => ({
       engine: spec.name,

@@ -28,26 +28,41 @@ export class EngineActors {
   ) {}
 
   fresh(engine: string, desiredHash: string): MadeActor {
-    return { actor: createActor(this.machine, { input: { engine, desiredHash, retry: this.retry } }), adopted: false, restoredFailed: false };
+    return {
+      actor: createActor(this.machine, { input: { engine, desiredHash, retry: this.retry } }),
+      adopted: false,
+      restoredFailed: false,
+    };
   }
 
   /** From the state record's snapshot; null when this machine cannot take it (another version, a hand edit). */
   restore(record: EngineRecord): MadeActor | null {
-    const snapshot = record.snapshot as (Snapshot<unknown> & { context?: Partial<EngineContext>; value?: unknown }) | null | undefined;
+    const snapshot = record.snapshot as
+      (Snapshot<unknown> & { context?: Partial<EngineContext>; value?: unknown }) | null | undefined;
     if (!snapshot) return null;
     const value = snapshot.value;
     const problem =
-      typeof value !== "string" || !(value in this.machine.states) ? `unknown state ${JSON.stringify(value)}` : !snapshot.context ? "no context" : null;
+      typeof value !== "string" || !(value in this.machine.states)
+        ? `unknown state ${JSON.stringify(value)}`
+        : !snapshot.context
+          ? "no context"
+          : null;
     try {
       if (problem) throw new Error(problem);
       // The retry policy is this controller's configuration, not history: a restored actor takes the
       // current one, and an outwait streak counts from this controller's start (--once bounds it).
       Object.assign(snapshot.context!, { retry: this.retry, ...notWaiting });
-      const actor = createActor(this.machine, { snapshot, input: { engine: record.engine, desiredHash: record.desired_hash, retry: this.retry } });
+      const actor = createActor(this.machine, {
+        snapshot,
+        input: { engine: record.engine, desiredHash: record.desired_hash, retry: this.retry },
+      });
       if (actor.getSnapshot().status !== "active") throw new Error(`restored as ${actor.getSnapshot().status}`);
       return { actor, adopted: false, restoredFailed: value === "failed" };
     } catch (err) {
-      this.log.warn(`could not restore ${record.engine}'s snapshot (${(err as Error).message}); rebuilding it from what runs`, { engine: record.engine });
+      this.log.warn(
+        `could not restore ${record.engine}'s snapshot (${(err as Error).message}); rebuilding it from what runs`,
+        { engine: record.engine },
+      );
       return null;
     }
   }
@@ -62,8 +77,15 @@ export class EngineActors {
     candidates.sort((a, b) => Number(a.context.retiring !== null) - Number(b.context.retiring !== null));
     const adopted = candidates[0];
     if (!adopted) return null;
-    this.log.warn(`no usable state recorded; adopting the running engine from ${adopted.context.run?.dir ?? adopted.context.retiring?.run?.dir} at ${adopted.value}`, { engine });
+    this.log.warn(
+      `no usable state recorded; adopting the running engine from ${adopted.context.run?.dir ?? adopted.context.retiring?.run?.dir} at ${adopted.value}`,
+      { engine },
+    );
     const snapshot = this.machine.resolveState(adopted) as unknown as Snapshot<unknown>;
-    return { actor: createActor(this.machine, { snapshot, input: { engine, desiredHash, retry: this.retry } }), adopted: true, restoredFailed: false };
+    return {
+      actor: createActor(this.machine, { snapshot, input: { engine, desiredHash, retry: this.retry } }),
+      adopted: true,
+      restoredFailed: false,
+    };
   }
 }

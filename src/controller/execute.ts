@@ -66,12 +66,16 @@ export class Execution {
       const spec = desired.specs.find((s) => s.name === record.engine);
       if (made) {
         // A restored engine runs its steps from the spec it was applied with; that is the desired one when the hashes agree.
-        if (spec && spec.input_hash === made.actor.getSnapshot().context.desiredHash) this.deps.controller.applied.set(record.engine, spec);
+        if (spec && spec.input_hash === made.actor.getSnapshot().context.desiredHash)
+          this.deps.controller.applied.set(record.engine, spec);
         this.register(record.engine, made);
       } else if (spec) this.unrestorable.add(record.engine);
       else {
         // Not desired and not restorable: what runs of it is an orphan (swept), and its record would only mislead status.
-        this.deps.log.warn(`dropping the record of ${record.engine}: not desired, and its snapshot cannot be restored`, { engine: record.engine });
+        this.deps.log.warn(
+          `dropping the record of ${record.engine}: not desired, and its snapshot cannot be restored`,
+          { engine: record.engine },
+        );
         await store.update(record.engine, () => null);
       }
     }
@@ -109,7 +113,9 @@ export class Execution {
           const handle = ctx?.handle;
           // Only the engine that observation found gone (or without its key, or unhealthy): not one started since.
           if (!handle || observed?.engines[name]?.handle?.launch_token !== handle.launch_token) break;
-          log.warn(`${a.reason}; stopping what is left of it and restarting it from a fresh run after a backoff`, { engine: name });
+          log.warn(`${a.reason}; stopping what is left of it and restarting it from a fresh run after a backoff`, {
+            engine: name,
+          });
           // Whatever is left of it (workers that outlived their leader, a dead container) goes first.
           await world.stop(handle).catch(() => undefined);
           events.push({ type: "ENGINE_LOST", reason: a.reason });
@@ -127,7 +133,8 @@ export class Execution {
           break;
         case "remove":
           // One removal at a time: never a second REMOVE to an engine already being removed.
-          if (actor && phase !== "removing" && phase !== "removed" && !ctx?.deferred?.remove) events.push({ type: "REMOVE" });
+          if (actor && phase !== "removing" && phase !== "removed" && !ctx?.deferred?.remove)
+            events.push({ type: "REMOVE" });
           break;
         case "forget-retiring":
           if (ctx?.retiring) {
@@ -151,8 +158,12 @@ export class Execution {
     await Promise.all(
       actions.map(async (a) => {
         if (a.kind !== "sweep-orphan") return;
-        this.deps.log.warn(`stopping orphaned engine (launch token ${a.launch_token.slice(0, 8)}): ${a.reason}`, { engine: a.engine });
-        await this.deps.world.stop(a.handle).catch((err) => this.deps.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: a.engine }));
+        this.deps.log.warn(`stopping orphaned engine (launch token ${a.launch_token.slice(0, 8)}): ${a.reason}`, {
+          engine: a.engine,
+        });
+        await this.deps.world
+          .stop(a.handle)
+          .catch((err) => this.deps.log.error(`cannot stop orphan: ${(err as Error).message}`, { engine: a.engine }));
       }),
     );
   }
@@ -174,10 +185,22 @@ export class Execution {
             phase === "removed"
               ? null
               : {
-                  ...recordFrom(prev, phase, snap.context, spec?.backend ?? prev?.backend ?? "native", actor.getPersistedSnapshot()),
-                  ...(spec ? { role: spec.role, applied_inputs: this.inputsOf(spec) } : { role: prev?.role, applied_inputs: prev?.applied_inputs ?? null }),
+                  ...recordFrom(
+                    prev,
+                    phase,
+                    snap.context,
+                    spec?.backend ?? prev?.backend ?? "native",
+                    actor.getPersistedSnapshot(),
+                  ),
+                  ...(spec
+                    ? { role: spec.role, applied_inputs: this.inputsOf(spec) }
+                    : { role: prev?.role, applied_inputs: prev?.applied_inputs ?? null }),
                   // Reaching started, probed or captured is itself an observation: the step just talked to the engine.
-                  ...(OBSERVING.has(phase) ? { observed_at: new Date().toISOString() } : prev?.observed_at ? { observed_at: prev.observed_at } : {}),
+                  ...(OBSERVING.has(phase)
+                    ? { observed_at: new Date().toISOString() }
+                    : prev?.observed_at
+                      ? { observed_at: prev.observed_at }
+                      : {}),
                   halted: prev?.halted ?? null,
                 },
           )
@@ -212,7 +235,10 @@ export class Execution {
         : failureOf(ctx.error) === "outwait"
           ? `outwaiting a cause outside narwhal's control since ${new Date(ctx.waitingSince ?? 0).toISOString()}, re-check at ${at}`
           : `retry ${ctx.attempts}/${ctx.retry.maxAttempts} at ${at}`;
-      this.deps.log.warn(`${ctx.error.step ?? "step"} failed (${retry}): ${ctx.error.message}${ctx.error.fix ? ` Fix: ${ctx.error.fix}` : ""}`, { engine: name });
+      this.deps.log.warn(
+        `${ctx.error.step ?? "step"} failed (${retry}): ${ctx.error.message}${ctx.error.fix ? ` Fix: ${ctx.error.fix}` : ""}`,
+        { engine: name },
+      );
     } else this.deps.log.info(`${from || "(restored)"} → ${to}`, { engine: name });
   }
 }

@@ -99,7 +99,12 @@ export function fieldDiff(applied: Record<string, unknown>, desired: Record<stri
     if (same(a, b)) return;
     const path = pathOf(segments);
     const secret = SECRET_FIELDS.has(String(segments[0]));
-    out.push({ path, old: secret ? HIDDEN : (a ?? null), new: secret ? HIDDEN : (b ?? null), group: isGroupField(path) });
+    out.push({
+      path,
+      old: secret ? HIDDEN : (a ?? null),
+      new: secret ? HIDDEN : (b ?? null),
+      group: isGroupField(path),
+    });
   };
   walk(applied, desired);
   return out;
@@ -112,7 +117,10 @@ export interface ChangeSummary {
 }
 
 /** Unrecorded applied inputs cannot be compared: the change is assumed incompatible (the safe side). */
-export function summarizeChange(applied: Record<string, unknown> | null, desired: Record<string, unknown>): ChangeSummary {
+export function summarizeChange(
+  applied: Record<string, unknown> | null,
+  desired: Record<string, unknown>,
+): ChangeSummary {
   if (applied === null) return { fields: null, group_changes: true };
   const fields = fieldDiff(applied, desired);
   return { fields, group_changes: fields.some((f) => f.group) };
@@ -120,7 +128,8 @@ export function summarizeChange(applied: Record<string, unknown> | null, desired
 
 /** One line naming the fields: `launch.runtime.extra_args[2] (null → "--x"), launch.image (…)`, at most `max`. */
 export function describeFields(summary: ChangeSummary, max = 3): string {
-  if (summary.fields === null) return "the applied inputs were not recorded, so the changed fields cannot be named (assumed to change the group signature)";
+  if (summary.fields === null)
+    return "the applied inputs were not recorded, so the changed fields cannot be named (assumed to change the group signature)";
   if (summary.fields.length === 0) return "no recorded input field differs, only the input hash";
   const shown = summary.fields.slice(0, max).map((f) => {
     const variable = VARIABLE_OF[f.path];

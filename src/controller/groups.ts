@@ -24,7 +24,9 @@ export function groupReport(records: EngineRecord[]): GroupReport[] {
     .map(([signature, members]) => {
       const rep = members[0]!;
       const repKey = rep.layout ? layoutKey(rep.layout) : null;
-      const differing = members.filter((m) => repKey !== null && m.layout !== null && layoutKey(m.layout) !== repKey).map((m) => m.engine);
+      const differing = members
+        .filter((m) => repKey !== null && m.layout !== null && layoutKey(m.layout) !== repKey)
+        .map((m) => m.engine);
       return { signature, representative: rep.engine, roles: members.map((m) => m.engine), differing };
     });
 }
@@ -32,6 +34,10 @@ export function groupReport(records: EngineRecord[]): GroupReport[] {
 /** The seed's own output format: `<signature>: representative=<role>; roles=<a>,<b>`. */
 export function renderGroups(groups: GroupReport[]): string {
   return groups
-    .map((g) => `${g.signature}: representative=${g.representative}; roles=${g.roles.join(",")}` + (g.differing.length ? `; layout differs: ${g.differing.join(",")}` : ""))
+    .map(
+      (g) =>
+        `${g.signature}: representative=${g.representative}; roles=${g.roles.join(",")}` +
+        (g.differing.length ? `; layout differs: ${g.differing.join(",")}` : ""),
+    )
     .join("\n");
 }

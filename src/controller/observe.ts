@@ -45,12 +45,19 @@ export interface ObserveOptions {
 
 /** The record's snapshot context, when it has one. */
 export function recordContext(record: EngineRecord | undefined): Partial<EngineContext> {
-  return ((record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context ?? {}) as Partial<EngineContext>;
+  return ((record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context ??
+    {}) as Partial<EngineContext>;
 }
 
 /** What the state file knows, as KnownEngine (no controller: `narwhal plan`). */
 export function knownFromRecords(records: Iterable<EngineRecord>): KnownEngine[] {
-  return [...records].map((r) => ({ engine: r.engine, phase: r.phase, context: recordContext(r), record: r, has_actor: false }));
+  return [...records].map((r) => ({
+    engine: r.engine,
+    phase: r.phase,
+    context: recordContext(r),
+    record: r,
+    has_actor: false,
+  }));
 }
 
 async function livenessOf(world: World, handle: EngineHandle, opts: ObserveOptions): Promise<Liveness> {
@@ -69,11 +76,13 @@ async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions)
   if (handle && liveness === "gone") {
     const reason = await world.lostReason(ctx as EngineContext, opts.secrets);
     problem = opts.atStart ? `found stopped at controller start (${reason})` : reason;
-  }
-  else if (handle && liveness === "alive" && ctx.run) {
+  } else if (handle && liveness === "alive" && ctx.run) {
     // Any engine narwhal started must hold its key (a security promise); health is judged once it serves.
     const key = opts.key ? await world.keyProblem(handle, ctx.run.dir) : null;
-    if (key !== null) problem = opts.atStart ? `found at controller start without its API key as recorded: ${key}` : `it does not hold its API key as recorded: ${key}`;
+    if (key !== null)
+      problem = opts.atStart
+        ? `found at controller start without its API key as recorded: ${key}`
+        : `it does not hold its API key as recorded: ${key}`;
     else if (opts.health && k.phase === "captured") {
       const health = await world.health(ctx.run.dir);
       const strikes = health === null ? 0 : (opts.strikes?.get(k.engine) ?? 0) + 1;
@@ -99,7 +108,13 @@ async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions)
     handle,
     liveness,
     problem,
-    retiring: retiring ? { handle: retiring.handle, hash: retiring.hash ?? null, liveness: await livenessOf(world, retiring.handle, opts) } : null,
+    retiring: retiring
+      ? {
+          handle: retiring.handle,
+          hash: retiring.hash ?? null,
+          liveness: await livenessOf(world, retiring.handle, opts),
+        }
+      : null,
     deferred: ctx.deferred ?? null,
     has_actor: k.has_actor,
     halted: k.record?.halted ?? null,
@@ -109,15 +124,32 @@ async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions)
 async function ownedObserved(owned: Owned): Promise<OwnedObserved[]> {
   return Promise.all(
     owned.map(async ({ owned: o }) => {
-      const plan = o.run_dir ? await readPlan(o.run_dir).then((r) => r.plan, () => null) : null;
+      const plan = o.run_dir
+        ? await readPlan(o.run_dir).then(
+            (r) => r.plan,
+            () => null,
+          )
+        : null;
       const adoptable = plan !== null && plan.launch_token === o.launch_token && plan.engine === o.engine;
-      return { engine: o.engine, launch_token: o.launch_token, handle: o.handle, run_dir: o.run_dir ?? null, input_hash: plan?.input_hash ?? null, adoptable };
+      return {
+        engine: o.engine,
+        launch_token: o.launch_token,
+        handle: o.handle,
+        run_dir: o.run_dir ?? null,
+        input_hash: plan?.input_hash ?? null,
+        adoptable,
+      };
     }),
   );
 }
 
 /** One observation of every known engine and of what runs. */
-export async function observe(world: World, known: KnownEngine[], lastOwned: OwnedObserved[], opts: ObserveOptions): Promise<Observed> {
+export async function observe(
+  world: World,
+  known: KnownEngine[],
+  lastOwned: OwnedObserved[],
+  opts: ObserveOptions,
+): Promise<Observed> {
   const engines: Record<string, ObservedEngine> = {};
   // Engines are observed side by side: a full observation of a large fleet is bounded by its slowest engine, not their sum.
   const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts)));

@@ -7,7 +7,11 @@ import type { Logger } from "../log.js";
 import { acquireStateLock, type StateLock } from "../state/lock.js";
 import { StateStore } from "../state/store.js";
 
-export async function openState(stateDir: string, log: Logger, failpoint?: Failpoint): Promise<{ lock: StateLock; store: StateStore }> {
+export async function openState(
+  stateDir: string,
+  log: Logger,
+  failpoint?: Failpoint,
+): Promise<{ lock: StateLock; store: StateStore }> {
   let lock: StateLock;
   try {
     lock = await acquireStateLock(stateDir);
@@ -23,7 +27,9 @@ export async function openState(stateDir: string, log: Logger, failpoint?: Failp
     await lock.release();
     throw ioFailure(err, { step: "state" });
   }
-  if (store.movedAside) log.warn(`${store.asideReason}; moved aside to ${store.movedAside} and rebuilding from what is observed`);
-  if (store.sweptTemps.length) log.info(`removed ${store.sweptTemps.length} temp file(s) a killed controller left in ${stateDir}`);
+  if (store.movedAside)
+    log.warn(`${store.asideReason}; moved aside to ${store.movedAside} and rebuilding from what is observed`);
+  if (store.sweptTemps.length)
+    log.info(`removed ${store.sweptTemps.length} temp file(s) a killed controller left in ${stateDir}`);
   return { lock, store };
 }

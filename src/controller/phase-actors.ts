@@ -54,7 +54,9 @@ export function phaseActors(deps: PhaseDeps) {
     const spec = deps.spec(input.engine);
     if (!spec || spec.input_hash !== input.desiredHash) {
       // The desired state moved on; the DESIRED_CHANGED/REMOVE event is already on its way.
-      throw new PhaseError(input.engine, step, "the desired state changed while this step was pending", { retryable: true });
+      throw new PhaseError(input.engine, step, "the desired state changed while this step was pending", {
+        retryable: true,
+      });
     }
     return spec;
   };
@@ -81,11 +83,19 @@ export function phaseActors(deps: PhaseDeps) {
     }),
     prepare: step("prepare", async (input) => {
       const spec = specFor(input, "prepare");
-      return prepare(spec, need(input.inspection, input.engine, "prepare", "inspection"), { stateDir: deps.stateDir, app: deps.app, existing: input.run });
+      return prepare(spec, need(input.inspection, input.engine, "prepare", "inspection"), {
+        stateDir: deps.stateDir,
+        app: deps.app,
+        existing: input.run,
+      });
     }),
     check: step("check", async (input, signal) => {
       const spec = specFor(input, "check");
-      return check(need(input.run, input.engine, "check", "prepared run"), { backend: deps.backend(spec.backend), scriptPath: deps.scriptPath, signal });
+      return check(need(input.run, input.engine, "check", "prepared run"), {
+        backend: deps.backend(spec.backend),
+        scriptPath: deps.scriptPath,
+        signal,
+      });
     }),
     start: step("start", async (input, signal) => {
       const spec = specFor(input, "start");
@@ -99,12 +109,21 @@ export function phaseActors(deps: PhaseDeps) {
     }),
     probe: step("probe", async (input, signal) => {
       const handle = need(input.handle, input.engine, "probe", "engine");
-      return probe(need(input.run, input.engine, "probe", "prepared run"), { backend: backendOf(handle), handle, signal });
+      return probe(need(input.run, input.engine, "probe", "prepared run"), {
+        backend: backendOf(handle),
+        handle,
+        signal,
+      });
     }),
     capture: step("capture", async (input, signal) => {
       const handle = need(input.handle, input.engine, "capture", "engine");
       const inspection = need(input.inspection, input.engine, "capture", "inspection");
-      return capture(need(input.run, input.engine, "capture", "prepared run"), { backend: backendOf(handle), handle, groupSignature: inspection.group_signature, signal });
+      return capture(need(input.run, input.engine, "capture", "prepared run"), {
+        backend: backendOf(handle),
+        handle,
+        groupSignature: inspection.group_signature,
+        signal,
+      });
     }),
     stop: step("stop", async (input) => {
       // A router must stop sending to an engine before it is stopped.

@@ -2,7 +2,16 @@
 // the controller takes now, each with the reason an operator reads in
 // `narwhal plan`. One place decides; the controller only executes. No IO, no
 // clock: the same inputs always give the same plan.
-import type { Action, DesiredEngine, DesiredForPlan, Observed, ObservedEngine, OwnedObserved, Plan, PlanPolicy } from "./plan-types.js";
+import type {
+  Action,
+  DesiredEngine,
+  DesiredForPlan,
+  Observed,
+  ObservedEngine,
+  OwnedObserved,
+  Plan,
+  PlanPolicy,
+} from "./plan-types.js";
 import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
 import { decideRollout, type PendingChange } from "./rollout.js";
 import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
@@ -11,14 +20,30 @@ const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 
 /** The order the controller executes actions in: adoptions before the orphan sweep, removals (freeing GPUs and ports) before creations. */
 const ORDER: Record<Action["kind"], number> = {
-  adopt: 0, "forget-retiring": 1, "restart-lost": 2, retry: 3, remove: 4, create: 5, replace: 6, "sweep-orphan": 7, wait: 8,
+  adopt: 0,
+  "forget-retiring": 1,
+  "restart-lost": 2,
+  retry: 3,
+  remove: 4,
+  create: 5,
+  replace: 6,
+  "sweep-orphan": 7,
+  wait: 8,
 };
 
 /** An owned engine to adopt for `name`: one started from the desired inputs first, then by launch token. */
-function adoptable(owned: readonly OwnedObserved[], claimed: ReadonlySet<string>, name: string, hash: string): OwnedObserved | undefined {
+function adoptable(
+  owned: readonly OwnedObserved[],
+  claimed: ReadonlySet<string>,
+  name: string,
+  hash: string,
+): OwnedObserved | undefined {
   return owned
     .filter((o) => o.engine === name && o.adoptable && !claimed.has(o.launch_token))
-    .sort((a, b) => Number(b.input_hash === hash) - Number(a.input_hash === hash) || (a.launch_token < b.launch_token ? -1 : 1))[0];
+    .sort(
+      (a, b) =>
+        Number(b.input_hash === hash) - Number(a.input_hash === hash) || (a.launch_token < b.launch_token ? -1 : 1),
+    )[0];
 }
 
 interface EngineDecision {
@@ -30,29 +55,60 @@ interface EngineDecision {
 
 /** Decisions for an engine in desired/ that has a record or an actor. */
 function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy): EngineDecision {
-  const change = (): PendingChange => ({ engine: d.engine, role: d.role, change: summarizeChange(o.applied_inputs, d.inputs) });
+  const change = (): PendingChange => ({
+    engine: d.engine,
+    role: d.role,
+    change: summarizeChange(o.applied_inputs, d.inputs),
+  });
   // A change that waits on a step or an observation is still pending: it is listed as a later rollout step.
   const wait = (why: string, until: "step" | "observation", keepsChange = true): EngineDecision => ({
     actions: [{ kind: "wait", engine: d.engine, why, until }],
     disrupts: false,
     ...(keepsChange && o.applied_hash !== d.input_hash ? { pending: { ...change(), held: true } } : {}),
   });
-  if (o.deferred?.remove) return wait(`desired again while its removal is held until the running step settles; it is removed, then created anew`, "step", false);
-  if (o.deferred) return wait(`a step that cannot be abandoned runs (${o.phase}); the desired input ${h8(o.deferred.desiredHash ?? d.input_hash)} is held and applied when it settles`, "step");
-  if (o.phase === "removing") return wait("desired again while its removal is under way; it is created anew once removed (no second stop)", "step", false);
-  if (o.liveness === "unknown") return wait(`cannot observe its engine now (${o.handle?.kind ?? "?"}): nothing is done on a guess`, "observation");
+  if (o.deferred?.remove)
+    return wait(
+      `desired again while its removal is held until the running step settles; it is removed, then created anew`,
+      "step",
+      false,
+    );
+  if (o.deferred)
+    return wait(
+      `a step that cannot be abandoned runs (${o.phase}); the desired input ${h8(o.deferred.desiredHash ?? d.input_hash)} is held and applied when it settles`,
+      "step",
+    );
+  if (o.phase === "removing")
+    return wait(
+      "desired again while its removal is under way; it is created anew once removed (no second stop)",
+      "step",
+      false,
+    );
+  if (o.liveness === "unknown")
+    return wait(`cannot observe its engine now (${o.handle?.kind ?? "?"}): nothing is done on a guess`, "observation");
   const actions: Action[] = [];
   let disrupts = false;
   if (o.handle !== null && (o.liveness === "gone" || o.problem !== null)) {
-    actions.push({ kind: "restart-lost", engine: d.engine, reason: o.problem ?? "its recorded engine is no longer running" });
+    actions.push({
+      kind: "restart-lost",
+      engine: d.engine,
+      reason: o.problem ?? "its recorded engine is no longer running",
+    });
     disrupts = true;
   }
   if (o.retiring?.liveness === "gone") {
-    actions.push({ kind: "forget-retiring", engine: d.engine, reason: `the engine kept serving its old inputs ${h8(o.retiring.hash)} during the replacement is gone; the replacement goes on without it` });
+    actions.push({
+      kind: "forget-retiring",
+      engine: d.engine,
+      reason: `the engine kept serving its old inputs ${h8(o.retiring.hash)} during the replacement is gone; the replacement goes on without it`,
+    });
   }
   if (o.applied_hash !== d.input_hash) return { actions, disrupts, pending: change() };
   if (policy.startup && !o.has_actor && o.phase === "failed" && o.terminal) {
-    actions.push({ kind: "retry", engine: d.engine, reason: "failed with no attempts left in an earlier controller run; this run gives it a fresh attempt budget" });
+    actions.push({
+      kind: "retry",
+      engine: d.engine,
+      reason: "failed with no attempts left in an earlier controller run; this run gives it a fresh attempt budget",
+    });
   }
   return { actions, disrupts };
 }
@@ -60,13 +116,32 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
 /** Decisions for an engine that is recorded but no longer in desired/. */
 function notDesired(o: ObservedEngine): Action[] {
   if (o.phase === "removed") return [];
-  if (o.phase === "removing" || o.deferred?.remove) return [{ kind: "wait", engine: o.engine, why: "its removal is under way; it is not stopped a second time", until: "step" }];
-  if (o.liveness === "unknown") return [{ kind: "wait", engine: o.engine, why: "not in desired/ any more, but its engine cannot be observed now: removed once it can be", until: "observation" }];
+  if (o.phase === "removing" || o.deferred?.remove)
+    return [
+      {
+        kind: "wait",
+        engine: o.engine,
+        why: "its removal is under way; it is not stopped a second time",
+        until: "step",
+      },
+    ];
+  if (o.liveness === "unknown")
+    return [
+      {
+        kind: "wait",
+        engine: o.engine,
+        why: "not in desired/ any more, but its engine cannot be observed now: removed once it can be",
+        until: "observation",
+      },
+    ];
   return [{ kind: "remove", engine: o.engine, reason: `not in desired/ any more${o.role ? ` (was ${o.role})` : ""}` }];
 }
 
 function replaceReason(d: DesiredEngine, o: ObservedEngine, change: ChangeSummary): string {
-  const revert = o.retiring?.hash === d.input_hash ? "; the desired inputs went back to what its retiring engine serves, which is kept" : "";
+  const revert =
+    o.retiring?.hash === d.input_hash
+      ? "; the desired inputs went back to what its retiring engine serves, which is kept"
+      : "";
   return `inputs changed from ${h8(o.applied_hash)} to ${h8(d.input_hash)}: ${describeFields(change)}${revert}`;
 }
 
@@ -80,9 +155,12 @@ function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
     keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
   }
   if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
-  const ofRole = (role: string) => paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
+  const ofRole = (role: string) =>
+    paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
   const [p, d] = [ofRole("prefill"), ofRole("decode")];
-  const differ = fieldDiff(p[0]!.inputs, d[0]!.inputs).filter((f) => f.group).map((f) => f.path);
+  const differ = fieldDiff(p[0]!.inputs, d[0]!.inputs)
+    .filter((f) => f.group)
+    .map((f) => f.path);
   const names = (ds: DesiredEngine[]) => ds.map((x) => x.engine).join(", ");
   return [
     `after this change no captured prefill and decode share a group signature: prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
@@ -103,10 +181,23 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
       const adopt = policy.startup && !o ? adoptable(observed.owned, claimed, d.engine, d.input_hash) : undefined;
       if (adopt) {
         claimed.add(adopt.launch_token);
-        const from = adopt.input_hash === d.input_hash ? "the desired inputs" : `inputs ${h8(adopt.input_hash)} (kept serving until its replacement is checked)`;
-        actions.push({ kind: "adopt", engine: d.engine, launch_token: adopt.launch_token, reason: `no record of it, but an engine this state directory started runs from ${from}; its run directory says how far it got` });
+        const from =
+          adopt.input_hash === d.input_hash
+            ? "the desired inputs"
+            : `inputs ${h8(adopt.input_hash)} (kept serving until its replacement is checked)`;
+        actions.push({
+          kind: "adopt",
+          engine: d.engine,
+          launch_token: adopt.launch_token,
+          reason: `no record of it, but an engine this state directory started runs from ${from}; its run directory says how far it got`,
+        });
       } else {
-        actions.push({ kind: "create", engine: d.engine, role: d.role, reason: o ? "removed earlier and desired again" : "in desired/, not started yet" });
+        actions.push({
+          kind: "create",
+          engine: d.engine,
+          role: d.role,
+          reason: o ? "removed earlier and desired again" : "in desired/, not started yet",
+        });
       }
       continue;
     }
@@ -128,18 +219,41 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     const o = observed.engines[p.engine]!;
     const wait = rollout.waits.get(p.engine);
     if (wait) actions.push({ kind: "wait", engine: p.engine, why: wait.why, until: wait.until });
-    else actions.push({ kind: "replace", engine: p.engine, role: d.role, from_hash: o.applied_hash, to_hash: d.input_hash, fields: p.change.fields, group_changes: p.change.group_changes, reason: replaceReason(d, o, p.change) });
+    else
+      actions.push({
+        kind: "replace",
+        engine: p.engine,
+        role: d.role,
+        from_hash: o.applied_hash,
+        to_hash: d.input_hash,
+        fields: p.change.fields,
+        group_changes: p.change.group_changes,
+        reason: replaceReason(d, o, p.change),
+      });
   }
-  for (const owned of [...observed.owned].sort((a, b) => compareNames(a.engine, b.engine) || (a.launch_token < b.launch_token ? -1 : 1))) {
+  for (const owned of [...observed.owned].sort(
+    (a, b) => compareNames(a.engine, b.engine) || (a.launch_token < b.launch_token ? -1 : 1),
+  )) {
     if (claimed.has(owned.launch_token)) continue;
-    actions.push({ kind: "sweep-orphan", engine: owned.engine, launch_token: owned.launch_token, handle: owned.handle, reason: `started by this state directory (launch token ${owned.launch_token.slice(0, 8)}) but no record or actor stands for it` });
+    actions.push({
+      kind: "sweep-orphan",
+      engine: owned.engine,
+      launch_token: owned.launch_token,
+      handle: owned.handle,
+      reason: `started by this state directory (launch token ${owned.launch_token.slice(0, 8)}) but no record or actor stands for it`,
+    });
   }
 
   // Stable sort: within a kind, engines keep their name order (replaces: rollout order).
   const rank = new Map(rollout.steps.flatMap((s) => s.engines).map((e, i) => [e, i]));
   const ordered = actions
     .map((a, i) => ({ a, i }))
-    .sort((x, y) => ORDER[x.a.kind] - ORDER[y.a.kind] || (x.a.kind === "replace" ? (rank.get(x.a.engine) ?? 0) - (rank.get(y.a.engine) ?? 0) : 0) || x.i - y.i)
+    .sort(
+      (x, y) =>
+        ORDER[x.a.kind] - ORDER[y.a.kind] ||
+        (x.a.kind === "replace" ? (rank.get(x.a.engine) ?? 0) - (rank.get(y.a.engine) ?? 0) : 0) ||
+        x.i - y.i,
+    )
     .map((x) => x.a);
   for (const e of rollout.released) disrupted.add(e);
   return {

@@ -16,22 +16,40 @@ function conditionBuilder(prev: readonly Condition[] | undefined, now: string) {
   return (type: string, status: boolean, reason: string, message: string): Condition => {
     const was = prev?.find((p) => p.type === type);
     const value = status ? "True" : "False";
-    return { type, status: value, reason, message, lastTransitionTime: was?.status === value && was.lastTransitionTime ? was.lastTransitionTime : now };
+    return {
+      type,
+      status: value,
+      reason,
+      message,
+      lastTransitionTime: was?.status === value && was.lastTransitionTime ? was.lastTransitionTime : now,
+    };
   };
 }
 
-export function conditionsFor(prev: readonly Condition[] | undefined, phase: string, ctx: EngineContext, now: string): Condition[] {
+export function conditionsFor(
+  prev: readonly Condition[] | undefined,
+  phase: string,
+  ctx: EngineContext,
+  now: string,
+): Condition[] {
   const c = conditionBuilder(prev, now);
-  const ready = phase === "captured"
-    ? c("Ready", true, "Captured", "serving; cache layout captured")
-    : c("Ready", false, pascal(phase), `engine is ${phase}`);
+  const ready =
+    phase === "captured"
+      ? c("Ready", true, "Captured", "serving; cache layout captured")
+      : c("Ready", false, pascal(phase), `engine is ${phase}`);
   // An engine kept serving during a replacement runs the old hash: it is running, and not up to date.
   const running = ctx.runningHash ?? ctx.retiring?.hash ?? null;
-  const upToDate = running === null
-    ? c("UpToDate", false, "NotRunning", `no engine runs yet; desired input ${h8(ctx.desiredHash)}`)
-    : running === ctx.desiredHash
-      ? c("UpToDate", true, "HashMatches", `the running engine was started from the desired input ${h8(running)}`)
-      : c("UpToDate", false, "HashDiffers", `running input ${h8(running)}, desired input ${h8(ctx.desiredHash)}: being replaced`);
+  const upToDate =
+    running === null
+      ? c("UpToDate", false, "NotRunning", `no engine runs yet; desired input ${h8(ctx.desiredHash)}`)
+      : running === ctx.desiredHash
+        ? c("UpToDate", true, "HashMatches", `the running engine was started from the desired input ${h8(running)}`)
+        : c(
+            "UpToDate",
+            false,
+            "HashDiffers",
+            `running input ${h8(running)}, desired input ${h8(ctx.desiredHash)}: being replaced`,
+          );
   const e = ctx.error;
   const failure = e ? `${e.step ?? "?"}: ${e.message}` : "";
   const failed = !e
@@ -41,8 +59,18 @@ export function conditionsFor(prev: readonly Condition[] | undefined, phase: str
       : ctx.terminal
         ? c("Failed", true, "Terminal", failure)
         : failureOf(e) === "outwait"
-          ? c("Failed", true, "Waiting", `${failure} (outside narwhal's control; re-checked${ctx.retryAt ? ` next at ${new Date(ctx.retryAt).toISOString()}` : ""}, using no attempt${ctx.waitingSince ? `, waiting since ${new Date(ctx.waitingSince).toISOString()}` : ""})`)
-          : c("Failed", true, "Retrying", `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`);
+          ? c(
+              "Failed",
+              true,
+              "Waiting",
+              `${failure} (outside narwhal's control; re-checked${ctx.retryAt ? ` next at ${new Date(ctx.retryAt).toISOString()}` : ""}, using no attempt${ctx.waitingSince ? `, waiting since ${new Date(ctx.waitingSince).toISOString()}` : ""})`,
+            )
+          : c(
+              "Failed",
+              true,
+              "Retrying",
+              `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`,
+            );
   return [ready, upToDate, failed];
 }
 
@@ -56,12 +84,26 @@ export function stoppedConditions(prev: readonly Condition[] | undefined, now: s
   ];
 }
 
-export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: EngineContext, backend: string, snapshot: unknown, event?: string): EngineRecord {
+export function recordFrom(
+  prev: EngineRecord | undefined,
+  phase: string,
+  ctx: EngineContext,
+  backend: string,
+  snapshot: unknown,
+  event?: string,
+): EngineRecord {
   const now = new Date().toISOString();
   const history = [...(prev?.history ?? [])];
   if (!prev || prev.phase !== phase) {
-    const note = phase === "failed" && ctx.error ? `${ctx.error.step ?? ""}: ${ctx.error.message}`.slice(0, 300) : undefined;
-    history.push({ at: now, from: prev?.phase ?? "none", to: phase, ...(event ? { event } : {}), ...(note ? { note } : {}) });
+    const note =
+      phase === "failed" && ctx.error ? `${ctx.error.step ?? ""}: ${ctx.error.message}`.slice(0, 300) : undefined;
+    history.push({
+      at: now,
+      from: prev?.phase ?? "none",
+      to: phase,
+      ...(event ? { event } : {}),
+      ...(note ? { note } : {}),
+    });
   }
   return {
     engine: ctx.engine,
@@ -74,7 +116,12 @@ export function recordFrom(prev: EngineRecord | undefined, phase: string, ctx: E
     plan_sha256: ctx.run?.plan_sha256 ?? null,
     handle: ctx.handle,
     inspection: ctx.inspection
-      ? { accelerator: ctx.inspection.accelerator, image_id: ctx.inspection.image_id, model_config_sha256: ctx.inspection.model_config_sha256, physical_gpu_count: ctx.inspection.physical_gpu_count }
+      ? {
+          accelerator: ctx.inspection.accelerator,
+          image_id: ctx.inspection.image_id,
+          model_config_sha256: ctx.inspection.model_config_sha256,
+          physical_gpu_count: ctx.inspection.physical_gpu_count,
+        }
       : null,
     checked: ctx.checked ? { vllm_api_version: ctx.checked.vllm_api_version, image_id: ctx.checked.image_id } : null,
     layout: ctx.layout,

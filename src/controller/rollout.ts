@@ -59,9 +59,14 @@ function stateOf(o: ObservedEngine | undefined, releasedNow: boolean): string {
 }
 
 /** Units in the order they would run: P/D units of incompatible changes (or one "recreate" step), then engine by engine. */
-function unitsOf(pending: readonly PendingChange[], policy: RolloutPolicy): Array<{ engines: PendingChange[]; incompatible: boolean; recreate: boolean }> {
+function unitsOf(
+  pending: readonly PendingChange[],
+  policy: RolloutPolicy,
+): Array<{ engines: PendingChange[]; incompatible: boolean; recreate: boolean }> {
   const byName = [...pending].sort((a, b) => compareNames(a.engine, b.engine));
-  const incompatible = byName.filter((p) => p.change.group_changes && (policy.incompatible === "recreate" || isPairedRole(p.role)));
+  const incompatible = byName.filter(
+    (p) => p.change.group_changes && (policy.incompatible === "recreate" || isPairedRole(p.role)),
+  );
   const units: Array<{ engines: PendingChange[]; incompatible: boolean; recreate: boolean }> = [];
   if (policy.incompatible === "recreate") {
     if (incompatible.length) units.push({ engines: incompatible, incompatible: true, recreate: true });
@@ -69,23 +74,38 @@ function unitsOf(pending: readonly PendingChange[], policy: RolloutPolicy): Arra
     const prefill = incompatible.filter((p) => p.role === "prefill");
     const decode = incompatible.filter((p) => p.role === "decode");
     for (let i = 0; i < Math.max(prefill.length, decode.length); i++) {
-      units.push({ engines: [prefill[i], decode[i]].filter((p): p is PendingChange => !!p), incompatible: true, recreate: false });
+      units.push({
+        engines: [prefill[i], decode[i]].filter((p): p is PendingChange => !!p),
+        incompatible: true,
+        recreate: false,
+      });
     }
   }
-  for (const p of byName) if (!incompatible.includes(p)) units.push({ engines: [p], incompatible: p.change.group_changes, recreate: false });
+  for (const p of byName)
+    if (!incompatible.includes(p)) units.push({ engines: [p], incompatible: p.change.group_changes, recreate: false });
   return units;
 }
 
 /** Held changes (a running step, an unobservable engine) as one step each, after the rest. */
 function heldSteps(pending: readonly PendingChange[], status: "later" | "halted"): RolloutStep[] {
-  return pending.filter((p) => p.held).sort((a, b) => compareNames(a.engine, b.engine)).map((p) => ({ engines: [p.engine], incompatible: p.change.group_changes, status }));
+  return pending
+    .filter((p) => p.held)
+    .sort((a, b) => compareNames(a.engine, b.engine))
+    .map((p) => ({ engines: [p.engine], incompatible: p.change.group_changes, status }));
 }
 
-export function decideRollout(desired: readonly DesiredEngine[], observed: Observed, pending: readonly PendingChange[], policy: RolloutPolicy, disrupted: ReadonlySet<string>): RolloutDecision {
+export function decideRollout(
+  desired: readonly DesiredEngine[],
+  observed: Observed,
+  pending: readonly PendingChange[],
+  policy: RolloutPolicy,
+  disrupted: ReadonlySet<string>,
+): RolloutDecision {
   const decision: RolloutDecision = { released: new Set(), waits: new Map(), steps: [], halted: [], warnings: [] };
   if (pending.length === 0) return decision;
   const releasable = pending.filter((p) => !p.held);
-  const serving = (d: DesiredEngine) => !disrupted.has(d.engine) && !decision.released.has(d.engine) && inService(observed.engines[d.engine]);
+  const serving = (d: DesiredEngine) =>
+    !disrupted.has(d.engine) && !decision.released.has(d.engine) && inService(observed.engines[d.engine]);
   const pendingNames = new Set(pending.map((p) => p.engine));
   const units = unitsOf(releasable, policy);
 
@@ -96,7 +116,11 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
   if (decision.halted.length) {
     const why = `rollout halted: ${decision.halted.map((h) => h.why).join("; ")}; the engines not yet replaced keep their old inputs until the failed engine is captured or desired/ changes`;
     for (const p of releasable) decision.waits.set(p.engine, { why, until: "halted" });
-    decision.steps = units.map((u) => ({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: "halted" as const }));
+    decision.steps = units.map((u) => ({
+      engines: u.engines.map((p) => p.engine),
+      incompatible: u.incompatible,
+      status: "halted" as const,
+    }));
     decision.steps.push(...heldSteps(pending, "halted"));
     return decision;
   }
@@ -104,9 +128,12 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
   const roleCount = (role: string) => desired.filter((d) => d.role === role).length;
   const outOfService = (role: string) => desired.filter((d) => d.role === role && !serving(d));
   const candidates = (): Candidate[] =>
-    desired
-      .filter(serving)
-      .map((d) => ({ engine: d.engine, role: d.role, group_signature: observed.engines[d.engine]!.group_signature, current: false }));
+    desired.filter(serving).map((d) => ({
+      engine: d.engine,
+      role: d.role,
+      group_signature: observed.engines[d.engine]!.group_signature,
+      current: false,
+    }));
   // Paired engines that are on their way back into service (a pair may return by waiting for them).
   const returning = () =>
     desired.filter((d) => {
@@ -122,7 +149,9 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
       const max = maxUnavailable(policy, role, roleCount(role));
       const out = outOfService(role);
       if (out.length + taken.filter((p) => p.role === role).length > max) {
-        const list = out.map((d) => `${d.engine}, ${stateOf(observed.engines[d.engine], decision.released.has(d.engine))}`).join("; ");
+        const list = out
+          .map((d) => `${d.engine}, ${stateOf(observed.engines[d.engine], decision.released.has(d.engine))}`)
+          .join("; ");
         return `rollout: ${out.length} of ${max} ${role} engines allowed out of service ${out.length === 1 ? "is" : "are"} ${list}`;
       }
     }
@@ -131,7 +160,9 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
     const after = pairedGroups(candidates().filter((c) => !takenNames.has(c.engine)));
     if (before.length === 0 || after.length > 0) return null;
     if (returning().length > 0) return "pair";
-    decision.warnings.push(`rollout: replacing ${[...takenNames].join(", ")} leaves no compatible prefill/decode pair serving until they are captured: the fleet has too few engines to keep one (two of each role keep a pair through a P/D-unit rollout)`);
+    decision.warnings.push(
+      `rollout: replacing ${[...takenNames].join(", ")} leaves no compatible prefill/decode pair serving until they are captured: the fleet has too few engines to keep one (two of each role keep a pair through a P/D-unit rollout)`,
+    );
     return null;
   };
 
@@ -141,13 +172,21 @@ export function decideRollout(desired: readonly DesiredEngine[], observed: Obser
     if (why === null) for (const p of u.engines) decision.released.add(p.engine);
     else if (why === "pair") heldForPair.push(u.engines);
     else for (const p of u.engines) decision.waits.set(p.engine, { why, until: "rollout" });
-    decision.steps.push({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: why === null ? "now" : "later" });
+    decision.steps.push({
+      engines: u.engines.map((p) => p.engine),
+      incompatible: u.incompatible,
+      status: why === null ? "now" : "later",
+    });
   }
   const back = returning().map((d) => d.engine);
   for (const engines of heldForPair) {
     const why = `rollout: taking ${engines.map((p) => p.engine).join(", ")} out now would leave no compatible prefill/decode pair serving; waiting until ${back.join(", ")} ${back.length === 1 ? "is" : "are"} captured`;
     for (const p of engines) decision.waits.set(p.engine, { why, until: "rollout" });
   }
-  decision.steps = [...decision.steps.filter((s) => s.status === "now"), ...decision.steps.filter((s) => s.status !== "now"), ...heldSteps(pending, "later")];
+  decision.steps = [
+    ...decision.steps.filter((s) => s.status === "now"),
+    ...decision.steps.filter((s) => s.status !== "now"),
+    ...heldSteps(pending, "later"),
+  ];
   return decision;
 }

@@ -10,7 +10,14 @@ export const isPairedRole = (role: string): boolean => PAIRED_ROLES.includes(rol
 
 /** An engine serving now: captured, not being replaced, not seen gone, and running what it was applied with. */
 export function inService(o: ObservedEngine | undefined): o is ObservedEngine {
-  return !!o && o.phase === "captured" && o.retiring === null && o.handle !== null && o.liveness !== "gone" && o.problem === null;
+  return (
+    !!o &&
+    o.phase === "captured" &&
+    o.retiring === null &&
+    o.handle !== null &&
+    o.liveness !== "gone" &&
+    o.problem === null
+  );
 }
 
 /** Engines that could be listed, with what the list needs: name, role and group. */
@@ -32,7 +39,10 @@ export function pairedGroups(candidates: readonly Candidate[]): Array<{ signatur
   return [...bySig.entries()]
     .filter(([, members]) => PAIRED_ROLES.every((r) => members.some((m) => m.role === r)))
     .map(([signature, members]) => ({ signature, engines: members.map((m) => m.engine).sort(compareNames) }))
-    .sort((a, b) => b.engines.length - a.engines.length || (a.signature < b.signature ? -1 : a.signature > b.signature ? 1 : 0));
+    .sort(
+      (a, b) =>
+        b.engines.length - a.engines.length || (a.signature < b.signature ? -1 : a.signature > b.signature ? 1 : 0),
+    );
 }
 
 /**
@@ -61,7 +71,11 @@ export function compareNames(a: string, b: string): number {
  * (`disrupted`: engines the plan replaces, restarts or removes are taken out now), prefill and
  * decode ones of the chosen group only.
  */
-export function servingFleet(desired: readonly DesiredEngine[], observed: Observed, disrupted: ReadonlySet<string>): ServingFleet {
+export function servingFleet(
+  desired: readonly DesiredEngine[],
+  observed: Observed,
+  disrupted: ReadonlySet<string>,
+): ServingFleet {
   const listed = desired
     .filter((d) => !disrupted.has(d.engine) && inService(observed.engines[d.engine]))
     .map((d) => ({ d, o: observed.engines[d.engine]! }));
@@ -75,6 +89,13 @@ export function servingFleet(desired: readonly DesiredEngine[], observed: Observ
   const engines: ServingEngine[] = listed
     .filter(({ d, o }) => (isPairedRole(d.role) ? group !== null && o.group_signature === group : true))
     .sort((a, b) => compareNames(a.d.engine, b.d.engine))
-    .map(({ d, o }) => ({ iid: d.iid, url: d.url, attestation_url: d.attestation_url, role: d.role, engine: d.engine, group_signature: o.group_signature ?? "" }));
+    .map(({ d, o }) => ({
+      iid: d.iid,
+      url: d.url,
+      attestation_url: d.attestation_url,
+      role: d.role,
+      engine: d.engine,
+      group_signature: o.group_signature ?? "",
+    }));
   return { group_signature: engines.some((e) => isPairedRole(e.role)) ? group : null, engines };
 }

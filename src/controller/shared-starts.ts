@@ -30,7 +30,8 @@ export interface SharedStartsDeps {
   waitMs: number;
 }
 
-export const sharedKey = (spec: EngineSpec): string | null => (spec.launch.shared_device ? `${spec.node.name}/${spec.launch.shared_device.gpu_uuid}` : null);
+export const sharedKey = (spec: EngineSpec): string | null =>
+  spec.launch.shared_device ? `${spec.node.name}/${spec.launch.shared_device.gpu_uuid}` : null;
 
 export class SharedStarts {
   private readonly waiting = new Map<string, Request[]>();
@@ -53,18 +54,28 @@ export class SharedStarts {
   private withdraw(key: string, request: Request): void {
     const list = this.waiting.get(key) ?? [];
     if (!list.includes(request)) return;
-    this.waiting.set(key, list.filter((r) => r !== request));
+    this.waiting.set(
+      key,
+      list.filter((r) => r !== request),
+    );
     request.reject(request.opts.signal.reason);
   }
 
   /** Launch once every sharing engine that is not running has asked; otherwise after the wait. */
   private evaluate(key: string): void {
     const asked = new Set((this.waiting.get(key) ?? []).map((r) => r.spec.name));
-    const outstanding = this.deps.specs().filter((s) => sharedKey(s) === key && !asked.has(s.name) && !this.deps.running(s.name));
+    const outstanding = this.deps
+      .specs()
+      .filter((s) => sharedKey(s) === key && !asked.has(s.name) && !this.deps.running(s.name));
     if (outstanding.length === 0) return this.launch(key);
     if (!this.timers.has(key)) {
-      this.deps.log.info(`waiting up to ${this.deps.waitMs} ms for ${outstanding.map((s) => s.name).join(", ")} to share ${key}`);
-      this.timers.set(key, setTimeout(() => this.launch(key), this.deps.waitMs));
+      this.deps.log.info(
+        `waiting up to ${this.deps.waitMs} ms for ${outstanding.map((s) => s.name).join(", ")} to share ${key}`,
+      );
+      this.timers.set(
+        key,
+        setTimeout(() => this.launch(key), this.deps.waitMs),
+      );
     }
   }
 
@@ -93,7 +104,10 @@ export class SharedStarts {
         continue;
       }
       // start-shared re-reads each plan from its directory; bind it to the state's hash first, as start does.
-      const refused = await readVerifiedPlan(r.run, "start").then(() => null, (err: unknown) => err);
+      const refused = await readVerifiedPlan(r.run, "start").then(
+        () => null,
+        (err: unknown) => err,
+      );
       if (refused) r.reject(refused);
       else batch.push(r);
     }
@@ -107,20 +121,36 @@ export class SharedStarts {
     batch.sort((a, b) => a.spec.name.localeCompare(b.spec.name));
     const first = batch[0]!;
     try {
-      const result = await startShared(batch.map((r) => r.run.dir), { ...first.opts, env: {} });
+      const result = await startShared(
+        batch.map((r) => r.run.dir),
+        { ...first.opts, env: {} },
+      );
       for (const r of batch) {
         const record = result.records.find((x) => x.engine === r.spec.name);
         if (record?.identity) r.resolve(record.identity.handle);
-        else r.reject(new PhaseError(r.spec.name, "start", "start-shared reported no engine for this plan", { retryable: true }));
+        else
+          r.reject(
+            new PhaseError(r.spec.name, "start", "start-shared reported no engine for this plan", { retryable: true }),
+          );
       }
     } catch (err) {
       const retryable = err instanceof NarwhalError ? err.retryable : true;
       for (const r of batch) {
-        r.reject(new PhaseError(r.spec.name, "start", `shared start of ${batch.map((b) => b.spec.name).join(", ")} on ${key} failed: ${err instanceof Error ? err.message : String(err)}`, {
-          retryable,
-          input: "shared_device",
-          fix: err instanceof NarwhalError && err.fix ? err.fix : "Read shared-start.json in each run directory for the readings and the cause.",
-        }));
+        r.reject(
+          new PhaseError(
+            r.spec.name,
+            "start",
+            `shared start of ${batch.map((b) => b.spec.name).join(", ")} on ${key} failed: ${err instanceof Error ? err.message : String(err)}`,
+            {
+              retryable,
+              input: "shared_device",
+              fix:
+                err instanceof NarwhalError && err.fix
+                  ? err.fix
+                  : "Read shared-start.json in each run directory for the readings and the cause.",
+            },
+          ),
+        );
       }
     }
   }

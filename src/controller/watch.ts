@@ -51,7 +51,12 @@ async function signatureOf(dir: string): Promise<Signature> {
   return { dir: await id(dir), files: await Promise.all(DESIRED_FILES.map((f) => id(join(dir, f)))) };
 }
 
-export function watchDesired(dir: string, debounceMs: number, onChange: () => void, options: WatchOptions = {}): DesiredWatcher {
+export function watchDesired(
+  dir: string,
+  debounceMs: number,
+  onChange: () => void,
+  options: WatchOptions = {},
+): DesiredWatcher {
   const graceMs = options.missingGraceMs ?? Math.max(1000, 5 * debounceMs);
   const pollMs = options.pollMs ?? Math.max(1000, 2 * debounceMs);
   let timer: NodeJS.Timeout | undefined;
@@ -106,7 +111,8 @@ export function watchDesired(dir: string, debounceMs: number, onChange: () => vo
       // gone; if closing it fails there is nothing left to undo, so the failure is dropped here.
       void old.close().catch(() => undefined);
     }
-    const same = (a: Signature | undefined, b: Signature) => a !== undefined && a.files.every((f, i) => f === b.files[i]);
+    const same = (a: Signature | undefined, b: Signature) =>
+      a !== undefined && a.files.every((f, i) => f === b.files[i]);
     // Changed since the last reload, and unchanged since the previous poll (not mid-write).
     if (atReload && !same(atReload, now) && same(prev, now)) {
       now.files.forEach((f, i) => {

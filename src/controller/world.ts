@@ -16,7 +16,10 @@ import type { Liveness } from "./plan-types.js";
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
 
 /** Launch tokens that some engine context still stands for: anything else running is an orphan. */
-export function claimedTokens(contexts: Iterable<Partial<EngineContext> | undefined>, handles: Iterable<EngineHandle | null> = []): Set<string> {
+export function claimedTokens(
+  contexts: Iterable<Partial<EngineContext> | undefined>,
+  handles: Iterable<EngineHandle | null> = [],
+): Set<string> {
   const tokens = new Set<string>();
   for (const c of contexts) {
     if (c?.run) tokens.add(c.run.launch_token);
@@ -39,7 +42,9 @@ export class World {
     try {
       return (await this.backends[handle.kind].isAlive(handle)) ? "alive" : "gone";
     } catch (err) {
-      this.log.warn(`cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`);
+      this.log.warn(
+        `cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`,
+      );
       return "unknown";
     }
   }
@@ -69,7 +74,10 @@ export class World {
    * not a key problem: liveness and health deal with it, and nothing is acted on by guess.
    */
   async keyProblem(handle: EngineHandle, runDir: string): Promise<string | null> {
-    const plan = await readPlan(runDir).then((r) => r.plan, () => null);
+    const plan = await readPlan(runDir).then(
+      (r) => r.plan,
+      () => null,
+    );
     if (!plan || !planHasKey(plan)) return null; // an unreadable plan is the integrity checks' finding, not a key's
     try {
       const problems = await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan);
@@ -78,7 +86,9 @@ export class World {
       return problems.length ? problems.join("; ") : null;
     } catch (err) {
       if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's
-      this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, { engine: plan.engine });
+      this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, {
+        engine: plan.engine,
+      });
       return null;
     }
   }

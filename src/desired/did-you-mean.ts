@@ -12,10 +12,14 @@ export function editDistance(a: string, b: string): number {
   for (let i = 0; i <= a.length; i++) {
     const row: number[] = [i];
     for (let j = 1; j <= b.length; j++) {
-      if (i === 0) { row.push(j); continue; }
+      if (i === 0) {
+        row.push(j);
+        continue;
+      }
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
       let d = Math.min((rows[i - 1] as number[])[j]! + 1, row[j - 1]! + 1, (rows[i - 1] as number[])[j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, (rows[i - 2] as number[])[j - 2]! + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d = Math.min(d, (rows[i - 2] as number[])[j - 2]! + 1);
       row.push(d);
     }
     rows.push(row);
@@ -40,8 +44,11 @@ export function closestName(word: string, known: Iterable<string>): string | und
     if (Math.abs(name.length - word.length) > 2) continue; // more than two edits apart whatever the letters
     const d = editDistance(w, name.toLowerCase());
     if (d > Math.min(2, Math.max(1, Math.floor(name.length / 4)))) continue;
-    if (d < bestDistance) { best = name; bestDistance = d; tied = false; }
-    else if (d === bestDistance && name !== best) tied = true;
+    if (d < bestDistance) {
+      best = name;
+      bestDistance = d;
+      tied = false;
+    } else if (d === bestDistance && name !== best) tied = true;
   }
   return tied ? undefined : best;
 }

@@ -4,7 +4,14 @@
 // same pairing and the same port resolution.
 
 import type { FleetForRules } from "./records-for-rules.js";
-import { ENGINE_NAME_PATTERN, IID_PATTERN, type EngineLaunchFile, type FleetEngine, type FleetNode, type ParsedLaunchRecord } from "./schemas.js";
+import {
+  ENGINE_NAME_PATTERN,
+  IID_PATTERN,
+  type EngineLaunchFile,
+  type FleetEngine,
+  type FleetNode,
+  type ParsedLaunchRecord,
+} from "./schemas.js";
 import { DEFAULT_NIXL_PORT, nodeVar, parsePort, perNode, perNodeSource } from "./urls.js";
 
 export interface EnginePair {
@@ -41,7 +48,12 @@ export function pairEngines(fleet: FleetForRules, launch: EngineLaunchFile): Eng
     const nodeIndex = fleet.nodes.findIndex((n) => n?.engines.includes(fe.iid));
     const node = fleet.nodes[nodeIndex];
     pairs.push({
-      k, name, iid: fe.iid, fleetIndex, fleet: fe, record: launch.engines[name] as ParsedLaunchRecord,
+      k,
+      name,
+      iid: fe.iid,
+      fleetIndex,
+      fleet: fe,
+      record: launch.engines[name] as ParsedLaunchRecord,
       ...(node ? { nodeIndex, node } : {}),
     });
   });
@@ -60,14 +72,24 @@ export function nixlPortOf(vars: Readonly<Record<string, string>>, k: number): P
   const text = perNode(vars, k, "NIXL_PORT", "NARWHAL_NIXL_PORT");
   if (text === undefined) return { port: DEFAULT_NIXL_PORT, variable: nodeVar(k, "NIXL_PORT") };
   const port = parsePort(text);
-  return { ...(port === undefined ? {} : { port }), variable: perNodeSource(vars, k, "NIXL_PORT", "NARWHAL_NIXL_PORT"), text };
+  return {
+    ...(port === undefined ? {} : { port }),
+    variable: perNodeSource(vars, k, "NIXL_PORT", "NARWHAL_NIXL_PORT"),
+    text,
+  };
 }
 
 /** Planned transfer ports: NARWHAL_NODE_<k>_TRANSFER_PORTS ?? NARWHAL_TRANSFER_PORTS, comma-separated. */
-export function transferPortsOf(vars: Readonly<Record<string, string>>, k: number): { ports: number[]; variable: string; bad: string[] } {
+export function transferPortsOf(
+  vars: Readonly<Record<string, string>>,
+  k: number,
+): { ports: number[]; variable: string; bad: string[] } {
   const text = perNode(vars, k, "TRANSFER_PORTS", "NARWHAL_TRANSFER_PORTS") ?? "";
   const variable = perNodeSource(vars, k, "TRANSFER_PORTS", "NARWHAL_TRANSFER_PORTS");
-  const parts = text.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const parts = text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   const ports: number[] = [];
   const bad: string[] = [];
   for (const p of parts) {

@@ -28,7 +28,12 @@ export function parseEnvFile(text: string, file = "deployment.env"): EnvFileResu
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
     const issue = (message: string, key?: string) =>
-      issues.push({ file, path: key ? `$.${key}` : `line ${lineNo}`, message: `line ${lineNo}: ${message}`, rule: "syntax" });
+      issues.push({
+        file,
+        path: key ? `$.${key}` : `line ${lineNo}`,
+        message: `line ${lineNo}: ${message}`,
+        rule: "syntax",
+      });
 
     const body = line.startsWith("export ") ? line.slice(7).trimStart() : line;
     const eq = body.indexOf("=");
@@ -37,7 +42,8 @@ export function parseEnvFile(text: string, file = "deployment.env"): EnvFileResu
     if (!KEY.test(key)) {
       return void issue(`"${key}" is not a variable name (letters, digits, _; no spaces around "=")`);
     }
-    if (PROTOTYPE_NAMES.has(key)) issue(`"${key}" is not allowed as a variable name (it could alter object prototypes); rename it`, key);
+    if (PROTOTYPE_NAMES.has(key))
+      issue(`"${key}" is not allowed as a variable name (it could alter object prototypes); rename it`, key);
     const parsed = parseValue(body.slice(eq + 1));
     if (typeof parsed !== "string") return void issue(parsed.error, key);
     if (firstLine.has(key)) {

@@ -18,9 +18,14 @@ class JsonStop extends Error {
 
 export function findJsonError(text: string): JsonErrorPosition | undefined {
   let i = 0;
-  const ws = () => { while (i < text.length && " \t\n\r".includes(text[i] as string)) i++; };
+  const ws = () => {
+    while (i < text.length && " \t\n\r".includes(text[i] as string)) i++;
+  };
   const fail = (reason?: string): never => {
-    throw new JsonStop({ offset: i, reason: reason ?? (i >= text.length ? "unexpected end of input" : `unexpected ${JSON.stringify(text[i])}`) });
+    throw new JsonStop({
+      offset: i,
+      reason: reason ?? (i >= text.length ? "unexpected end of input" : `unexpected ${JSON.stringify(text[i])}`),
+    });
   };
   const expect = (c: string) => (text[i] === c ? i++ : fail());
   const string = () => {
@@ -30,8 +35,10 @@ export function findJsonError(text: string): JsonErrorPosition | undefined {
       if (c < 0x20) fail("control character in string; escape it");
       if (text[i] === "\\") {
         i++;
-        if (text[i] === "u") { if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 1, i + 5))) fail("bad \\u escape"); i += 4; }
-        else if (!'"\\/bfnrt'.includes(text[i] ?? "x")) fail("bad escape");
+        if (text[i] === "u") {
+          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 1, i + 5))) fail("bad \\u escape");
+          i += 4;
+        } else if (!'"\\/bfnrt'.includes(text[i] ?? "x")) fail("bad escape");
       }
       i++;
     }
@@ -41,14 +48,44 @@ export function findJsonError(text: string): JsonErrorPosition | undefined {
     ws();
     const c = text[i];
     if (c === "{") {
-      i++; ws();
-      if (text[i] === "}") { i++; return; }
-      for (;;) { ws(); string(); ws(); expect(":"); value(); ws(); if (text[i] === ",") { i++; continue; } expect("}"); return; }
+      i++;
+      ws();
+      if (text[i] === "}") {
+        i++;
+        return;
+      }
+      for (;;) {
+        ws();
+        string();
+        ws();
+        expect(":");
+        value();
+        ws();
+        if (text[i] === ",") {
+          i++;
+          continue;
+        }
+        expect("}");
+        return;
+      }
     }
     if (c === "[") {
-      i++; ws();
-      if (text[i] === "]") { i++; return; }
-      for (;;) { value(); ws(); if (text[i] === ",") { i++; continue; } expect("]"); return; }
+      i++;
+      ws();
+      if (text[i] === "]") {
+        i++;
+        return;
+      }
+      for (;;) {
+        value();
+        ws();
+        if (text[i] === ",") {
+          i++;
+          continue;
+        }
+        expect("]");
+        return;
+      }
     }
     if (c === '"') return string();
     const m = /^(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)/.exec(text.slice(i, i + 400));
@@ -56,7 +93,8 @@ export function findJsonError(text: string): JsonErrorPosition | undefined {
     i += (m as RegExpExecArray)[0].length;
   };
   try {
-    value(); ws();
+    value();
+    ws();
     if (i < text.length) fail("unexpected text after the JSON value");
     return undefined;
   } catch (e) {

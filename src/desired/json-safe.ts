@@ -53,12 +53,17 @@ export async function readTextFile(absPath: string, file: string, root = dirname
         real = await realpath(absPath);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if (code === "ENOENT") return issue(`is a symbolic link to ${link}, which does not exist; point it at a file inside the desired directory`);
+        if (code === "ENOENT")
+          return issue(
+            `is a symbolic link to ${link}, which does not exist; point it at a file inside the desired directory`,
+          );
         return issue(`is a symbolic link to ${link} that cannot be resolved (${code ?? String(err)})`);
       }
       const realRoot = await realpath(root);
       if (!isInside(realRoot, real)) {
-        return issue(`is a symbolic link to ${link}, outside the desired directory; narwhal reads desired state only from inside it, so copy the file in`);
+        return issue(
+          `is a symbolic link to ${link}, outside the desired directory; narwhal reads desired state only from inside it, so copy the file in`,
+        );
       }
       target = real;
     }
@@ -125,13 +130,28 @@ export function parseJsonSafely(text: string, file: string): { value?: unknown; 
   const issues: ValidationIssue[] = [];
   walk(value, [], {
     forbiddenKey: (segments, key) =>
-      issues.push(issue(`key "${key}" is not allowed (it could alter object prototypes); rename it`, jsonPath([...segments, key]))),
+      issues.push(
+        issue(
+          `key "${key}" is not allowed (it could alter object prototypes); rename it`,
+          jsonPath([...segments, key]),
+        ),
+      ),
     nul: (segments) =>
-      issues.push(issue("contains a NUL character (\\u0000); no argument, path or environment value can hold one", jsonPath(segments))),
+      issues.push(
+        issue(
+          "contains a NUL character (\\u0000); no argument, path or environment value can hold one",
+          jsonPath(segments),
+        ),
+      ),
   });
   for (const d of findDuplicateKeys(text)) {
-    issues.push(issue(`key "${d.key}" is given twice in one object (at ${lineCol(text, d.firstOffset)} and ${lineCol(text, d.offset)}); ` +
-      "JSON readers keep only the last, so remove or rename one", jsonPath([...d.segments, d.key])));
+    issues.push(
+      issue(
+        `key "${d.key}" is given twice in one object (at ${lineCol(text, d.firstOffset)} and ${lineCol(text, d.offset)}); ` +
+          "JSON readers keep only the last, so remove or rename one",
+        jsonPath([...d.segments, d.key]),
+      ),
+    );
   }
   return issues.length > 0 ? { issues } : { value, issues };
 }

@@ -8,15 +8,32 @@ import type { ParsedLaunchRecord } from "./schemas.js";
 
 /** Flags the launcher writes itself (seed 003 §16); extra_args must not override them. */
 export const LAUNCHER_MANAGED_FLAGS: ReadonlySet<string> = new Set([
-  "--host", "--port", "--model", "--served-model-name", "--tensor-parallel-size", "-tp",
-  "--kv-transfer-config", "--api-key", "--enable-prefix-caching", "--no-enable-prefix-caching",
-  "--dtype", "--kv-cache-dtype", "--block-size", "--trust-remote-code", "--no-trust-remote-code",
+  "--host",
+  "--port",
+  "--model",
+  "--served-model-name",
+  "--tensor-parallel-size",
+  "-tp",
+  "--kv-transfer-config",
+  "--api-key",
+  "--enable-prefix-caching",
+  "--no-enable-prefix-caching",
+  "--dtype",
+  "--kv-cache-dtype",
+  "--block-size",
+  "--trust-remote-code",
+  "--no-trust-remote-code",
 ]);
 
 /** Environment the launcher sets itself; runtime.environment must not set it. */
 export const LAUNCHER_MANAGED_ENV: ReadonlySet<string> = new Set([
-  "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "UCX_TLS", "UCX_NET_DEVICES",
-  "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY",
+  "CUDA_VISIBLE_DEVICES",
+  "ROCR_VISIBLE_DEVICES",
+  "UCX_TLS",
+  "UCX_NET_DEVICES",
+  "VLLM_NIXL_SIDE_CHANNEL_HOST",
+  "VLLM_NIXL_SIDE_CHANNEL_PORT",
+  "VLLM_API_KEY",
 ]);
 
 /** Normalise a vLLM flag the way its parser does: "--a_b=x" → "--a-b". */
@@ -33,7 +50,9 @@ export function flagName(arg: string): string | undefined {
  * an abbreviation argparse expands (allow_abbrev is on in vLLM: "--tensor-parallel"),
  * or "--config", which loads arguments from a file narwhal cannot check.
  */
-export function managedFlagOf(arg: string): { flag: string; how: "exact" | "dotted" | "abbreviation" | "config" } | undefined {
+export function managedFlagOf(
+  arg: string,
+): { flag: string; how: "exact" | "dotted" | "abbreviation" | "config" } | undefined {
   const name = flagName(arg);
   if (name === undefined || name === "-" || name === "--") return undefined;
   const base = name.startsWith("--") ? (name.split(".", 1)[0] as string) : name;
@@ -50,7 +69,9 @@ export function managedFlagOf(arg: string): { flag: string; how: "exact" | "dott
 }
 
 /** What preparation derives under `environment` and `vllm_args` (seed 003 §15.1). */
-export function derivedLaunchFields(r: Pick<ParsedLaunchRecord, "gpu_visibility_env" | "gpu_ids" | "transfer" | "tensor_parallel_size">) {
+export function derivedLaunchFields(
+  r: Pick<ParsedLaunchRecord, "gpu_visibility_env" | "gpu_ids" | "transfer" | "tensor_parallel_size">,
+) {
   return {
     environment: { [r.gpu_visibility_env]: r.gpu_ids.join(","), UCX_NET_DEVICES: r.transfer.net_devices.join(",") },
     vllm_args: ["--tensor-parallel-size", String(r.tensor_parallel_size)],

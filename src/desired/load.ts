@@ -65,11 +65,17 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
 
   const env = parseEnvFile(envText!.text ?? "", ENV_FILE);
   issues.push(...env.issues);
-  const vars = resolvePathVariables(absDir, Object.assign(Object.create(null) as Record<string, string>, env.variables, overrides.variables));
+  const vars = resolvePathVariables(
+    absDir,
+    Object.assign(Object.create(null) as Record<string, string>, env.variables, overrides.variables),
+  );
 
   const fleetRaw = fleetText!.text === undefined ? undefined : parseJsonSafely(fleetText!.text, FLEET_FILE);
   const launchParsed = launchText!.text === undefined ? undefined : parseJsonSafely(launchText!.text, LAUNCH_FILE);
-  const launchRaw = launchParsed && overrides.editLaunch && launchParsed.value !== undefined ? { ...launchParsed, value: overrides.editLaunch(launchParsed.value) } : launchParsed;
+  const launchRaw =
+    launchParsed && overrides.editLaunch && launchParsed.value !== undefined
+      ? { ...launchParsed, value: overrides.editLaunch(launchParsed.value) }
+      : launchParsed;
   issues.push(...(fleetRaw?.issues ?? []), ...(launchRaw?.issues ?? []));
 
   const indices = engineIndices(fleetRaw?.value, launchRaw?.value);
@@ -77,12 +83,19 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
   const allVars: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, vars, derived);
   const failed = new Map<string, Set<string>>();
   // Which variables a ${NAME} uses is only known when both JSON files could be read.
-  const referenced: Set<string> | undefined = fleetRaw?.value !== undefined && launchRaw?.value !== undefined ? new Set() : undefined;
+  const referenced: Set<string> | undefined =
+    fleetRaw?.value !== undefined && launchRaw?.value !== undefined ? new Set() : undefined;
 
-  const check = <S extends z.ZodType>(raw: unknown, file: string, schema: S): { doc: unknown; parsed?: z.output<S> } | undefined => {
+  const check = <S extends z.ZodType>(
+    raw: unknown,
+    file: string,
+    schema: S,
+  ): { doc: unknown; parsed?: z.output<S> } | undefined => {
     if (raw === undefined) return undefined;
     const sub = substitute(raw, allVars, {
-      file, secretNames: SECRET_VARIABLES, explainUndefined: (name) => unavailable.get(name),
+      file,
+      secretNames: SECRET_VARIABLES,
+      explainUndefined: (name) => unavailable.get(name),
     });
     issues.push(...sub.issues);
     failed.set(file, sub.failedPaths);
@@ -100,15 +113,32 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
   const launch = launchChecked?.parsed as EngineLaunchFile | undefined;
 
   const records = recordsForRules(fleetChecked?.doc, fleet, launchChecked?.doc, launch);
-  issues.push(...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices }).filter((i) => !underFailed(i, failed)));
+  issues.push(
+    ...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices }).filter(
+      (i) => !underFailed(i, failed),
+    ),
+  );
   if (issues.length > 0 || !fleet || !launch) return { issues };
 
   const specs = buildSpecs(absDir, fleet, launch, allVars);
-  const secrets = [...SECRET_VARIABLES].flatMap((n) => (Object.hasOwn(allVars, n) && allVars[n] !== "" ? [allVars[n] as string] : []));
-  const publicVars = Object.fromEntries(Object.entries(allVars).filter(([k]) => !SECRET_VARIABLES.has(k)).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const secrets = [...SECRET_VARIABLES].flatMap((n) =>
+    Object.hasOwn(allVars, n) && allVars[n] !== "" ? [allVars[n] as string] : [],
+  );
+  const publicVars = Object.fromEntries(
+    Object.entries(allVars)
+      .filter(([k]) => !SECRET_VARIABLES.has(k))
+      .sort(([a], [b]) => (a < b ? -1 : 1)),
+  );
   return {
     issues: [],
-    state: { dir: absDir, specs, rollout: rolloutPolicy(fleet.rollout), hardware: { ...fleet.hardware }, variables: publicVars, secrets },
+    state: {
+      dir: absDir,
+      specs,
+      rollout: rolloutPolicy(fleet.rollout),
+      hardware: { ...fleet.hardware },
+      variables: publicVars,
+      secrets,
+    },
   };
 }
 
@@ -120,7 +150,10 @@ export function resolvePathVariables(dir: string, vars: Readonly<Record<string, 
   }
   for (const name of PATH_LIST_VARIABLES) {
     if (!Object.hasOwn(out, name) || out[name] === "") continue;
-    out[name] = (out[name] as string).split(":").map((p) => (p === "" || isAbsolute(p) ? p : resolve(dir, p))).join(":");
+    out[name] = (out[name] as string)
+      .split(":")
+      .map((p) => (p === "" || isAbsolute(p) ? p : resolve(dir, p)))
+      .join(":");
   }
   for (const name of COMMAND_VARIABLES) {
     if (Object.hasOwn(out, name) && out[name] !== "") out[name] = resolveDesiredPath(dir, out[name] as string, true);

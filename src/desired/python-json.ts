@@ -35,7 +35,11 @@ export function pythonJsonDumps(value: unknown, options: PythonJsonOptions = {})
         if (Array.isArray(v)) return "[" + v.map(dump).join(", ") + "]";
         let keys = Object.keys(v).filter((k) => (v as Record<string, unknown>)[k] !== undefined);
         if (sortKeys) keys = keys.sort(compareCodePoints);
-        return "{" + keys.map((k) => `${pythonString(k, ensureAscii)}: ${dump((v as Record<string, unknown>)[k])}`).join(", ") + "}";
+        return (
+          "{" +
+          keys.map((k) => `${pythonString(k, ensureAscii)}: ${dump((v as Record<string, unknown>)[k])}`).join(", ") +
+          "}"
+        );
       } finally {
         seen.delete(v);
       }
@@ -61,7 +65,15 @@ export function compareCodePoints(a: string, b: string): number {
   }
 }
 
-const SHORT_ESCAPES: Record<string, string> = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" };
+const SHORT_ESCAPES: Record<string, string> = {
+  '"': '\\"',
+  "\\": "\\\\",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+  "\b": "\\b",
+  "\f": "\\f",
+};
 
 function pythonString(s: string, ensureAscii: boolean): string {
   let out = '"';

@@ -7,8 +7,20 @@
 // it, not a second mistake.
 
 import {
-  EngineNameSchema, FleetEngineSchema, FleetNodeSchema, HardwareSchema, IID_PATTERN, LaunchRecordSchema, RolloutSchema,
-  type EngineLaunchFile, type FleetEngine, type FleetFile, type FleetNode, type Hardware, type ParsedLaunchRecord, type RolloutBlock,
+  EngineNameSchema,
+  FleetEngineSchema,
+  FleetNodeSchema,
+  HardwareSchema,
+  IID_PATTERN,
+  LaunchRecordSchema,
+  RolloutSchema,
+  type EngineLaunchFile,
+  type FleetEngine,
+  type FleetFile,
+  type FleetNode,
+  type Hardware,
+  type ParsedLaunchRecord,
+  type RolloutBlock,
 } from "./schemas.js";
 
 /**
@@ -59,7 +71,10 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
  * engines/nodes not lists) gives the rules nothing from that file.
  */
 export function recordsForRules(
-  fleetDoc: unknown, fleetParsed: FleetFile | undefined, launchDoc: unknown, launchParsed: EngineLaunchFile | undefined,
+  fleetDoc: unknown,
+  fleetParsed: FleetFile | undefined,
+  launchDoc: unknown,
+  launchParsed: EngineLaunchFile | undefined,
 ): RecordsForRules {
   const fleetIids = new Set<string>();
   const launchNames = new Set<string>();
@@ -86,7 +101,12 @@ export function recordsForRules(
     if (nodes.length === 0) nodesIncomplete = true;
     const hardware = HardwareSchema.safeParse(fleetDoc["hardware"]);
     const rollout = fleetDoc["rollout"] === undefined ? undefined : RolloutSchema.safeParse(fleetDoc["rollout"]);
-    fleet = { engines, nodes, ...(hardware.success ? { hardware: hardware.data } : {}), ...(rollout?.success ? { rollout: rollout.data } : {}) };
+    fleet = {
+      engines,
+      nodes,
+      ...(hardware.success ? { hardware: hardware.data } : {}),
+      ...(rollout?.success ? { rollout: rollout.data } : {}),
+    };
   }
 
   let launch: EngineLaunchFile | undefined = launchParsed;
@@ -104,5 +124,9 @@ export function recordsForRules(
     launch = { engines };
   }
 
-  return { ...(fleet ? { fleet } : {}), ...(launch ? { launch } : {}), failures: { fleetIids, launchNames, fleetEnginesIncomplete, launchRecordsIncomplete, nodesIncomplete } };
+  return {
+    ...(fleet ? { fleet } : {}),
+    ...(launch ? { launch } : {}),
+    failures: { fleetIids, launchNames, fleetEnginesIncomplete, launchRecordsIncomplete, nodesIncomplete },
+  };
 }

@@ -9,5 +9,9 @@ export const DEFAULT_ROLLOUT: RolloutPolicy = Object.freeze(RolloutSchema.parse(
 
 export function rolloutPolicy(block: RolloutBlock | undefined): RolloutPolicy {
   if (!block) return { ...DEFAULT_ROLLOUT, max_unavailable: {} };
-  return { max_unavailable: { ...block.max_unavailable }, default_max_unavailable: block.default_max_unavailable, incompatible: block.incompatible };
+  return {
+    max_unavailable: { ...block.max_unavailable },
+    default_max_unavailable: block.default_max_unavailable,
+    incompatible: block.incompatible,
+  };
 }

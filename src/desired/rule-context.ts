@@ -10,8 +10,14 @@ import { jsonPath, type EngineLaunchFile, type ParsedLaunchRecord } from "./sche
 export const FLEET_FILE = "fleet.json";
 export const LAUNCH_FILE = "engine-launch.json";
 
-export interface LaunchContext { vars: Readonly<Record<string, string>>; launch: EngineLaunchFile }
-export interface FullContext extends LaunchContext { fleet: FleetForRules; failures: SchemaFailures }
+export interface LaunchContext {
+  vars: Readonly<Record<string, string>>;
+  launch: EngineLaunchFile;
+}
+export interface FullContext extends LaunchContext {
+  fleet: FleetForRules;
+  failures: SchemaFailures;
+}
 /** The context of a rule about fleet.json alone: it runs even when engine-launch.json cannot be read. */
 export type FleetContext = Omit<FullContext, "launch">;
 
@@ -25,12 +31,20 @@ export type FleetRule =
 export const recPath = (name: string, ...segments: PropertyKey[]) => jsonPath(["engines", name, ...segments]);
 
 /** An issue at a field of the launch record `name`. */
-export const launchIssue = (rule: string, name: string, segments: PropertyKey[], message: string): ValidationIssue =>
-  ({ file: LAUNCH_FILE, path: recPath(name, ...segments), message, rule });
+export const launchIssue = (rule: string, name: string, segments: PropertyKey[], message: string): ValidationIssue => ({
+  file: LAUNCH_FILE,
+  path: recPath(name, ...segments),
+  message,
+  rule,
+});
 
 /** An issue at a place in fleet.json. */
-export const fleetIssue = (rule: string, segments: PropertyKey[], message: string): ValidationIssue =>
-  ({ file: FLEET_FILE, path: jsonPath(segments), message, rule });
+export const fleetIssue = (rule: string, segments: PropertyKey[], message: string): ValidationIssue => ({
+  file: FLEET_FILE,
+  path: jsonPath(segments),
+  message,
+  rule,
+});
 
 /** Apply `fn` to every launch record and concatenate its issues. */
 export const eachRecord = (launch: EngineLaunchFile, fn: (name: string, r: ParsedLaunchRecord) => ValidationIssue[]) =>

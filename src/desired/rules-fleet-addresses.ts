@@ -15,31 +15,47 @@ export const addressRules: FleetRule[] = [
   {
     name: "url-format",
     needs: "fleet",
-    check: ({ fleet }) => fleet.engines.flatMap((e, i) => {
-      const out: ValidationIssue[] = [];
-      if (e === undefined) return out;
-      const url = parseEndpoint(e.url);
-      if (typeof url === "string") out.push(fleetIssue("url-format", ["engines", i, "url"], url));
-      else if (url.path !== "/") out.push(fleetIssue("url-format", ["engines", i, "url"], `"${e.url}" must not have a path; the engine serves at its root`));
-      const att = parseEndpoint(e.attestation_url);
-      if (typeof att === "string") out.push(fleetIssue("url-format", ["engines", i, "attestation_url"], att));
-      return out;
-    }),
+    check: ({ fleet }) =>
+      fleet.engines.flatMap((e, i) => {
+        const out: ValidationIssue[] = [];
+        if (e === undefined) return out;
+        const url = parseEndpoint(e.url);
+        if (typeof url === "string") out.push(fleetIssue("url-format", ["engines", i, "url"], url));
+        else if (url.path !== "/")
+          out.push(
+            fleetIssue(
+              "url-format",
+              ["engines", i, "url"],
+              `"${e.url}" must not have a path; the engine serves at its root`,
+            ),
+          );
+        const att = parseEndpoint(e.attestation_url);
+        if (typeof att === "string") out.push(fleetIssue("url-format", ["engines", i, "attestation_url"], att));
+        return out;
+      }),
   },
   {
     name: "url-matches-variables",
     needs: "fleet",
-    check: ({ fleet, vars }) => fleet.engines.flatMap((e, i) => {
-      if (e === undefined) return [];
-      const k = indexOfIid(e.iid);
-      if (k === undefined) return [];
-      return (["url", "attestation_url"] as const).flatMap((field) => {
-        const v = nodeVar(k, field === "url" ? "URL" : "ATTESTATION_URL");
-        const want = vars[v];
-        return want === undefined || want === e[field] ? [] : [fleetIssue("url-matches-variables", ["engines", i, field],
-          `"${e[field]}" differs from ${v}="${want}" that deployment.env gives engine ${k}; write "\${${v}}" or fix the node variables`)];
-      });
-    }),
+    check: ({ fleet, vars }) =>
+      fleet.engines.flatMap((e, i) => {
+        if (e === undefined) return [];
+        const k = indexOfIid(e.iid);
+        if (k === undefined) return [];
+        return (["url", "attestation_url"] as const).flatMap((field) => {
+          const v = nodeVar(k, field === "url" ? "URL" : "ATTESTATION_URL");
+          const want = vars[v];
+          return want === undefined || want === e[field]
+            ? []
+            : [
+                fleetIssue(
+                  "url-matches-variables",
+                  ["engines", i, field],
+                  `"${e[field]}" differs from ${v}="${want}" that deployment.env gives engine ${k}; write "\${${v}}" or fix the node variables`,
+                ),
+              ];
+        });
+      }),
   },
   {
     name: "host-consistency",
@@ -55,13 +71,23 @@ export const addressRules: FleetRule[] = [
           hosts.add(url.host);
           const other = hostOwner.get(url.host);
           if (other !== undefined && other !== node && !isLoopback(url.host)) {
-            out.push(fleetIssue("host-consistency", ["engines", p.fleetIndex, "url"],
-              `${p.iid} on node ${node} uses host ${url.host}, which belongs to node ${other}; engines sharing an address share a node`));
+            out.push(
+              fleetIssue(
+                "host-consistency",
+                ["engines", p.fleetIndex, "url"],
+                `${p.iid} on node ${node} uses host ${url.host}, which belongs to node ${other}; engines sharing an address share a node`,
+              ),
+            );
           }
           hostOwner.set(url.host, node);
           if (hosts.size > 1) {
-            out.push(fleetIssue("host-consistency", ["engines", p.fleetIndex, "url"],
-              `${p.iid} uses host ${url.host} but other engines on node ${node} use ${[...hosts][0]}; one node has one engine address`));
+            out.push(
+              fleetIssue(
+                "host-consistency",
+                ["engines", p.fleetIndex, "url"],
+                `${p.iid} uses host ${url.host} but other engines on node ${node} use ${[...hosts][0]}; one node has one engine address`,
+              ),
+            );
           }
         }
       }
@@ -79,22 +105,42 @@ export const addressRules: FleetRule[] = [
           if (port === undefined) return;
           const other = taken.get(port);
           if (other !== undefined) {
-            out.push({ file, path, rule: "ports-unique-per-host",
-              message: `${what} port ${port} on node ${node} is already planned for ${other}; give each listener its own port` });
+            out.push({
+              file,
+              path,
+              rule: "ports-unique-per-host",
+              message: `${what} port ${port} on node ${node} is already planned for ${other}; give each listener its own port`,
+            });
           } else taken.set(port, what);
         };
         for (const p of pairs) {
           const http = parseEndpoint(p.fleet.url);
           const att = parseEndpoint(p.fleet.attestation_url);
           const base = ["engines", p.fleetIndex];
-          claim(typeof http === "string" ? undefined : http.port, `${p.name} HTTP`, FLEET_FILE, jsonPath([...base, "url"]));
-          claim(typeof att === "string" ? undefined : att.port, `${p.name} attestation`, FLEET_FILE, jsonPath([...base, "attestation_url"]));
+          claim(
+            typeof http === "string" ? undefined : http.port,
+            `${p.name} HTTP`,
+            FLEET_FILE,
+            jsonPath([...base, "url"]),
+          );
+          claim(
+            typeof att === "string" ? undefined : att.port,
+            `${p.name} attestation`,
+            FLEET_FILE,
+            jsonPath([...base, "attestation_url"]),
+          );
           const nixl = nixlPortOf(vars, p.k);
           // Reported at the per-node variable: that is the one to set to resolve it.
-          claim(nixl.port, `${p.name} NIXL side-channel (${nixl.variable})`, ENV_FILE, `$.${nodeVar(p.k, "NIXL_PORT")}`);
+          claim(
+            nixl.port,
+            `${p.name} NIXL side-channel (${nixl.variable})`,
+            ENV_FILE,
+            `$.${nodeVar(p.k, "NIXL_PORT")}`,
+          );
           const transfer = transferPortsOf(vars, p.k);
           transfer.ports.forEach((port) =>
-            claim(port, `${p.name} transfer (${transfer.variable})`, ENV_FILE, `$.${nodeVar(p.k, "TRANSFER_PORTS")}`));
+            claim(port, `${p.name} transfer (${transfer.variable})`, ENV_FILE, `$.${nodeVar(p.k, "TRANSFER_PORTS")}`),
+          );
         }
       }
       return out;

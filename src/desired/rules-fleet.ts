@@ -18,11 +18,16 @@ const membershipRules: FleetRule[] = [
     check: ({ fleet, failures }) => {
       if (!fleet.rollout || failures.fleetEnginesIncomplete) return [];
       const roles = [...new Set(fleet.engines.flatMap((e) => (e ? [e.role] : [])))];
-      return Object.keys(fleet.rollout.max_unavailable).filter((r) => !roles.includes(r)).map((r) => {
-        const guess = closestName(r, roles);
-        return fleetIssue("rollout-roles", ["rollout", "max_unavailable", r],
-          `no engine has role "${r}"${guess ? `; did you mean "${guess}"?` : ""} (roles in this fleet: ${roles.join(", ")}); name a role of the engines or remove the entry`);
-      });
+      return Object.keys(fleet.rollout.max_unavailable)
+        .filter((r) => !roles.includes(r))
+        .map((r) => {
+          const guess = closestName(r, roles);
+          return fleetIssue(
+            "rollout-roles",
+            ["rollout", "max_unavailable", r],
+            `no engine has role "${r}"${guess ? `; did you mean "${guess}"?` : ""} (roles in this fleet: ${roles.join(", ")}); name a role of the engines or remove the entry`,
+          );
+        });
     },
   },
   {
@@ -31,13 +36,29 @@ const membershipRules: FleetRule[] = [
     check: ({ fleet, launch, failures }) => {
       // A partner that is present but failed its schema is not missing; in a list with an unreadable name it may be that one.
       const iids = new Set([...iidsOf(fleet), ...failures.fleetIids]);
-      const out = failures.launchRecordsIncomplete ? [] : fleet.engines.flatMap((e, i) => e === undefined ||
-        Object.hasOwn(launch.engines, `engine-${indexOfIid(e.iid)}`) || failures.launchNames.has(`engine-${indexOfIid(e.iid)}`) ? [] : [fleetIssue("fleet-launch-pairing", ["engines", i, "iid"],
-          `${e.iid} has no launch record engine-${indexOfIid(e.iid)} in ${LAUNCH_FILE}; add one or remove the engine`)]);
+      const out = failures.launchRecordsIncomplete
+        ? []
+        : fleet.engines.flatMap((e, i) =>
+            e === undefined ||
+            Object.hasOwn(launch.engines, `engine-${indexOfIid(e.iid)}`) ||
+            failures.launchNames.has(`engine-${indexOfIid(e.iid)}`)
+              ? []
+              : [
+                  fleetIssue(
+                    "fleet-launch-pairing",
+                    ["engines", i, "iid"],
+                    `${e.iid} has no launch record engine-${indexOfIid(e.iid)} in ${LAUNCH_FILE}; add one or remove the engine`,
+                  ),
+                ],
+          );
       for (const name of failures.fleetEnginesIncomplete ? [] : Object.keys(launch.engines)) {
         if (!iids.has(`n${indexOfEngineName(name)}`)) {
-          out.push({ file: LAUNCH_FILE, path: recPath(name), rule: "fleet-launch-pairing",
-            message: `${name} has no fleet record with iid n${indexOfEngineName(name)} in ${FLEET_FILE}; add one or remove the record` });
+          out.push({
+            file: LAUNCH_FILE,
+            path: recPath(name),
+            rule: "fleet-launch-pairing",
+            message: `${name} has no fleet record with iid n${indexOfEngineName(name)} in ${FLEET_FILE}; add one or remove the record`,
+          });
         }
       }
       return out;
@@ -47,10 +68,16 @@ const membershipRules: FleetRule[] = [
     name: "unique-names",
     needs: "fleet",
     check: ({ fleet }) => [
-      ...fleet.engines.flatMap((e, i) => e === undefined || fleet.engines.findIndex((o) => o?.iid === e.iid) === i ? []
-        : [fleetIssue("unique-names", ["engines", i, "iid"], `iid ${e.iid} is used by more than one engine`)]),
-      ...fleet.nodes.flatMap((n, i) => n === undefined || fleet.nodes.findIndex((o) => o?.name === n.name) === i ? []
-        : [fleetIssue("unique-names", ["nodes", i, "name"], `node name ${n.name} is used twice`)]),
+      ...fleet.engines.flatMap((e, i) =>
+        e === undefined || fleet.engines.findIndex((o) => o?.iid === e.iid) === i
+          ? []
+          : [fleetIssue("unique-names", ["engines", i, "iid"], `iid ${e.iid} is used by more than one engine`)],
+      ),
+      ...fleet.nodes.flatMap((n, i) =>
+        n === undefined || fleet.nodes.findIndex((o) => o?.name === n.name) === i
+          ? []
+          : [fleetIssue("unique-names", ["nodes", i, "name"], `node name ${n.name} is used twice`)],
+      ),
     ],
   },
   {
@@ -60,28 +87,57 @@ const membershipRules: FleetRule[] = [
       const out: ValidationIssue[] = [];
       const seen = new Map<string, string>();
       const known = new Set([...iidsOf(fleet), ...failures.fleetIids]);
-      fleet.nodes.forEach((node, ni) => node?.engines.forEach((iid, ei) => {
-        const where = ["nodes", ni, "engines", ei];
-        if (!known.has(iid)) {
-          // An engine record whose iid cannot be read may be the one listed.
-          if (!failures.fleetEnginesIncomplete) out.push(fleetIssue("engine-on-one-node", where, `node ${node.name} lists ${iid}, which is not in engines`));
-        } else if (seen.has(iid)) out.push(fleetIssue("engine-on-one-node", where, `${iid} is already on node ${seen.get(iid)}; an engine runs on exactly one node`));
-        else seen.set(iid, node.name);
-      }));
+      fleet.nodes.forEach((node, ni) =>
+        node?.engines.forEach((iid, ei) => {
+          const where = ["nodes", ni, "engines", ei];
+          if (!known.has(iid)) {
+            // An engine record whose iid cannot be read may be the one listed.
+            if (!failures.fleetEnginesIncomplete)
+              out.push(
+                fleetIssue("engine-on-one-node", where, `node ${node.name} lists ${iid}, which is not in engines`),
+              );
+          } else if (seen.has(iid))
+            out.push(
+              fleetIssue(
+                "engine-on-one-node",
+                where,
+                `${iid} is already on node ${seen.get(iid)}; an engine runs on exactly one node`,
+              ),
+            );
+          else seen.set(iid, node.name);
+        }),
+      );
       // A node that failed its schema may be the one listing an engine: "on no node" would be a guess.
-      if (!failures.nodesIncomplete) fleet.engines.forEach((e, i) => {
-        if (e !== undefined && !seen.has(e.iid)) out.push(fleetIssue("engine-on-one-node", ["engines", i], `${e.iid} is on no node; list it under one node's engines`));
-      });
+      if (!failures.nodesIncomplete)
+        fleet.engines.forEach((e, i) => {
+          if (e !== undefined && !seen.has(e.iid))
+            out.push(
+              fleetIssue(
+                "engine-on-one-node",
+                ["engines", i],
+                `${e.iid} is on no node; list it under one node's engines`,
+              ),
+            );
+        });
       return out;
     },
   },
   {
     name: "role-matches-fleet",
     needs: "both",
-    check: ({ fleet, launch }) => pairEngines(fleet, launch).flatMap((p) => p.record.role === p.fleet.role ? [] : [{
-      file: LAUNCH_FILE, path: recPath(p.name, "role"), rule: "role-matches-fleet",
-      message: `${p.name}: role "${p.record.role}" differs from the fleet record ${p.iid} role "${p.fleet.role}"`,
-    }]),
+    check: ({ fleet, launch }) =>
+      pairEngines(fleet, launch).flatMap((p) =>
+        p.record.role === p.fleet.role
+          ? []
+          : [
+              {
+                file: LAUNCH_FILE,
+                path: recPath(p.name, "role"),
+                rule: "role-matches-fleet",
+                message: `${p.name}: role "${p.record.role}" differs from the fleet record ${p.iid} role "${p.fleet.role}"`,
+              },
+            ],
+      ),
   },
   {
     name: "gpu-ids-disjoint-per-host",
@@ -96,9 +152,14 @@ const membershipRules: FleetRule[] = [
           p.record.gpu_ids.forEach((id, i) => {
             const other = owner.get(id);
             if (other !== undefined && other.name !== p.name && !(shared !== undefined && other.shared === shared)) {
-              out.push({ file: LAUNCH_FILE, path: recPath(p.name, "gpu_ids", i), rule: "gpu-ids-disjoint-per-host",
-                message: `${p.name}: GPU "${id}" on node ${node} is already allocated to ${other.name}; concurrent engines need disjoint GPUs (or the same shared_device)` });
-            } else if (other === undefined) owner.set(id, { name: p.name, ...(shared === undefined ? {} : { shared }) });
+              out.push({
+                file: LAUNCH_FILE,
+                path: recPath(p.name, "gpu_ids", i),
+                rule: "gpu-ids-disjoint-per-host",
+                message: `${p.name}: GPU "${id}" on node ${node} is already allocated to ${other.name}; concurrent engines need disjoint GPUs (or the same shared_device)`,
+              });
+            } else if (other === undefined)
+              owner.set(id, { name: p.name, ...(shared === undefined ? {} : { shared }) });
           });
         }
       }

@@ -8,26 +8,56 @@ import { deviceRules } from "./rules-record-devices.js";
 import { managedRules } from "./rules-record-managed.js";
 import { ENV_FILE } from "./rules-variables.js";
 
-export { FLEET_FILE, LAUNCH_FILE, recPath, type FullContext, type LaunchContext, type RecordRule } from "./rule-context.js";
-export { LAUNCHER_MANAGED_ENV, LAUNCHER_MANAGED_FLAGS, derivedLaunchFields, flagName, managedFlagOf } from "./launcher-managed.js";
+export {
+  FLEET_FILE,
+  LAUNCH_FILE,
+  recPath,
+  type FullContext,
+  type LaunchContext,
+  type RecordRule,
+} from "./rule-context.js";
+export {
+  LAUNCHER_MANAGED_ENV,
+  LAUNCHER_MANAGED_FLAGS,
+  derivedLaunchFields,
+  flagName,
+  managedFlagOf,
+} from "./launcher-managed.js";
 
 const backendRules: RecordRule[] = [
   {
     name: "container-image",
     needs: "launch",
-    check: ({ launch }) => eachRecord(launch, (name, r) =>
-      r.backend === "container" && r.image === undefined
-        ? [launchIssue("container-image", name, ["image"], `${name}: the container backend needs image (an image id or pinned reference)`)]
-        : []),
+    check: ({ launch }) =>
+      eachRecord(launch, (name, r) =>
+        r.backend === "container" && r.image === undefined
+          ? [
+              launchIssue(
+                "container-image",
+                name,
+                ["image"],
+                `${name}: the container backend needs image (an image id or pinned reference)`,
+              ),
+            ]
+          : [],
+      ),
   },
   {
     name: "native-revision",
     needs: "launch",
     check: ({ launch, vars }) => {
-      const natives = Object.entries(launch.engines).filter(([, r]) => r.backend === "native").map(([n]) => n);
+      const natives = Object.entries(launch.engines)
+        .filter(([, r]) => r.backend === "native")
+        .map(([n]) => n);
       if (natives.length === 0 || (vars["NARWHAL_MODEL_REVISION"] ?? "") !== "") return [];
-      return [{ file: ENV_FILE, path: "$.NARWHAL_MODEL_REVISION", rule: "native-revision",
-        message: `${natives.join(", ")} use the native backend, which requires NARWHAL_MODEL_REVISION (seed 001); set it` }];
+      return [
+        {
+          file: ENV_FILE,
+          path: "$.NARWHAL_MODEL_REVISION",
+          rule: "native-revision",
+          message: `${natives.join(", ")} use the native backend, which requires NARWHAL_MODEL_REVISION (seed 001); set it`,
+        },
+      ];
     },
   },
 ];

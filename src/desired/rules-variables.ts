@@ -26,15 +26,41 @@ export const SECRET_VARIABLES: ReadonlySet<string> = new Set(["NARWHAL_ENGINE_AP
  * misspelling of one can be named. Per-node ones are NODE_VARIABLE_SUFFIXES.
  */
 export const KNOWN_VARIABLES: readonly string[] = [
-  ...REQUIRED_VARIABLES, ...SECRET_VARIABLES,
-  "NARWHAL_MODEL_REVISION", "NARWHAL_MODEL_PATH", "NARWHAL_NATIVE_PYTHON", "NARWHAL_NATIVE_PYTHONPATH", "NARWHAL_READY_SECONDS",
-  ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE,
-  "NARWHAL_ENGINE_PORT", "NARWHAL_ATTEST_PORT", "NARWHAL_NIXL_PORT", "NARWHAL_TRANSFER_PORTS",
-  "NARWHAL_ENGINE_IMAGE", "NARWHAL_ENGINE_LAUNCHER", "NARWHAL_ENGINE_LAUNCHER_SHA256", "NARWHAL_ENGINE_LAUNCH_CONFIG", "NARWHAL_LAUNCH_CONFIG",
-  "NARWHAL_FABRIC_BUDGET_TOOL", "NARWHAL_FABRIC_BUDGET_SHA256", "NARWHAL_FLEET", "NARWHAL_DESIRED", "NARWHAL_STATE", "NARWHAL_RUN_DIR",
+  ...REQUIRED_VARIABLES,
+  ...SECRET_VARIABLES,
+  "NARWHAL_MODEL_REVISION",
+  "NARWHAL_MODEL_PATH",
+  "NARWHAL_NATIVE_PYTHON",
+  "NARWHAL_NATIVE_PYTHONPATH",
+  "NARWHAL_READY_SECONDS",
+  ENGINE_ARGS_VARIABLE,
+  ENGINE_ENV_VARIABLE,
+  "NARWHAL_ENGINE_PORT",
+  "NARWHAL_ATTEST_PORT",
+  "NARWHAL_NIXL_PORT",
+  "NARWHAL_TRANSFER_PORTS",
+  "NARWHAL_ENGINE_IMAGE",
+  "NARWHAL_ENGINE_LAUNCHER",
+  "NARWHAL_ENGINE_LAUNCHER_SHA256",
+  "NARWHAL_ENGINE_LAUNCH_CONFIG",
+  "NARWHAL_LAUNCH_CONFIG",
+  "NARWHAL_FABRIC_BUDGET_TOOL",
+  "NARWHAL_FABRIC_BUDGET_SHA256",
+  "NARWHAL_FLEET",
+  "NARWHAL_DESIRED",
+  "NARWHAL_STATE",
+  "NARWHAL_RUN_DIR",
 ];
 /** NARWHAL_NODE_<k>_<suffix> variables (seed 003 §14 and the per-node port overrides). */
-export const NODE_VARIABLE_SUFFIXES = ["IP", "URL", "ATTESTATION_URL", "ENGINE_PORT", "ATTEST_PORT", "NIXL_PORT", "TRANSFER_PORTS"] as const;
+export const NODE_VARIABLE_SUFFIXES = [
+  "IP",
+  "URL",
+  "ATTESTATION_URL",
+  "ENGINE_PORT",
+  "ATTEST_PORT",
+  "NIXL_PORT",
+  "TRANSFER_PORTS",
+] as const;
 const NODE_VARIABLE = /^NARWHAL_NODE_([1-9][0-9]{0,3})_/;
 
 /** How the JSON files use variables, for the misspelling rule. */
@@ -49,18 +75,33 @@ export interface VariableUse {
 function misspeltVariable(name: string, indices: ReadonlySet<number>): string | undefined {
   const own = NODE_VARIABLE.exec(name);
   if (own && (NODE_VARIABLE_SUFFIXES as readonly string[]).includes(name.slice(own[0].length))) return undefined; // the common case, at once on a 1000-engine tree
-  if (own) return closestName(name, NODE_VARIABLE_SUFFIXES.map((s) => nodeVar(Number(own[1]), s)));
+  if (own)
+    return closestName(
+      name,
+      NODE_VARIABLE_SUFFIXES.map((s) => nodeVar(Number(own[1]), s)),
+    );
   // A misspelt per-node name still carries its node's k ("NARWHAL_NOD_2_IP"): compare with the nodes its digits name.
   const ks = (name.match(/[0-9]+/g) ?? []).map(Number).filter((k) => indices.has(k));
-  return closestName(name, [...KNOWN_VARIABLES, ...ks.flatMap((k) => NODE_VARIABLE_SUFFIXES.map((s) => nodeVar(k, s)))]);
+  return closestName(name, [
+    ...KNOWN_VARIABLES,
+    ...ks.flatMap((k) => NODE_VARIABLE_SUFFIXES.map((s) => nodeVar(k, s))),
+  ]);
 }
 
 const PORT_VARIABLE = /^NARWHAL_(?:NODE_[1-9][0-9]*_)?(?:ENGINE|ATTEST|NIXL)_PORT$/;
 const TRANSFER_PORTS_VARIABLE = /^NARWHAL_(?:NODE_[1-9][0-9]*_)?TRANSFER_PORTS$/;
 
-export type VariableRule = { name: string; check(vars: Readonly<Record<string, string>>, use: VariableUse): ValidationIssue[] };
+export type VariableRule = {
+  name: string;
+  check(vars: Readonly<Record<string, string>>, use: VariableUse): ValidationIssue[];
+};
 
-const at = (name: string, message: string, rule: string): ValidationIssue => ({ file: ENV_FILE, path: `$.${name}`, message, rule });
+const at = (name: string, message: string, rule: string): ValidationIssue => ({
+  file: ENV_FILE,
+  path: `$.${name}`,
+  message,
+  rule,
+});
 
 export const variableRules: VariableRule[] = [
   {
@@ -74,8 +115,15 @@ export const variableRules: VariableRule[] = [
       return Object.keys(vars).flatMap((name) => {
         if (known.has(name) || referenced.has(name)) return [];
         const meant = misspeltVariable(name, indices);
-        return meant === undefined ? [] : [at(name,
-          `${name} is not a variable narwhal reads and no "\${${name}}" uses it; did you mean ${meant}? Rename it`, "variable-names")];
+        return meant === undefined
+          ? []
+          : [
+              at(
+                name,
+                `${name} is not a variable narwhal reads and no "\${${name}}" uses it; did you mean ${meant}? Rename it`,
+                "variable-names",
+              ),
+            ];
       });
     },
   },
@@ -83,16 +131,21 @@ export const variableRules: VariableRule[] = [
     name: "required-variables",
     check: (vars) =>
       REQUIRED_VARIABLES.filter((v) => !Object.hasOwn(vars, v) || vars[v] === "").map((v) =>
-        at(v, `${v} is required; set it in deployment.env`, "required-variables")),
+        at(v, `${v} is required; set it in deployment.env`, "required-variables"),
+      ),
   },
   {
     name: "model-config-sha256",
     check: (vars) => {
       const v = vars["NARWHAL_MODEL_CONFIG_SHA256"];
       if (v === undefined || v === "" || /^[0-9a-f]{64}$/.test(v)) return [];
-      return [at("NARWHAL_MODEL_CONFIG_SHA256",
-        `"${v}" is not a sha256: write the 64 lower-case hex digits sha256sum prints for $NARWHAL_MODEL_DIR/config.json`,
-        "model-config-sha256")];
+      return [
+        at(
+          "NARWHAL_MODEL_CONFIG_SHA256",
+          `"${v}" is not a sha256: write the 64 lower-case hex digits sha256sum prints for $NARWHAL_MODEL_DIR/config.json`,
+          "model-config-sha256",
+        ),
+      ];
     },
   },
   {
@@ -104,8 +157,14 @@ export const variableRules: VariableRule[] = [
           return [at(name, `${name}="${value}" must be an integer port 1..65535`, "port-variables")];
         }
         if (TRANSFER_PORTS_VARIABLE.test(name)) {
-          const bad = value.split(",").map((s) => s.trim()).filter((s) => s !== "" && parsePort(s) === undefined);
-          if (bad.length > 0) return [at(name, `${name} lists ${bad.join(", ")}: write comma-separated ports 1..65535`, "port-variables")];
+          const bad = value
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "" && parsePort(s) === undefined);
+          if (bad.length > 0)
+            return [
+              at(name, `${name} lists ${bad.join(", ")}: write comma-separated ports 1..65535`, "port-variables"),
+            ];
         }
         return [];
       }),
@@ -115,7 +174,13 @@ export const variableRules: VariableRule[] = [
     check: (vars) => {
       const v = vars["NARWHAL_READY_SECONDS"];
       if (v === undefined || (/^[0-9]+$/.test(v) && Number(v) > 0 && Number(v) <= 86400)) return [];
-      return [at("NARWHAL_READY_SECONDS", `"${v}" must be a positive whole number of seconds (at most 86400)`, "ready-seconds")];
+      return [
+        at(
+          "NARWHAL_READY_SECONDS",
+          `"${v}" must be a positive whole number of seconds (at most 86400)`,
+          "ready-seconds",
+        ),
+      ];
     },
   },
   {
@@ -124,9 +189,15 @@ export const variableRules: VariableRule[] = [
     // a double-quoted "\n" would mean one thing here and another there.
     name: "single-line-values",
     check: (vars) =>
-      Object.keys(vars).filter((name) => /[\r\n]/.test(vars[name] as string)).map((name) =>
-        at(name, `${name} contains a line break (a "\\n" escape in double quotes); values must be single-line, so write it on one line without "\\n"`,
-          "single-line-values")),
+      Object.keys(vars)
+        .filter((name) => /[\r\n]/.test(vars[name] as string))
+        .map((name) =>
+          at(
+            name,
+            `${name} contains a line break (a "\\n" escape in double quotes); values must be single-line, so write it on one line without "\\n"`,
+            "single-line-values",
+          ),
+        ),
   },
   {
     name: "non-empty-values",

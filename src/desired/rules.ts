@@ -10,7 +10,14 @@ import { launchExtraRules } from "./rules-launch-extras.js";
 import { variableRules } from "./rules-variables.js";
 import type { EngineLaunchFile } from "./schemas.js";
 
-export { FLEET_FILE, LAUNCH_FILE, LAUNCHER_MANAGED_ENV, LAUNCHER_MANAGED_FLAGS, derivedLaunchFields, flagName } from "./rules-record.js";
+export {
+  FLEET_FILE,
+  LAUNCH_FILE,
+  LAUNCHER_MANAGED_ENV,
+  LAUNCHER_MANAGED_FLAGS,
+  derivedLaunchFields,
+  flagName,
+} from "./rules-record.js";
 export { ENV_FILE, REQUIRED_VARIABLES, SECRET_VARIABLES } from "./rules-variables.js";
 
 export interface RuleInput {
@@ -39,9 +46,16 @@ export const RULE_NAMES: readonly string[] = [
 export function runRules(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
   const failures = input.failures ?? {
-    fleetIids: new Set(), launchNames: new Set(), fleetEnginesIncomplete: false, launchRecordsIncomplete: false, nodesIncomplete: false,
+    fleetIids: new Set(),
+    launchNames: new Set(),
+    fleetEnginesIncomplete: false,
+    launchRecordsIncomplete: false,
+    nodesIncomplete: false,
   };
-  const use = { ...(input.referenced ? { referenced: input.referenced } : {}), indices: input.indices ?? new Set<number>() };
+  const use = {
+    ...(input.referenced ? { referenced: input.referenced } : {}),
+    indices: input.indices ?? new Set<number>(),
+  };
   const issues: ValidationIssue[] = variableRules.flatMap((r) => r.check(vars, use));
   if (launch) {
     for (const rule of [...recordRules, ...launchExtraRules]) {

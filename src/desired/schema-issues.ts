@@ -10,7 +10,11 @@ import { jsonPath } from "./schemas.js";
 
 /** The minimal view of a zod schema this walk needs (zod 4's public `def`, `shape`, ...). */
 interface SchemaNode {
-  readonly def: { readonly type: string; readonly entries?: Record<string, unknown>; readonly values?: readonly unknown[] };
+  readonly def: {
+    readonly type: string;
+    readonly entries?: Record<string, unknown>;
+    readonly values?: readonly unknown[];
+  };
   readonly description?: string | undefined;
   readonly shape?: Record<string, SchemaNode>;
   readonly element?: SchemaNode;
@@ -23,7 +27,11 @@ interface SchemaNode {
 function unwrap(node: SchemaNode): SchemaNode {
   let n = node;
   for (let i = 0; i < 16; i++) {
-    if (n.unwrap && ["optional", "default", "nullable", "prefault", "nonoptional", "readonly", "catch"].includes(n.def.type)) n = n.unwrap();
+    if (
+      n.unwrap &&
+      ["optional", "default", "nullable", "prefault", "nonoptional", "readonly", "catch"].includes(n.def.type)
+    )
+      n = n.unwrap();
     else if (n.def.type === "pipe" && n.in) n = n.in;
     else break;
   }
@@ -36,7 +44,8 @@ export function schemaAt(schema: z.ZodType, path: ReadonlyArray<PropertyKey>): S
   for (const segment of path) {
     if (node === undefined) return undefined;
     const inner = unwrap(node);
-    if (inner.def.type === "object" && inner.shape && typeof segment === "string") node = Object.hasOwn(inner.shape, segment) ? inner.shape[segment] : undefined;
+    if (inner.def.type === "object" && inner.shape && typeof segment === "string")
+      node = Object.hasOwn(inner.shape, segment) ? inner.shape[segment] : undefined;
     else if (inner.def.type === "array" && typeof segment === "number") node = inner.element;
     else if (inner.def.type === "record") node = inner.valueType;
     else return undefined;
@@ -59,15 +68,26 @@ function isMissing(input: unknown, path: ReadonlyArray<PropertyKey>): boolean {
     if (v === null || typeof v !== "object" || !Object.hasOwn(v, segment)) return false;
     v = (v as Record<PropertyKey, unknown>)[segment];
   }
-  return v !== null && typeof v === "object" && !Array.isArray(v) && !Object.hasOwn(v, path[path.length - 1] as PropertyKey);
+  return (
+    v !== null && typeof v === "object" && !Array.isArray(v) && !Object.hasOwn(v, path[path.length - 1] as PropertyKey)
+  );
 }
 
 /** What a schema node expects, for a missing field's message ("a string", `"native" or "container"`, ...). */
 function kindOf(node: SchemaNode): string {
   const { def } = unwrap(node);
-  const allowed = def.type === "enum" ? Object.values(def.entries ?? {}) : def.type === "literal" ? [...(def.values ?? [])] : [];
+  const allowed =
+    def.type === "enum" ? Object.values(def.entries ?? {}) : def.type === "literal" ? [...(def.values ?? [])] : [];
   if (allowed.length > 0) return allowed.map((v) => JSON.stringify(v)).join(" or ");
-  const kinds: Record<string, string> = { string: "a string", number: "a number", int: "an integer", boolean: "true or false", object: "an object", record: "an object", array: "a list" };
+  const kinds: Record<string, string> = {
+    string: "a string",
+    number: "a number",
+    int: "an integer",
+    boolean: "true or false",
+    object: "an object",
+    record: "an object",
+    array: "a list",
+  };
   return kinds[def.type] ?? "a value";
 }
 
@@ -82,21 +102,37 @@ export function zodIssues(file: string, error: z.ZodError, schema: z.ZodType, in
       const known = fieldsAt(schema, i.path);
       return i.keys.map((k) => {
         const meant = closestName(k, known);
-        const message = meant === undefined ? `unknown field "${k}"; remove it or check its spelling`
-          : `unknown field "${k}"; did you mean "${meant}"? Rename it`;
+        const message =
+          meant === undefined
+            ? `unknown field "${k}"; remove it or check its spelling`
+            : `unknown field "${k}"; did you mean "${meant}"? Rename it`;
         return { file, path: jsonPath([...i.path, k]), rule: "schema", message };
       });
     }
     if (i.code === "invalid_key") {
       // A record key that fails its pattern: say what the key must look like, not zod's "Invalid key in record".
       const why = i.issues.map((k) => k.message).join("; ");
-      return [{ file, path: jsonPath(i.path), message: `key ${JSON.stringify(String(i.path[i.path.length - 1]))} is not allowed: ${why}`, rule: "schema" }];
+      return [
+        {
+          file,
+          path: jsonPath(i.path),
+          message: `key ${JSON.stringify(String(i.path[i.path.length - 1]))} is not allowed: ${why}`,
+          rule: "schema",
+        },
+      ];
     }
     const node = schemaAt(schema, i.path);
     if (node && isMissing(input, i.path)) {
       const field = String(i.path[i.path.length - 1]);
       const what = node.description ? `: ${node.description}` : "";
-      return [{ file, path: jsonPath(i.path), rule: "schema", message: `required field "${field}" is missing (${kindOf(node)})${what}; add it` }];
+      return [
+        {
+          file,
+          path: jsonPath(i.path),
+          rule: "schema",
+          message: `required field "${field}" is missing (${kindOf(node)})${what}; add it`,
+        },
+      ];
     }
     return [{ file, path: jsonPath(i.path), message: i.message, rule: "schema" }];
   });

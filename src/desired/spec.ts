@@ -13,7 +13,12 @@ import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngine
 
 export const DEFAULT_READY_SECONDS = 180;
 export const DEFAULT_NATIVE_PYTHON = "python3";
-export const NODE_DEFAULTS = { sysfs_root: "/sys", nvidia_smi: "nvidia-smi", rocminfo: "rocminfo", dev_root: "/" } as const;
+export const NODE_DEFAULTS = {
+  sysfs_root: "/sys",
+  nvidia_smi: "nvidia-smi",
+  rocminfo: "rocminfo",
+  dev_root: "/",
+} as const;
 
 /**
  * A path from a desired file, resolved against the desired directory.
@@ -63,7 +68,11 @@ function launchRecord(p: EnginePair, extras: EngineExtras): LaunchRecord {
     gpu_visibility_env: r.gpu_visibility_env,
     accelerator_devices: [...r.accelerator_devices],
     network_mode: r.network_mode,
-    transfer: { transport: r.transfer.transport, net_devices: [...r.transfer.net_devices], devices: [...r.transfer.devices] },
+    transfer: {
+      transport: r.transfer.transport,
+      net_devices: [...r.transfer.net_devices],
+      devices: [...r.transfer.devices],
+    },
     runtime: {
       expected_packages: { ...r.runtime.expected_packages },
       model_dtype: r.runtime.model_dtype,
@@ -81,7 +90,12 @@ function launchRecord(p: EnginePair, extras: EngineExtras): LaunchRecord {
 }
 
 /** One EngineSpec per engine (index order), input_hash included. */
-export function buildSpecs(dir: string, fleet: FleetFile, launch: EngineLaunchFile, vars: Readonly<Record<string, string>>): EngineSpec[] {
+export function buildSpecs(
+  dir: string,
+  fleet: FleetFile,
+  launch: EngineLaunchFile,
+  vars: Readonly<Record<string, string>>,
+): EngineSpec[] {
   const get = (name: string): string | undefined => (Object.hasOwn(vars, name) ? vars[name] : undefined);
   const apiKey = get("NARWHAL_ENGINE_API_KEY");
   const revision = get("NARWHAL_MODEL_REVISION");
@@ -89,7 +103,8 @@ export function buildSpecs(dir: string, fleet: FleetFile, launch: EngineLaunchFi
   const ready = get("NARWHAL_READY_SECONDS");
   const args = parseEngineArgs(get(ENGINE_ARGS_VARIABLE));
   const env = parseEngineEnv(get(ENGINE_ENV_VARIABLE));
-  if ("error" in args || "error" in env) throw new Error(`internal: ${ENGINE_ARGS_VARIABLE}/${ENGINE_ENV_VARIABLE} passed validation but do not parse`);
+  if ("error" in args || "error" in env)
+    throw new Error(`internal: ${ENGINE_ARGS_VARIABLE}/${ENGINE_ENV_VARIABLE} passed validation but do not parse`);
   const extras: EngineExtras = { args: args.value, env: { ...env.value } };
 
   return pairEngines(fleet, launch).map((p) => {

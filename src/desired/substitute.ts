@@ -30,7 +30,11 @@ export interface SubstituteResult<T> {
 }
 
 /** Replace every complete-value `${NAME}` string in `doc`; collect every problem. */
-export function substitute<T>(doc: T, variables: Readonly<Record<string, string>>, options: SubstituteOptions): SubstituteResult<T> {
+export function substitute<T>(
+  doc: T,
+  variables: Readonly<Record<string, string>>,
+  options: SubstituteOptions,
+): SubstituteResult<T> {
   const issues: ValidationIssue[] = [];
   const failedPaths = new Set<string>();
   const referenced = new Set<string>();
@@ -53,24 +57,36 @@ export function substitute<T>(doc: T, variables: Readonly<Record<string, string>
     const m = COMPLETE.exec(s);
     if (!m) {
       if (s.includes("${")) {
-        fail(segments, "substitution",
+        fail(
+          segments,
+          "substitution",
           `"${s}" embeds \${...} in other text; substitution replaces complete values only — ` +
-            `define a variable holding the whole value and write exactly "\${NAME}"`);
+            `define a variable holding the whole value and write exactly "\${NAME}"`,
+        );
       }
       return s;
     }
     const name = m[1] as string;
     referenced.add(name);
     if (options.secretNames?.has(name)) {
-      fail(segments, "secret-reference",
-        `\${${name}} is a secret; the launcher passes it itself and records never hold it in clear`);
+      fail(
+        segments,
+        "secret-reference",
+        `\${${name}} is a secret; the launcher passes it itself and records never hold it in clear`,
+      );
       return s;
     }
     if (!Object.hasOwn(variables, name)) {
-      const meant = closestName(name, Object.keys(variables).filter((v) => !options.secretNames?.has(v)));
+      const meant = closestName(
+        name,
+        Object.keys(variables).filter((v) => !options.secretNames?.has(v)),
+      );
       const why = options.explainUndefined?.(name) ?? (meant === undefined ? undefined : `did you mean ${meant}?`);
-      fail(segments, "substitution",
-        `variable ${name} is not defined in deployment.env${why ? ` (${why})` : ""}; define it or write the value directly`);
+      fail(
+        segments,
+        "substitution",
+        `variable ${name} is not defined in deployment.env${why ? ` (${why})` : ""}; define it or write the value directly`,
+      );
       return s;
     }
     return variables[name] as string;

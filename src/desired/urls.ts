@@ -20,14 +20,24 @@ export interface DerivedEndpoints {
 }
 
 /** The value of a per-node override, else the fleet-wide variable. */
-export function perNode(vars: Readonly<Record<string, string>>, k: number, suffix: string, global: string): string | undefined {
+export function perNode(
+  vars: Readonly<Record<string, string>>,
+  k: number,
+  suffix: string,
+  global: string,
+): string | undefined {
   const own = nodeVar(k, suffix);
   if (Object.hasOwn(vars, own)) return vars[own];
   return Object.hasOwn(vars, global) ? vars[global] : undefined;
 }
 
 /** Name of the variable perNode() took its value from (for messages). */
-export function perNodeSource(vars: Readonly<Record<string, string>>, k: number, suffix: string, global: string): string {
+export function perNodeSource(
+  vars: Readonly<Record<string, string>>,
+  k: number,
+  suffix: string,
+  global: string,
+): string {
   return Object.hasOwn(vars, nodeVar(k, suffix)) ? nodeVar(k, suffix) : global;
 }
 
@@ -63,7 +73,10 @@ export function deriveEndpoints(vars: Readonly<Record<string, string>>, indices:
       if (ip === undefined || ip === "") {
         unavailable.set(name, `it is derived from ${ipVar}, which is not set; set ${ipVar} or ${name}`);
       } else if (!isIpAddress(ip)) {
-        unavailable.set(name, `it is derived from ${ipVar}=${JSON.stringify(ip)}, which is not an IP address; write the node's IPv4 or IPv6 address, without port`);
+        unavailable.set(
+          name,
+          `it is derived from ${ipVar}=${JSON.stringify(ip)}, which is not an IP address; write the node's IPv4 or IPv6 address, without port`,
+        );
       } else if (portText === undefined) {
         unavailable.set(name, `it is derived from ${portName}, which is not set`);
       } else if (port === undefined) {

@@ -40,30 +40,57 @@ interface Dimensions {
 
 /** Exactly one registration source, or a refusal naming both options. */
 export function registrationSource(source: RegistrationSource): { kind: ResolvedLayout["kind"]; path: string } {
-  const given = [source.startupLog && { kind: "startup-log" as const, path: source.startupLog }, source.runtimeLayout && { kind: "runtime-layout" as const, path: source.runtimeLayout }].filter(Boolean);
+  const given = [
+    source.startupLog && { kind: "startup-log" as const, path: source.startupLog },
+    source.runtimeLayout && { kind: "runtime-layout" as const, path: source.runtimeLayout },
+  ].filter(Boolean);
   if (given.length !== 1) {
-    throw refusal(ACTION, given.length ? "--startup-log and --runtime-layout are exclusive; choose one registration source" : "choose one registration source: --startup-log FILE or --runtime-layout FILE", {
-      input: "--startup-log / --runtime-layout",
-      fix: "Pass a serving log with one resolved KV layout (--startup-log) or a captured runtime cache-layout JSON (--runtime-layout), not both.",
-    });
+    throw refusal(
+      ACTION,
+      given.length
+        ? "--startup-log and --runtime-layout are exclusive; choose one registration source"
+        : "choose one registration source: --startup-log FILE or --runtime-layout FILE",
+      {
+        input: "--startup-log / --runtime-layout",
+        fix: "Pass a serving log with one resolved KV layout (--startup-log) or a captured runtime cache-layout JSON (--runtime-layout), not both.",
+      },
+    );
   }
   return given[0] as { kind: ResolvedLayout["kind"]; path: string };
 }
 
 /** The one KV layout a serving log resolved: all its "GPU KV cache size" lines must agree. */
 export function layoutFromLog(log: string, blockSize: number): { tokens: number } | { problem: string } {
-  const sizes = new Set([...log.matchAll(/GPU KV cache size: ([\d,]+) tokens/g)].map((m) => Number(m[1]!.replace(/,/g, ""))));
+  const sizes = new Set(
+    [...log.matchAll(/GPU KV cache size: ([\d,]+) tokens/g)].map((m) => Number(m[1]!.replace(/,/g, ""))),
+  );
   if (sizes.size !== 1) {
-    return { problem: sizes.size === 0 ? "has no resolved KV layout (no 'GPU KV cache size: N tokens' line)" : `resolves ${sizes.size} different KV layouts (${[...sizes].join(", ")} tokens): use the log of one serving start` };
+    return {
+      problem:
+        sizes.size === 0
+          ? "has no resolved KV layout (no 'GPU KV cache size: N tokens' line)"
+          : `resolves ${sizes.size} different KV layouts (${[...sizes].join(", ")} tokens): use the log of one serving start`,
+    };
   }
   const [tokens] = [...sizes] as [number];
-  if (tokens % blockSize !== 0) return { problem: `resolves ${tokens} tokens, not a whole number of ${blockSize}-token blocks` };
+  if (tokens % blockSize !== 0)
+    return { problem: `resolves ${tokens} tokens, not a whole number of ${blockSize}-token blocks` };
   return { tokens };
 }
 
-async function resolveLayout(loaded: CheckedRun, source: { kind: ResolvedLayout["kind"]; path: string }, blockSize: number): Promise<ResolvedLayout> {
+async function resolveLayout(
+  loaded: CheckedRun,
+  source: { kind: ResolvedLayout["kind"]; path: string },
+  blockSize: number,
+): Promise<ResolvedLayout> {
   const file = path.resolve(source.path);
-  const bad = (message: string) => refusal(ACTION, `${file} ${message}`, { engine: loaded.plan.engine, run: loaded.run.dir, input: source.kind === "startup-log" ? "--startup-log" : "--runtime-layout", fix: "Select the serving log or captured cache-layout.json of an engine started from a plan of this group." });
+  const bad = (message: string) =>
+    refusal(ACTION, `${file} ${message}`, {
+      engine: loaded.plan.engine,
+      run: loaded.run.dir,
+      input: source.kind === "startup-log" ? "--startup-log" : "--runtime-layout",
+      fix: "Select the serving log or captured cache-layout.json of an engine started from a plan of this group.",
+    });
   let bytes: Buffer;
   try {
     bytes = await fs.readFile(file);
@@ -75,7 +102,13 @@ async function resolveLayout(loaded: CheckedRun, source: { kind: ResolvedLayout[
     const found = layoutFromLog(bytes.toString("utf8"), blockSize);
     if ("problem" in found) throw bad(found.problem);
     const concurrency = parseStartupLog(bytes.toString("utf8")).concurrency;
-    return { ...base, block_size: blockSize, num_gpu_blocks: found.tokens / blockSize, gpu_kv_cache_tokens: found.tokens, ...(concurrency ? { max_concurrency: concurrency } : {}) };
+    return {
+      ...base,
+      block_size: blockSize,
+      num_gpu_blocks: found.tokens / blockSize,
+      gpu_kv_cache_tokens: found.tokens,
+      ...(concurrency ? { max_concurrency: concurrency } : {}),
+    };
   }
   let layout: Record<string, unknown>;
   try {
@@ -86,16 +119,30 @@ async function resolveLayout(loaded: CheckedRun, source: { kind: ResolvedLayout[
   const ints = ["block_size", "num_gpu_blocks", "gpu_kv_cache_tokens"].filter((k) => !Number.isInteger(layout[k]));
   if (ints.length) throw bad(`is not a captured cache layout: ${ints.join(", ")} missing`);
   if (layout.group_signature !== undefined && layout.group_signature !== loaded.plan.group_signature) {
-    throw bad(`was captured in group ${String(layout.group_signature)}, this plan is in group ${loaded.plan.group_signature}`);
+    throw bad(
+      `was captured in group ${String(layout.group_signature)}, this plan is in group ${loaded.plan.group_signature}`,
+    );
   }
-  return { ...base, block_size: layout.block_size as number, num_gpu_blocks: layout.num_gpu_blocks as number, gpu_kv_cache_tokens: layout.gpu_kv_cache_tokens as number, ...(typeof layout.cache_dtype === "string" ? { cache_dtype: layout.cache_dtype } : {}) };
+  return {
+    ...base,
+    block_size: layout.block_size as number,
+    num_gpu_blocks: layout.num_gpu_blocks as number,
+    gpu_kv_cache_tokens: layout.gpu_kv_cache_tokens as number,
+    ...(typeof layout.cache_dtype === "string" ? { cache_dtype: layout.cache_dtype } : {}),
+  };
 }
 
 /** Per KV-cache group: the bytes one rank registers with NIXL (K and V, every block, every layer of the group). */
-export function registrationGroups(groups: Array<{ kind: string; layers: number[] }>, dims: Dimensions, layout: ResolvedLayout) {
+export function registrationGroups(
+  groups: Array<{ kind: string; layers: number[] }>,
+  dims: Dimensions,
+  layout: ResolvedLayout,
+) {
   return groups.map((g) => {
     const attention = g.kind !== "mamba";
-    const page = attention ? 2 * layout.block_size * dims.kv_heads_per_rank * dims.head_size * dims.kv_bytes_per_element : null;
+    const page = attention
+      ? 2 * layout.block_size * dims.kv_heads_per_rank * dims.head_size * dims.kv_bytes_per_element
+      : null;
     return {
       kind: g.kind,
       layers: g.layers.length,
@@ -111,22 +158,44 @@ export function registrationGroups(groups: Array<{ kind: string; layers: number[
   });
 }
 
-export async function cacheRegistration(dir: string, source: RegistrationSource, opts: RuntimeInspectOptions): Promise<{ file: string; content: Record<string, unknown> }> {
+export async function cacheRegistration(
+  dir: string,
+  source: RegistrationSource,
+  opts: RuntimeInspectOptions,
+): Promise<{ file: string; content: Record<string, unknown> }> {
   const chosen = registrationSource(source);
   const loaded = await loadCheckedRun(ACTION, dir);
   await refuseExisting(ACTION, loaded, [CACHE_REGISTRATION_FILE]);
   const inspection = await inspectRuntime(ACTION, loaded, "block-grouping", opts);
-  const { groups, dimensions } = inspection.result as unknown as { groups: Array<{ kind: string; layers: number[]; block_size: number }>; dimensions: Dimensions & { block_size: number } };
+  const { groups, dimensions } = inspection.result as unknown as {
+    groups: Array<{ kind: string; layers: number[]; block_size: number }>;
+    dimensions: Dimensions & { block_size: number };
+  };
   const layout = await resolveLayout(loaded, chosen, dimensions.block_size);
   if (layout.block_size !== dimensions.block_size) {
-    throw refusal(ACTION, `${layout.path} uses ${layout.block_size}-token blocks, the checked runtime resolves ${dimensions.block_size}`, { engine: loaded.plan.engine, run: loaded.run.dir, input: "--runtime-layout", fix: "Select the layout of an engine of this plan's group." });
+    throw refusal(
+      ACTION,
+      `${layout.path} uses ${layout.block_size}-token blocks, the checked runtime resolves ${dimensions.block_size}`,
+      {
+        engine: loaded.plan.engine,
+        run: loaded.run.dir,
+        input: "--runtime-layout",
+        fix: "Select the layout of an engine of this plan's group.",
+      },
+    );
   }
   const registered = registrationGroups(groups, dimensions, layout);
   const content = {
     ...inspectionEnvelope("narwhal.cache-registration/v1", loaded, inspection),
     group_signature: loaded.plan.group_signature,
     source: { kind: layout.kind, path: layout.path, sha256: layout.sha256 },
-    layout: { block_size: layout.block_size, num_gpu_blocks: layout.num_gpu_blocks, gpu_kv_cache_tokens: layout.gpu_kv_cache_tokens, cache_dtype: layout.cache_dtype ?? dimensions.cache_dtype, ...(layout.max_concurrency ? { max_concurrency: layout.max_concurrency } : {}) },
+    layout: {
+      block_size: layout.block_size,
+      num_gpu_blocks: layout.num_gpu_blocks,
+      gpu_kv_cache_tokens: layout.gpu_kv_cache_tokens,
+      cache_dtype: layout.cache_dtype ?? dimensions.cache_dtype,
+      ...(layout.max_concurrency ? { max_concurrency: layout.max_concurrency } : {}),
+    },
     dimensions,
     block_grouping: groups,
     registration: registered,

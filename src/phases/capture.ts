@@ -16,12 +16,17 @@ export const LAYOUT_FILE = "cache-layout.json";
 const num = (s: string) => Number(s.replace(/,/g, ""));
 
 /** `GPU KV cache size: 123,456 tokens` and `Maximum concurrency for 4,096 tokens per request: 12.34x`. */
-export function parseStartupLog(log: string): { tokens?: number; concurrency?: { tokens_per_request: number; factor: number }; ranks: Set<number> } {
+export function parseStartupLog(log: string): {
+  tokens?: number;
+  concurrency?: { tokens_per_request: number; factor: number };
+  ranks: Set<number>;
+} {
   const tokens = [...log.matchAll(/GPU KV cache size: ([\d,]+) tokens/g)].map((m) => num(m[1]!));
   const conc = /Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x/.exec(log);
   const ranks = new Set<number>();
   // vLLM's multiprocessing workers prefix their lines: "(VllmWorker rank=1 pid=..)", "(Worker_TP1 pid=..)", "(VllmWorker TP1 pid=..)".
-  for (const m of log.matchAll(/\((?:VllmWorker(?: rank=| TP)|Worker_TP|EngineCore_DP\d+ rank=)(\d+)[ )]/g)) ranks.add(Number(m[1]));
+  for (const m of log.matchAll(/\((?:VllmWorker(?: rank=| TP)|Worker_TP|EngineCore_DP\d+ rank=)(\d+)[ )]/g))
+    ranks.add(Number(m[1]));
   return {
     tokens: tokens.length ? Math.min(...tokens) : undefined,
     concurrency: conc ? { tokens_per_request: num(conc[1]!), factor: Number(conc[2]) } : undefined,
@@ -44,10 +49,17 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   if (existing) return existing; // one layout per run; recapturing needs a fresh prepared run
 
   const { plan, planSha } = await readVerifiedPlan(run, "capture");
-  if (opts.handle.launch_token !== plan.launch_token) throw fail("the recorded engine was not started from this plan", "launch token", "Prepare a fresh run.");
+  if (opts.handle.launch_token !== plan.launch_token)
+    throw fail("the recorded engine was not started from this plan", "launch token", "Prepare a fresh run.");
   // Container id, image and plan-hash labels (or pid, start tick and token): the layout must come from this plan's engine.
   const problems = await opts.backend.identityProblems(opts.handle, plan);
-  if (problems.length) throw fail(`the running engine is not this plan's: ${problems.join("; ")}`, "engine identity", "Compare the recorded container or process with launch.json; narwhal restarts a lost engine from a fresh run.", true);
+  if (problems.length)
+    throw fail(
+      `the running engine is not this plan's: ${problems.join("; ")}`,
+      "engine identity",
+      "Compare the recorded container or process with launch.json; narwhal restarts a lost engine from a fresh run.",
+      true,
+    );
 
   const log = await opts.backend.startupLog(run, opts.handle);
   const parsed = parseStartupLog(log.text);
@@ -56,23 +68,51 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   const tp = plan.gpu.tensor_parallel_size;
   if (tp > 1) {
     const missing = Array.from({ length: tp }, (_, r) => r).filter((r) => !parsed.ranks.has(r));
-    if (missing.length) throw fail(`TP ranks ${missing.join(", ")} of ${tp} did not report in the startup log${unread}`, "tensor_parallel_size", "Read the engine log: every TP rank must start before the layout is captured.", true);
+    if (missing.length)
+      throw fail(
+        `TP ranks ${missing.join(", ")} of ${tp} did not report in the startup log${unread}`,
+        "tensor_parallel_size",
+        "Read the engine log: every TP rank must start before the layout is captured.",
+        true,
+      );
   }
-  if (parsed.tokens === undefined) throw fail(`the startup log has no 'GPU KV cache size: N tokens' line${unread}`, log.where, "Read the engine log; the engine must finish KV-cache profiling.", true);
+  if (parsed.tokens === undefined)
+    throw fail(
+      `the startup log has no 'GPU KV cache size: N tokens' line${unread}`,
+      log.where,
+      "Read the engine log; the engine must finish KV-cache profiling.",
+      true,
+    );
 
   let body: string;
   try {
-    body = (await httpRequest(joinUrl(plan.endpoint, "/metrics"), { signal: opts.signal, timeoutMs: 30_000 })).body.toString();
+    body = (
+      await httpRequest(joinUrl(plan.endpoint, "/metrics"), { signal: opts.signal, timeoutMs: 30_000 })
+    ).body.toString();
   } catch (err) {
     opts.signal.throwIfAborted();
-    throw fail(`GET /metrics failed: ${(err as Error).message}`, plan.endpoint, "Check the engine still serves its endpoint.", true);
+    throw fail(
+      `GET /metrics failed: ${(err as Error).message}`,
+      plan.endpoint,
+      "Check the engine still serves its endpoint.",
+      true,
+    );
   }
   const info = sampleLabels(parsePrometheus(body), "vllm:cache_config_info");
-  if (!info) throw fail("/metrics has no vllm:cache_config_info", "/metrics", "Use an image whose vLLM exports vllm:cache_config_info.");
+  if (!info)
+    throw fail(
+      "/metrics has no vllm:cache_config_info",
+      "/metrics",
+      "Use an image whose vLLM exports vllm:cache_config_info.",
+    );
   const blockSize = Number(info.block_size);
   const blocks = Number(info.num_gpu_blocks);
   if (!Number.isInteger(blockSize) || !Number.isInteger(blocks)) {
-    throw fail(`vllm:cache_config_info has no usable block_size/num_gpu_blocks (${JSON.stringify(info)})`, "/metrics", "Read metrics and the engine log.");
+    throw fail(
+      `vllm:cache_config_info has no usable block_size/num_gpu_blocks (${JSON.stringify(info)})`,
+      "/metrics",
+      "Read metrics and the engine log.",
+    );
   }
   const layout: CacheLayout = {
     captured_at: new Date().toISOString(),
@@ -85,7 +125,13 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
     tensor_parallel_size: tp,
     ...(parsed.concurrency ? { max_concurrency: parsed.concurrency } : {}),
   };
-  const full = { ...layout, plan_sha256: planSha, launch_token: plan.launch_token, cache_config_info: info, handle: opts.handle };
+  const full = {
+    ...layout,
+    plan_sha256: planSha,
+    launch_token: plan.launch_token,
+    cache_config_info: info,
+    handle: opts.handle,
+  };
   await writeFileExclusive(layoutPath, JSON.stringify(full, null, 2) + "\n");
   return layout;
 }

@@ -39,7 +39,11 @@ interface ScriptResult {
 }
 
 export function parseScriptResult(stdout: string): ScriptResult | null {
-  const line = stdout.trimEnd().split("\n").reverse().find((l) => l.startsWith(RESULT_PREFIX));
+  const line = stdout
+    .trimEnd()
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith(RESULT_PREFIX));
   if (!line) return null;
   try {
     return JSON.parse(line.slice(RESULT_PREFIX.length)) as ScriptResult;
@@ -75,7 +79,9 @@ function logEntry(out: RuntimeCheckOutput, planSha: string): string {
     out.stdout.trimEnd(),
     out.stderr.trimEnd() ? `--- stderr\n${out.stderr.trimEnd()}` : "",
     "",
-  ].filter((l, i, a) => l !== "" || i === a.length - 1).join("\n");
+  ]
+    .filter((l, i, a) => l !== "" || i === a.length - 1)
+    .join("\n");
 }
 
 export interface CheckOptions {
@@ -91,9 +97,17 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
   const checkedPath = path.join(run.dir, CHECKED_FILE);
   const existing = await readJsonIfExists<CheckResult>(checkedPath);
   // The state's hash (recorded at prepare) too: an edit made before the first check must not get checked into a binding.
-  const bindings = [...(existing ? [{ what: checkedPath, sha256: existing.plan_sha256 }] : []), { what: STATE_BINDING, sha256: run.plan_sha256 }];
+  const bindings = [
+    ...(existing ? [{ what: checkedPath, sha256: existing.plan_sha256 }] : []),
+    { what: STATE_BINDING, sha256: run.plan_sha256 },
+  ];
   const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), planSha, bindings);
-  if (changed) throw new PhaseError(run.engine, "check", changed, { retryable: false, input: path.join(run.dir, LAUNCH_FILE), fix: CHANGED_PLAN_FIX });
+  if (changed)
+    throw new PhaseError(run.engine, "check", changed, {
+      retryable: false,
+      input: path.join(run.dir, LAUNCH_FILE),
+      fix: CHANGED_PLAN_FIX,
+    });
   if (existing && !opts.force) return existing;
 
   // The input file is evidence too: one per plan, identical on every attempt.
@@ -122,7 +136,9 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
     });
   }
   if (!result.ok || out.exit_code !== 0) {
-    const failures = result.failures.length ? result.failures : [{ check: "runtime", message: `exit ${out.exit_code}`, fix: "Read the check log." }];
+    const failures = result.failures.length
+      ? result.failures
+      : [{ check: "runtime", message: `exit ${out.exit_code}`, fix: "Read the check log." }];
     throw new PhaseError(run.engine, "check", failures.map((f) => `${f.check}: ${f.message}`).join("; "), {
       retryable: false,
       input: [...new Set(failures.map((f) => f.input ?? f.check))].join(","),

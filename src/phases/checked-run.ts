@@ -13,7 +13,8 @@ import { PROCESS_FILE } from "../backends/native.js";
 import { exists, readJsonIfExists } from "../state/atomic-file.js";
 import { refusal } from "./action-error.js";
 
-export const FRESH_RUN_FIX = "A run directory is immutable: use a fresh prepared directory (narwhal engine prepare --out NEW_DIR, then check).";
+export const FRESH_RUN_FIX =
+  "A run directory is immutable: use a fresh prepared directory (narwhal engine prepare --out NEW_DIR, then check).";
 
 export interface LoadedRun {
   run: PreparedRun;
@@ -38,13 +39,30 @@ export async function loadRun(action: string, dir: string): Promise<LoadedRun> {
   try {
     loaded = await readPlan(abs);
   } catch (err) {
-    throw refusal(action, `${LAUNCH_FILE} in ${abs} is unreadable: ${(err as Error).message}`, { run: abs, input: LAUNCH_FILE, fix: "Prepare a fresh run directory." });
+    throw refusal(action, `${LAUNCH_FILE} in ${abs} is unreadable: ${(err as Error).message}`, {
+      run: abs,
+      input: LAUNCH_FILE,
+      fix: "Prepare a fresh run directory.",
+    });
   }
   const { plan, sha256 } = loaded;
   if (plan.schema !== PLAN_SCHEMA) {
-    throw refusal(action, `${LAUNCH_FILE} in ${abs} is a ${String(plan.schema)} plan, not ${PLAN_SCHEMA}`, { run: abs, input: LAUNCH_FILE, fix: "Prepare a fresh run directory with this narwhal." });
+    throw refusal(action, `${LAUNCH_FILE} in ${abs} is a ${String(plan.schema)} plan, not ${PLAN_SCHEMA}`, {
+      run: abs,
+      input: LAUNCH_FILE,
+      fix: "Prepare a fresh run directory with this narwhal.",
+    });
   }
-  return { plan, run: { engine: plan.engine, dir: abs, input_hash: plan.input_hash, plan_sha256: sha256, launch_token: plan.launch_token } };
+  return {
+    plan,
+    run: {
+      engine: plan.engine,
+      dir: abs,
+      input_hash: plan.input_hash,
+      plan_sha256: sha256,
+      launch_token: plan.launch_token,
+    },
+  };
 }
 
 /** The run plus a checked.json that binds its current plan hash. */
@@ -60,7 +78,9 @@ export async function loadCheckedRun(action: string, dir: string): Promise<Check
       fix: `Run \`narwhal engine check --run ${run.dir}\` first.`,
     });
   }
-  const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), run.plan_sha256, [{ what: path.join(run.dir, CHECKED_FILE), sha256: checked.plan_sha256 }]);
+  const changed = planBindingProblem(path.join(run.dir, LAUNCH_FILE), run.plan_sha256, [
+    { what: path.join(run.dir, CHECKED_FILE), sha256: checked.plan_sha256 },
+  ]);
   if (changed) {
     throw refusal(action, changed, {
       engine: plan.engine,
@@ -76,7 +96,12 @@ export async function loadCheckedRun(action: string, dir: string): Promise<Check
 export async function refuseExisting(action: string, loaded: LoadedRun, files: string[]): Promise<void> {
   for (const f of files) {
     if (await exists(path.join(loaded.run.dir, f))) {
-      throw refusal(action, `${f} already exists in ${loaded.run.dir}`, { engine: loaded.plan.engine, run: loaded.run.dir, input: f, fix: FRESH_RUN_FIX });
+      throw refusal(action, `${f} already exists in ${loaded.run.dir}`, {
+        engine: loaded.plan.engine,
+        run: loaded.run.dir,
+        input: f,
+        fix: FRESH_RUN_FIX,
+      });
     }
   }
 }
@@ -109,7 +134,12 @@ export async function recordedHandle(run: PreparedRun, plan: LaunchPlan): Promis
   if (plan.backend === "native") return readJsonIfExists<EngineHandle>(path.join(run.dir, PROCESS_FILE));
   const id = (await fs.readFile(path.join(run.dir, CONTAINER_ID_FILE), "utf8").catch(() => "")).trim();
   if (!id) return null;
-  return { kind: "container", container_id: id, launch_token: run.launch_token, ...(plan.docker_host ? { docker_host: plan.docker_host } : {}) };
+  return {
+    kind: "container",
+    container_id: id,
+    launch_token: run.launch_token,
+    ...(plan.docker_host ? { docker_host: plan.docker_host } : {}),
+  };
 }
 
 /** The recorded engine, or a refusal that says to start one first. */

@@ -6,7 +6,10 @@ import { NarwhalError } from "../errors.js";
 import type { ObservedGpu } from "./types.js";
 import { runTool, type ToolRunOptions } from "./host/run-tool.js";
 
-export const GPU_MEMORY_QUERY_ARGS = ["--query-gpu=uuid,memory.total,memory.used", "--format=csv,noheader,nounits"] as const;
+export const GPU_MEMORY_QUERY_ARGS = [
+  "--query-gpu=uuid,memory.total,memory.used",
+  "--format=csv,noheader,nounits",
+] as const;
 
 export interface GpuMemory {
   index: number;
@@ -21,7 +24,10 @@ export interface GpuMemoryReading {
 }
 
 export function parseGpuMemoryCsv(text: string): GpuMemory[] {
-  const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== "");
+  const lines = text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== "");
   return lines.map((line, index) => {
     const [uuid = "", total = "", used = ""] = line.split(",").map((v) => v.trim());
     const totalMib = Number(total);

@@ -57,9 +57,10 @@ export async function observeGpus(
   let gpus: ObservedGpu[];
   let raw: string;
   try {
-    ({ gpus, raw } = vendor === "nvidia"
-      ? await queryNvidiaGpus(spec.node.nvidia_smi, tool)
-      : await queryRocmGpus(spec.node.rocminfo, tool));
+    ({ gpus, raw } =
+      vendor === "nvidia"
+        ? await queryNvidiaGpus(spec.node.nvidia_smi, tool)
+        : await queryRocmGpus(spec.node.rocminfo, tool));
   } catch (err) {
     problems.push(problemFromError(err, vendor === "nvidia" ? "node.nvidia_smi" : "node.rocminfo"));
     return { ...none, vendors };
@@ -102,7 +103,10 @@ export async function observeGpus(
   const expected = spec.launch.accelerator;
   const products = [...new Set(compared.map((g) => g.name))];
   for (const product of products.filter((p) => p !== expected)) {
-    const on = compared.filter((g) => g.name === product).map(describeGpu).join(", ");
+    const on = compared
+      .filter((g) => g.name === product)
+      .map(describeGpu)
+      .join(", ");
     problems.push({
       message: `observed accelerator "${product}" on GPU ${on} does not match launch.accelerator "${expected}" (expected to equal the fleet's hardware.accelerator)`,
       input: "launch.accelerator (fleet hardware.accelerator)",

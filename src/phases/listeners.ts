@@ -28,24 +28,45 @@ export function attestationVariable(engine: string): string | undefined {
 }
 
 /** The attestation URL to check: the startup environment's, else the prepared one. */
-export function attestationUrl(plan: LaunchPlan, env: Readonly<Record<string, string | undefined>>): { url: string; source: string } {
+export function attestationUrl(
+  plan: LaunchPlan,
+  env: Readonly<Record<string, string | undefined>>,
+): { url: string; source: string } {
   const variable = attestationVariable(plan.engine);
   const override = variable ? env[variable] : undefined;
-  return override ? { url: override, source: variable! } : { url: plan.attestation_url, source: "launch.json attestation_url" };
+  return override
+    ? { url: override, source: variable! }
+    : { url: plan.attestation_url, source: "launch.json attestation_url" };
 }
 
-export async function checkListeners(runDir: string, plan: LaunchPlan, env: Readonly<Record<string, string | undefined>>): Promise<ListenerCheck[]> {
+export async function checkListeners(
+  runDir: string,
+  plan: LaunchPlan,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<ListenerCheck[]> {
   const engineEnv = parseEnvFile(await fs.readFile(path.join(runDir, ENV_FILE), "utf8"));
   const wanted: Array<Omit<ListenerCheck, "free">> = [];
   const http = parseEndpoint(plan.endpoint);
-  if (typeof http !== "string") wanted.push({ purpose: "http", host: http.host, port: http.port, source: "launch.json endpoint" });
+  if (typeof http !== "string")
+    wanted.push({ purpose: "http", host: http.host, port: http.port, source: "launch.json endpoint" });
   const nixlPort = Number(engineEnv.VLLM_NIXL_SIDE_CHANNEL_PORT ?? plan.ports.nixl_side_channel);
   // NIXL binds its side channel on every address (dual-stack) whatever host it advertises.
-  wanted.push({ purpose: "nixl side channel", host: "::", port: nixlPort, source: `${ENV_FILE} VLLM_NIXL_SIDE_CHANNEL_PORT` });
+  wanted.push({
+    purpose: "nixl side channel",
+    host: "::",
+    port: nixlPort,
+    source: `${ENV_FILE} VLLM_NIXL_SIDE_CHANNEL_PORT`,
+  });
   const att = attestationUrl(plan, env);
   const attEndpoint = att.url ? parseEndpoint(att.url) : "no attestation URL";
   if (typeof attEndpoint === "string") {
-    wanted.push({ purpose: "attestation", host: "", port: 0, source: att.source, error: `attestation URL ${JSON.stringify(att.url)}: ${attEndpoint}` });
+    wanted.push({
+      purpose: "attestation",
+      host: "",
+      port: 0,
+      source: att.source,
+      error: `attestation URL ${JSON.stringify(att.url)}: ${attEndpoint}`,
+    });
   } else wanted.push({ purpose: "attestation", host: attEndpoint.host, port: attEndpoint.port, source: att.source });
 
   const results: ListenerCheck[] = [];
@@ -63,6 +84,11 @@ export async function checkListeners(runDir: string, plan: LaunchPlan, env: Read
 
 /** One line per listener that blocks launch. */
 export function blockedListeners(checks: ListenerCheck[]): string[] {
-  return checks.filter((c) => !c.free).map((c) =>
-    c.error ? `${c.purpose} (${c.source}): ${c.error}` : `${c.purpose} port ${c.port} on ${c.host || "*"} (${c.source}) already has a listener`);
+  return checks
+    .filter((c) => !c.free)
+    .map((c) =>
+      c.error
+        ? `${c.purpose} (${c.source}): ${c.error}`
+        : `${c.purpose} port ${c.port} on ${c.host || "*"} (${c.source}) already has a listener`,
+    );
 }

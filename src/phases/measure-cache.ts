@@ -31,7 +31,12 @@ export async function measureCache(dir: string, opts: MeasureCacheOptions): Prom
   let failure: { err: unknown } | undefined;
   try {
     handle = await start(run, opts);
-    layout = await capture(run, { backend: opts.backend, handle, groupSignature: plan.group_signature, signal: opts.signal });
+    layout = await capture(run, {
+      backend: opts.backend,
+      handle,
+      groupSignature: plan.group_signature,
+      signal: opts.signal,
+    });
   } catch (err) {
     failure = { err };
   }
@@ -41,9 +46,16 @@ export async function measureCache(dir: string, opts: MeasureCacheOptions): Prom
   if (sizing) await opts.backend.stop(sizing, opts.stopGraceMs).catch((err: unknown) => (removeError = err));
   if (failure) throw failure.err;
   if (removeError || !sizing || !layout) {
-    throw new ActionError(action, `cache-layout.json was written, but the sizing engine ${sizing ? JSON.stringify(sizing) : ""} could not be removed: ${(removeError as Error)?.message ?? "unknown"}`, {
-      engine: plan.engine, run: run.dir, retryable: true, fix: "Remove the recorded container or process by hand before reusing its ports.",
-    });
+    throw new ActionError(
+      action,
+      `cache-layout.json was written, but the sizing engine ${sizing ? JSON.stringify(sizing) : ""} could not be removed: ${(removeError as Error)?.message ?? "unknown"}`,
+      {
+        engine: plan.engine,
+        run: run.dir,
+        retryable: true,
+        fix: "Remove the recorded container or process by hand before reusing its ports.",
+      },
+    );
   }
   return { layout, sizing, removed: true };
 }

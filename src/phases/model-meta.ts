@@ -14,8 +14,19 @@ export interface ModelMeta {
 
 // Architectures whose layers keep a causal-conv state that NIXL transfers.
 const CONV_SSM_MODEL_TYPES = new Set([
-  "mamba", "mamba2", "falcon_mamba", "falcon_h1", "jamba", "bamba", "nemotron_h",
-  "zamba2", "granitemoehybrid", "plamo2", "lfm2", "qwen3_next", "minimax_text_01",
+  "mamba",
+  "mamba2",
+  "falcon_mamba",
+  "falcon_h1",
+  "jamba",
+  "bamba",
+  "nemotron_h",
+  "zamba2",
+  "granitemoehybrid",
+  "plamo2",
+  "lfm2",
+  "qwen3_next",
+  "minimax_text_01",
 ]);
 
 export function isConvSsmConfig(config: Record<string, unknown>): boolean {
@@ -34,11 +45,21 @@ async function readJson(file: string): Promise<Record<string, unknown> | null> {
 }
 
 /** Read model (and separate tokenizer) metadata from host directories. */
-export async function readModelMeta(modelDir: string, tokenizerDir?: string, hfConfigPath?: string): Promise<ModelMeta> {
+export async function readModelMeta(
+  modelDir: string,
+  tokenizerDir?: string,
+  hfConfigPath?: string,
+): Promise<ModelMeta> {
   const configDir = hfConfigPath ?? modelDir;
   const config = (await readJson(path.join(configDir, "config.json"))) ?? {};
   const tokDirs = [...new Set([modelDir, tokenizerDir ?? modelDir])];
-  const tokConfigs = await Promise.all(tokDirs.flatMap((d) => [readJson(path.join(d, "tokenizer_config.json")), readJson(path.join(d, "config.json"))]));
+  const tokConfigs = await Promise.all(
+    tokDirs.flatMap((d) => [readJson(path.join(d, "tokenizer_config.json")), readJson(path.join(d, "config.json"))]),
+  );
   const autoMap = "auto_map" in config || tokConfigs.some((c) => c !== null && "auto_map" in c);
-  return { auto_map: autoMap, conv_ssm: isConvSsmConfig(config), model_type: typeof config.model_type === "string" ? config.model_type : null };
+  return {
+    auto_map: autoMap,
+    conv_ssm: isConvSsmConfig(config),
+    model_type: typeof config.model_type === "string" ? config.model_type : null,
+  };
 }

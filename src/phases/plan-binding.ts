@@ -12,7 +12,8 @@ import { readJsonIfExists } from "../state/atomic-file.js";
 import { PhaseError, type Step } from "../errors.js";
 
 export const CHECKED_FILE = "checked.json";
-export const CHANGED_PLAN_FIX = "A changed launch-plan hash requires a fresh prepared run: restore launch.json, or prepare a new directory and check it (the reconciler does so on its next run). Nothing was started from the changed plan.";
+export const CHANGED_PLAN_FIX =
+  "A changed launch-plan hash requires a fresh prepared run: restore launch.json, or prepare a new directory and check it (the reconciler does so on its next run). Nothing was started from the changed plan.";
 
 /** How a message names the hash the state file recorded for the run when it was prepared. */
 export const STATE_BINDING = "the state file's record of the prepared run";
@@ -44,11 +45,17 @@ export interface VerifiedPlan {
  */
 export async function readVerifiedPlan(run: PreparedRun, step: Step): Promise<VerifiedPlan> {
   const file = path.join(run.dir, LAUNCH_FILE);
-  const fail = (message: string, input: string, fix: string) => new PhaseError(run.engine, step, message, { retryable: false, input, fix });
+  const fail = (message: string, input: string, fix: string) =>
+    new PhaseError(run.engine, step, message, { retryable: false, input, fix });
   const bytes = await fs.readFile(file);
   const planSha = sha256(bytes);
   const checked = await readJsonIfExists<CheckResult>(path.join(run.dir, CHECKED_FILE));
-  if (!checked) throw fail(`${run.dir} has no ${CHECKED_FILE}: the plan was never checked`, CHECKED_FILE, "Repeat the image check for this plan.");
+  if (!checked)
+    throw fail(
+      `${run.dir} has no ${CHECKED_FILE}: the plan was never checked`,
+      CHECKED_FILE,
+      "Repeat the image check for this plan.",
+    );
   const problem = planBindingProblem(file, planSha, [
     { what: path.join(run.dir, CHECKED_FILE), sha256: checked.plan_sha256 },
     { what: STATE_BINDING, sha256: run.plan_sha256 },

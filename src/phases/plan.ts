@@ -59,9 +59,17 @@ export interface LaunchPlan {
   };
   kv_transfer_config: Record<string, unknown>;
   /** What check_runtime.py needs, in the runtime's own paths. */
-  check: { expected_packages: Record<string, string>; model_dir: string; tokenizer: string; hf_config_path: string | null };
+  check: {
+    expected_packages: Record<string, string>;
+    model_dir: string;
+    tokenizer: string;
+    hf_config_path: string | null;
+  };
   launch_record: EngineSpec["launch"];
-  inspection: Pick<Inspection, "accelerator" | "physical_gpu_count" | "selected" | "model_config_sha256" | "image_id" | "inspected_at">;
+  inspection: Pick<
+    Inspection,
+    "accelerator" | "physical_gpu_count" | "selected" | "model_config_sha256" | "image_id" | "inspected_at"
+  >;
 }
 
 export const KV_TRANSFER_CONFIG = {
@@ -126,7 +134,10 @@ export interface PlanInputs {
 }
 
 /** Build launch.json's content and the engine's full environment (secrets included, for container.env only). */
-export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt, modelFileSha256 }: PlanInputs): { plan: LaunchPlan; env: Record<string, string> } {
+export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt, modelFileSha256 }: PlanInputs): {
+  plan: LaunchPlan;
+  env: Record<string, string>;
+} {
   const launch = spec.launch;
   const modelPath = inRuntime(spec, spec.model.path ?? spec.model.dir);
   const modelDir = inRuntime(spec, spec.model.dir);
@@ -135,18 +146,28 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
   const hfConfig = lastFlagValue(extra, "--hf-config-path") ?? null;
   const command = [
     spec.backend === "native" ? spec.python : "python3",
-    "-m", "vllm.entrypoints.openai.api_server",
-    "--model", modelPath,
-    "--served-model-name", spec.model.served_name,
-    "--host", spec.host,
-    "--port", String(spec.http_port),
-    "--tensor-parallel-size", String(launch.tensor_parallel_size),
-    "--dtype", launch.runtime.model_dtype,
-    "--kv-cache-dtype", launch.runtime.kv_cache_dtype,
-    "--block-size", String(launch.runtime.block_size),
+    "-m",
+    "vllm.entrypoints.openai.api_server",
+    "--model",
+    modelPath,
+    "--served-model-name",
+    spec.model.served_name,
+    "--host",
+    spec.host,
+    "--port",
+    String(spec.http_port),
+    "--tensor-parallel-size",
+    String(launch.tensor_parallel_size),
+    "--dtype",
+    launch.runtime.model_dtype,
+    "--kv-cache-dtype",
+    launch.runtime.kv_cache_dtype,
+    "--block-size",
+    String(launch.runtime.block_size),
     // Prefix caching off so the cache layout captured for profiling is the raw one.
     "--no-enable-prefix-caching",
-    "--kv-transfer-config", JSON.stringify(KV_TRANSFER_CONFIG),
+    "--kv-transfer-config",
+    JSON.stringify(KV_TRANSFER_CONFIG),
     ...(meta.auto_map ? ["--trust-remote-code"] : []),
     // An engine sharing its GPU takes exactly its recorded fraction of device memory.
     ...(launch.shared_device ? ["--gpu-memory-utilization", launch.shared_device.gpu_memory_utilization] : []),
@@ -183,11 +204,22 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     command,
     environment,
     secret_environment: spec.api_key ? [...SECRET_ENV] : [],
-    mounts: spec.backend === "container" ? [{ source: spec.model.dir, target: CONTAINER_MODEL_DIR, read_only: true }] : [],
+    mounts:
+      spec.backend === "container" ? [{ source: spec.model.dir, target: CONTAINER_MODEL_DIR, read_only: true }] : [],
     devices: [...launch.accelerator_devices, ...launch.transfer.devices],
     network_mode: launch.network_mode,
-    gpu: { visibility_env: launch.gpu_visibility_env, ids: launch.gpu_ids, tensor_parallel_size: launch.tensor_parallel_size, accelerator: launch.accelerator },
-    ports: { http: spec.http_port, attestation: spec.attestation_port, nixl_side_channel: spec.nixl_port, transfer: spec.transfer_ports },
+    gpu: {
+      visibility_env: launch.gpu_visibility_env,
+      ids: launch.gpu_ids,
+      tensor_parallel_size: launch.tensor_parallel_size,
+      accelerator: launch.accelerator,
+    },
+    ports: {
+      http: spec.http_port,
+      attestation: spec.attestation_port,
+      nixl_side_channel: spec.nixl_port,
+      transfer: spec.transfer_ports,
+    },
     model: {
       dir: spec.model.dir,
       path: modelPath,
@@ -199,7 +231,12 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
       conv_ssm: meta.conv_ssm,
     },
     kv_transfer_config: { ...KV_TRANSFER_CONFIG },
-    check: { expected_packages: launch.runtime.expected_packages, model_dir: modelDir, tokenizer, hf_config_path: hfConfig },
+    check: {
+      expected_packages: launch.runtime.expected_packages,
+      model_dir: modelDir,
+      tokenizer,
+      hf_config_path: hfConfig,
+    },
     launch_record: launch,
     inspection: {
       accelerator: inspection.accelerator,
@@ -217,8 +254,16 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
 export function renderEnvFile(env: Record<string, string>): string {
   // A newline would smuggle an extra KEY=VALUE line into the file (and past parseEnvFile); name the key, never the value.
   const multiline = Object.keys(env).filter((k) => /[\r\n]/.test(env[k]!) || /[=\r\n]/.test(k));
-  if (multiline.length) throw new Error(`environment ${multiline.join(", ")} cannot be written to container.env: names must not contain '=' and values must be single-line`);
-  return Object.keys(env).sort().map((k) => `${k}=${env[k]}`).join("\n") + "\n";
+  if (multiline.length)
+    throw new Error(
+      `environment ${multiline.join(", ")} cannot be written to container.env: names must not contain '=' and values must be single-line`,
+    );
+  return (
+    Object.keys(env)
+      .sort()
+      .map((k) => `${k}=${env[k]}`)
+      .join("\n") + "\n"
+  );
 }
 
 export function parseEnvFile(text: string): Record<string, string> {

@@ -74,7 +74,15 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
   const launchToken = randomBytes(16).toString("hex");
   // A GGUF file (NARWHAL_MODEL_PATH) is identified by its own digest; config.json alone does not pin it.
   const modelFileSha256 = spec.model.path ? await ggufSha256(spec) : null;
-  const { plan, env } = buildLaunchPlan({ spec, inspection, meta, app: opts.app, launchToken, createdAt: now.toISOString(), modelFileSha256 });
+  const { plan, env } = buildLaunchPlan({
+    spec,
+    inspection,
+    meta,
+    app: opts.app,
+    launchToken,
+    createdAt: now.toISOString(),
+    modelFileSha256,
+  });
   const planBytes = JSON.stringify(plan, null, 2) + "\n";
   const files: RunFile[] = [
     { name: LAUNCH_FILE, data: planBytes, mode: 0o400 },
@@ -82,7 +90,9 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
     { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o600 },
     // Containers read the key from a file copied in at start, never from Config.Env.
-    ...(spec.backend === "container" && spec.api_key ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }] : []),
+    ...(spec.backend === "container" && spec.api_key
+      ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }]
+      : []),
   ];
   let dir: string;
   if (opts.out) {
@@ -93,17 +103,28 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
   } else {
     dir = await createRunDir(opts.stateDir, spec.name, spec.input_hash, files, now);
   }
-  return { engine: spec.name, dir, input_hash: spec.input_hash, plan_sha256: sha256(planBytes), launch_token: launchToken };
+  return {
+    engine: spec.name,
+    dir,
+    input_hash: spec.input_hash,
+    plan_sha256: sha256(planBytes),
+    launch_token: launchToken,
+  };
 }
 
 async function ggufSha256(spec: EngineSpec): Promise<string> {
   try {
     return await sha256File(spec.model.path!);
   } catch (err) {
-    throw new PhaseError(spec.name, "prepare", `model file ${spec.model.path} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`, {
-      retryable: false,
-      input: "NARWHAL_MODEL_PATH",
-      fix: "Point NARWHAL_MODEL_PATH at the local GGUF file inside the model's snapshot directory.",
-    });
+    throw new PhaseError(
+      spec.name,
+      "prepare",
+      `model file ${spec.model.path} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+      {
+        retryable: false,
+        input: "NARWHAL_MODEL_PATH",
+        fix: "Point NARWHAL_MODEL_PATH at the local GGUF file inside the model's snapshot directory.",
+      },
+    );
   }
 }

@@ -43,13 +43,25 @@ export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<Probe
       res = await httpRequest(joinUrl(plan.endpoint, p), { signal: opts.signal, timeoutMs: TIMEOUT_MS, headers, body });
     } catch (err) {
       opts.signal.throwIfAborted();
-      throw fail(`GET ${p} failed: ${(err as Error).message}`, plan.endpoint, "Check that the engine listens on its planned endpoint.", true);
+      throw fail(
+        `GET ${p} failed: ${(err as Error).message}`,
+        plan.endpoint,
+        "Check that the engine listens on its planned endpoint.",
+        true,
+      );
     }
     const name = await freshName(run.dir, filename);
     await writeFileExclusive(path.join(run.dir, name), res.body);
     files[filename] = name;
     if (res.status !== 200) {
-      throw fail(`${p} answered HTTP ${res.status} (captured in ${name})`, plan.endpoint, res.status === 401 ? "Check NARWHAL_ENGINE_API_KEY matches the engine's --api-key." : "Read the capture and the engine log.", res.status >= 500);
+      throw fail(
+        `${p} answered HTTP ${res.status} (captured in ${name})`,
+        plan.endpoint,
+        res.status === 401
+          ? "Check NARWHAL_ENGINE_API_KEY matches the engine's --api-key."
+          : "Read the capture and the engine log.",
+        res.status >= 500,
+      );
     }
     return res.body;
   };
@@ -59,13 +71,23 @@ export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<Probe
   const open = planHasKey(plan)
     ? await keyNotEnforced(plan, TIMEOUT_MS, opts.signal).catch((err: Error) => {
         opts.signal.throwIfAborted();
-        throw fail(`GET /v1/models without the API key failed: ${err.message}`, plan.endpoint, "Check that the engine listens on its planned endpoint.", true);
+        throw fail(
+          `GET /v1/models without the API key failed: ${err.message}`,
+          plan.endpoint,
+          "Check that the engine listens on its planned endpoint.",
+          true,
+        );
       })
     : null;
   if (open) {
-    throw fail(`${open}: the engine serves without its key`, plan.endpoint, "Check that the image's entrypoint passes VLLM_API_KEY (or --api-key) to vLLM; narwhal never captures an engine that serves without its key.");
+    throw fail(
+      `${open}: the engine serves without its key`,
+      plan.endpoint,
+      "Check that the image's entrypoint passes VLLM_API_KEY (or --api-key) to vLLM; narwhal never captures an engine that serves without its key.",
+    );
   }
-  const version = (JSON.parse((await capture("/version", "version.json")).toString()) as { version?: string }).version ?? "";
+  const version =
+    (JSON.parse((await capture("/version", "version.json")).toString()) as { version?: string }).version ?? "";
   if (version !== checked.vllm_api_version) {
     throw fail(
       `/version returned ${JSON.stringify(version)}; checked image expects ${JSON.stringify(checked.vllm_api_version)}`,
@@ -73,26 +95,64 @@ export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<Probe
       "First check which process owns the endpoint and compare it with the recorded image and process identity; response captures are immutable, so repair into a new launch directory.",
     );
   }
-  const models = (JSON.parse((await capture("/v1/models", "models.json")).toString()) as { data?: Array<{ id: string }> }).data?.map((m) => m.id) ?? [];
+  const models =
+    (JSON.parse((await capture("/v1/models", "models.json")).toString()) as { data?: Array<{ id: string }> }).data?.map(
+      (m) => m.id,
+    ) ?? [];
   if (!models.includes(plan.model.served_name)) {
-    throw fail(`/v1/models lists ${JSON.stringify(models)}, not the configured model ${JSON.stringify(plan.model.served_name)}`, "NARWHAL_ENGINE_MODEL_NAME", "Check which process owns the endpoint and its --served-model-name.");
+    throw fail(
+      `/v1/models lists ${JSON.stringify(models)}, not the configured model ${JSON.stringify(plan.model.served_name)}`,
+      "NARWHAL_ENGINE_MODEL_NAME",
+      "Check which process owns the endpoint and its --served-model-name.",
+    );
   }
   const metrics = parsePrometheus((await capture("/metrics", "metrics.txt")).toString());
   const started = sampleValue(metrics, "process_start_time_seconds");
   if (started === undefined) {
-    throw fail("/metrics has no process_start_time_seconds", "/metrics", "The endpoint's process cannot be identified; check which process owns the endpoint.");
+    throw fail(
+      "/metrics has no process_start_time_seconds",
+      "/metrics",
+      "The endpoint's process cannot be identified; check which process owns the endpoint.",
+    );
   }
   const own = await opts.backend.processStartTime(opts.handle);
   if (own !== null && Math.abs(own - started) > START_TIME_TOLERANCE_S) {
-    throw fail(`the process answering ${plan.endpoint} started at ${started}, but the recorded engine started at ${own.toFixed(2)}`, plan.endpoint, "Another process owns the endpoint: find and stop it, then prepare a new run.");
+    throw fail(
+      `the process answering ${plan.endpoint} started at ${started}, but the recorded engine started at ${own.toFixed(2)}`,
+      plan.endpoint,
+      "Another process owns the endpoint: find and stop it, then prepare a new run.",
+    );
   }
   const completion = JSON.parse(
-    (await capture("/v1/completions", "completion.json", { model: plan.model.served_name, prompt: "The sea is", max_tokens: 32, temperature: 0 })).toString(),
+    (
+      await capture("/v1/completions", "completion.json", {
+        model: plan.model.served_name,
+        prompt: "The sea is",
+        max_tokens: 32,
+        temperature: 0,
+      })
+    ).toString(),
   ) as { choices?: Array<{ text?: string }> };
   const text = completion.choices?.[0]?.text ?? "";
-  if (!text) throw fail("the deterministic completion returned no text", "/v1/completions", "Read completion.json and the engine log.", true);
+  if (!text)
+    throw fail(
+      "the deterministic completion returned no text",
+      "/v1/completions",
+      "Read completion.json and the engine log.",
+      true,
+    );
 
-  const result: ProbeResult = { probed_at: new Date().toISOString(), version, models, process_start_time_seconds: started, completion_text: text, files };
-  await writeFileExclusive(path.join(run.dir, await freshName(run.dir, PROBED_FILE)), JSON.stringify(result, null, 2) + "\n");
+  const result: ProbeResult = {
+    probed_at: new Date().toISOString(),
+    version,
+    models,
+    process_start_time_seconds: started,
+    completion_text: text,
+    files,
+  };
+  await writeFileExclusive(
+    path.join(run.dir, await freshName(run.dir, PROBED_FILE)),
+    JSON.stringify(result, null, 2) + "\n",
+  );
   return result;
 }

@@ -17,7 +17,8 @@ export function parsePrometheus(text: string): Sample[] {
     const m = LINE.exec(line);
     if (!m) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+    for (const l of (m[2] ?? "").matchAll(LABEL))
+      labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
     out.push({ name: m[1]!, labels, value: parseValue(m[3]!) });
   }
   return out;

@@ -48,23 +48,44 @@ export function inspectInput(plan: LaunchPlan, planSha: string, mode: InspectMod
 }
 
 /** Run one inspection mode in the checked runtime of `loaded`. */
-export async function inspectRuntime(action: string, loaded: CheckedRun, mode: InspectMode, opts: RuntimeInspectOptions): Promise<RuntimeInspection> {
+export async function inspectRuntime(
+  action: string,
+  loaded: CheckedRun,
+  mode: InspectMode,
+  opts: RuntimeInspectOptions,
+): Promise<RuntimeInspection> {
   const { run, plan } = loaded;
   const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-inspect-"));
   try {
     const input = path.join(tmp, "inspect-input.json");
-    await fs.writeFile(input, JSON.stringify(inspectInput(plan, run.plan_sha256, mode), null, 2) + "\n", { mode: 0o644 });
+    await fs.writeFile(input, JSON.stringify(inspectInput(plan, run.plan_sha256, mode), null, 2) + "\n", {
+      mode: 0o644,
+    });
     const out = await opts.backend.runCheck(run, plan, opts.scriptPath, input, opts.signal);
-    const line = out.stdout.trimEnd().split("\n").reverse().find((l) => l.startsWith(RESULT_PREFIX));
-    const parsed = line ? (JSON.parse(line.slice(RESULT_PREFIX.length)) as { ok: boolean; result: Record<string, unknown> | null; failure: { check: string; message: string; fix: string } | null }) : null;
+    const line = out.stdout
+      .trimEnd()
+      .split("\n")
+      .reverse()
+      .find((l) => l.startsWith(RESULT_PREFIX));
+    const parsed = line
+      ? (JSON.parse(line.slice(RESULT_PREFIX.length)) as {
+          ok: boolean;
+          result: Record<string, unknown> | null;
+          failure: { check: string; message: string; fix: string } | null;
+        })
+      : null;
     if (!parsed || !parsed.ok || !parsed.result || out.exit_code !== 0) {
-      const why = parsed?.failure ? `${parsed.failure.check}: ${parsed.failure.message}` : `no result (exit ${out.exit_code}): ${(out.stderr || out.stdout).trim().split("\n").slice(-5).join(" | ")}`;
+      const why = parsed?.failure
+        ? `${parsed.failure.check}: ${parsed.failure.message}`
+        : `no result (exit ${out.exit_code}): ${(out.stderr || out.stdout).trim().split("\n").slice(-5).join(" | ")}`;
       throw new ActionError(action, `the ${mode} inspection in the checked runtime failed: ${why}`, {
         engine: plan.engine,
         run: run.dir,
         retryable: out.exit_code === null,
         input: parsed?.failure?.check ?? plan.command[0],
-        fix: parsed?.failure?.fix ?? "Make sure the runtime's Python runs the inspection script; run `narwhal engine check` on this run.",
+        fix:
+          parsed?.failure?.fix ??
+          "Make sure the runtime's Python runs the inspection script; run `narwhal engine check` on this run.",
       });
     }
     return { inspection_id: out.inspection_id, result: parsed.result };
@@ -74,7 +95,11 @@ export async function inspectRuntime(action: string, loaded: CheckedRun, mode: I
 }
 
 /** The envelope every inspection file carries: which plan and which runtime it came from. */
-export function inspectionEnvelope(schema: string, loaded: CheckedRun, inspection: RuntimeInspection): Record<string, unknown> {
+export function inspectionEnvelope(
+  schema: string,
+  loaded: CheckedRun,
+  inspection: RuntimeInspection,
+): Record<string, unknown> {
   return {
     schema,
     engine: loaded.plan.engine,
@@ -87,10 +112,20 @@ export function inspectionEnvelope(schema: string, loaded: CheckedRun, inspectio
 }
 
 /** Write an output file of a run exactly once. */
-export async function writeRunOutput(action: string, loaded: CheckedRun, file: string, content: unknown): Promise<string> {
+export async function writeRunOutput(
+  action: string,
+  loaded: CheckedRun,
+  file: string,
+  content: unknown,
+): Promise<string> {
   const target = path.join(loaded.run.dir, file);
   if (!(await writeFileExclusive(target, JSON.stringify(content, null, 2) + "\n"))) {
-    throw new ActionError(action, `${file} already exists in ${loaded.run.dir}`, { engine: loaded.plan.engine, run: loaded.run.dir, input: file, fix: FRESH_RUN_FIX });
+    throw new ActionError(action, `${file} already exists in ${loaded.run.dir}`, {
+      engine: loaded.plan.engine,
+      run: loaded.run.dir,
+      input: file,
+      fix: FRESH_RUN_FIX,
+    });
   }
   return target;
 }
@@ -99,11 +134,22 @@ export const MODEL_DIMENSIONS_FILE = "model-dimensions.json";
 export const HANDSHAKE_POLICY_FILE = "handshake-policy.json";
 
 /** model-dimensions: layers, KV heads, head size, dtype ... of the model as the checked runtime reads it. */
-export async function modelDimensions(dir: string, opts: RuntimeInspectOptions): Promise<{ file: string; content: Record<string, unknown> }> {
+export async function modelDimensions(
+  dir: string,
+  opts: RuntimeInspectOptions,
+): Promise<{ file: string; content: Record<string, unknown> }> {
   const action = "model-dimensions";
   const loaded = await loadCheckedRun(action, dir);
   await refuseExisting(action, loaded, [MODEL_DIMENSIONS_FILE]);
   const inspection = await inspectRuntime(action, loaded, "model-dimensions", opts);
-  const content = { ...inspectionEnvelope("narwhal.model-dimensions/v1", loaded, inspection), model: { path: loaded.plan.model.path, served_name: loaded.plan.model.served_name, revision: loaded.plan.model.revision }, ...inspection.result };
+  const content = {
+    ...inspectionEnvelope("narwhal.model-dimensions/v1", loaded, inspection),
+    model: {
+      path: loaded.plan.model.path,
+      served_name: loaded.plan.model.served_name,
+      revision: loaded.plan.model.revision,
+    },
+    ...inspection.result,
+  };
   return { file: await writeRunOutput(action, loaded, MODEL_DIMENSIONS_FILE, content), content };
 }

@@ -43,7 +43,13 @@ export interface SharedStartRecord {
   engines: string[];
   gpu: { uuid: string; selected: string; index: number; total_mib: number };
   /** Decimal strings: the allowance, this engine's share, their sum, and allowance × total memory in MiB. */
-  allowance: { device_allowance: string; gpu_memory_utilization: string; utilization_sum: string; allowance_mib: string; engine_share_mib: string };
+  allowance: {
+    device_allowance: string;
+    gpu_memory_utilization: string;
+    utilization_sum: string;
+    allowance_mib: string;
+    engine_share_mib: string;
+  };
   readings: { baseline: Reading; before: Reading; after?: Reading };
   /** Whole-device increase over this engine's launch, and since the baseline. */
   increase_mib?: { engine: number; aggregate: number };
@@ -84,9 +90,13 @@ export interface CleanupOptions {
   gpuUuid: string;
 }
 
-const messageOf = (err: unknown) => (err instanceof NarwhalError ? err.describe() : err instanceof Error ? err.message : String(err));
+const messageOf = (err: unknown) =>
+  err instanceof NarwhalError ? err.describe() : err instanceof Error ? err.message : String(err);
 
-async function undo(entry: Launched, opts: CleanupOptions): Promise<Pick<SharedStartRecord, "cleanup_status" | "cleanup_error" | "native_stop">> {
+async function undo(
+  entry: Launched,
+  opts: CleanupOptions,
+): Promise<Pick<SharedStartRecord, "cleanup_status" | "cleanup_error" | "native_stop">> {
   // A start that failed never returned its handle; the run directory recorded it.
   const handle = (entry.handle ??= await recordedHandle(entry.run, entry.plan).catch(() => null));
   if (!handle) return { cleanup_status: "nothing-started" };
@@ -117,14 +127,19 @@ export async function cleanUpShared(launched: Launched[], cause: unknown, opts: 
   try {
     const reading = await opts.read();
     const gpu = gpuByUuid(reading, opts.gpuUuid);
-    post = gpu ? { at: reading.at, used_mib: gpu.used_mib, total_mib: gpu.total_mib } : { error: `${opts.gpuUuid} is not listed` };
+    post = gpu
+      ? { at: reading.at, used_mib: gpu.used_mib, total_mib: gpu.total_mib }
+      : { error: `${opts.gpuUuid} is not listed` };
   } catch (err) {
     post = { error: messageOf(err) };
   }
   const cleanupErrors: string[] = [];
   for (const entry of launched) {
     const outcome = outcomes.get(entry)!;
-    if (outcome.cleanup_error) cleanupErrors.push(`${entry.plan.engine} (${entry.handle?.kind === "container" ? `container ${entry.handle.container_id}` : `pid ${entry.handle?.pid}`}): ${outcome.cleanup_error}`);
+    if (outcome.cleanup_error)
+      cleanupErrors.push(
+        `${entry.plan.engine} (${entry.handle?.kind === "container" ? `container ${entry.handle.container_id}` : `pid ${entry.handle?.pid}`}): ${outcome.cleanup_error}`,
+      );
     const record: SharedStartRecord = {
       ...entry.record,
       ...(entry.handle && !entry.record.identity ? { handle: entry.handle } : {}),
@@ -134,18 +149,28 @@ export async function cleanUpShared(launched: Launched[], cause: unknown, opts: 
       post_cleanup: post,
     };
     // The one sanctioned rewrite of run evidence: the seed marks these records failed after cleanup.
-    await writeFileAtomic(path.join(entry.run.dir, SHARED_START_FILE), JSON.stringify(record, null, 2) + "\n").catch((err: unknown) => cleanupErrors.push(`${entry.plan.engine}: cannot write ${SHARED_START_FILE}: ${messageOf(err)}`));
+    await writeFileAtomic(path.join(entry.run.dir, SHARED_START_FILE), JSON.stringify(record, null, 2) + "\n").catch(
+      (err: unknown) =>
+        cleanupErrors.push(`${entry.plan.engine}: cannot write ${SHARED_START_FILE}: ${messageOf(err)}`),
+    );
   }
-  const summary = [...outcomes].reverse().map(([e, o]) => `${e.plan.engine} ${o.cleanup_status}`).join(", ");
+  const summary = [...outcomes]
+    .reverse()
+    .map(([e, o]) => `${e.plan.engine} ${o.cleanup_status}`)
+    .join(", ");
   const original = cause instanceof NarwhalError ? cause : undefined;
-  return new ActionError("start-shared", `shared startup failed at ${failing?.plan.engine ?? "validation"}: ${causeText}. Cleanup in reverse launch order: ${summary || "nothing was started"}${cleanupErrors.length ? `. Cleanup errors: ${cleanupErrors.join("; ")}` : ""}`, {
-    engine: failing?.plan.engine,
-    run: failing?.run.dir,
-    retryable: false,
-    input: original?.input,
-    fix: cleanupErrors.length
-      ? "Inspect the recorded container ID or process before recovery and remove it by hand; container IDs and launch evidence remain in the run directories. Then prepare fresh runs."
-      : "Trace the failure to a device, model, memory, library or transport input, then prepare and check fresh runs: a fresh start needs a fresh directory.",
-    cause,
-  });
+  return new ActionError(
+    "start-shared",
+    `shared startup failed at ${failing?.plan.engine ?? "validation"}: ${causeText}. Cleanup in reverse launch order: ${summary || "nothing was started"}${cleanupErrors.length ? `. Cleanup errors: ${cleanupErrors.join("; ")}` : ""}`,
+    {
+      engine: failing?.plan.engine,
+      run: failing?.run.dir,
+      retryable: false,
+      input: original?.input,
+      fix: cleanupErrors.length
+        ? "Inspect the recorded container ID or process before recovery and remove it by hand; container IDs and launch evidence remain in the run directories. Then prepare fresh runs."
+        : "Trace the failure to a device, model, memory, library or transport input, then prepare and check fresh runs: a fresh start needs a fresh directory.",
+      cause,
+    },
+  );
 }

@@ -14,7 +14,14 @@ import type { EngineHandle } from "./types.js";
 import { start, type StartOptions } from "./start.js";
 import { probe } from "./probe.js";
 import { loadCheckedRun, refuseExisting, refuseUsed, type CheckedRun } from "./checked-run.js";
-import { allowanceMib, MAX_SHARED, MIN_SHARED, planUtilization, sharedBudget, type SharedBudget } from "./shared-budget.js";
+import {
+  allowanceMib,
+  MAX_SHARED,
+  MIN_SHARED,
+  planUtilization,
+  sharedBudget,
+  type SharedBudget,
+} from "./shared-budget.js";
 import { gpuByUuid, observedGpus, readGpuMemory, type GpuMemory, type GpuMemoryReading } from "./gpu-memory.js";
 import { resolveGpuId } from "./host/gpu-selection.js";
 import { blockedListeners, checkListeners, type ListenerCheck } from "./listeners.js";
@@ -46,15 +53,25 @@ export interface SharedStartResult {
 const mib = (g: GpuMemory, at: string) => ({ at, used_mib: g.used_mib, total_mib: g.total_mib });
 
 /** Resolve each plan's selected device in the reading's GPU list; every one must be shared_device.gpu_uuid. */
-function resolveDevices(members: CheckedRun[], budget: SharedBudget, reading: GpuMemoryReading): { selected: Map<string, GpuMemory>; problems: string[] } {
+function resolveDevices(
+  members: CheckedRun[],
+  budget: SharedBudget,
+  reading: GpuMemoryReading,
+): { selected: Map<string, GpuMemory>; problems: string[] } {
   const selected = new Map<string, GpuMemory>();
   const problems: string[] = [];
   for (const { plan } of members) {
     const id = plan.gpu.ids[0]!;
     const r = resolveGpuId(id, observedGpus(reading));
     const gpu = r.ok ? reading.gpus[r.gpu.index] : undefined;
-    if (!gpu) problems.push(`${plan.engine}: ${plan.gpu.visibility_env}=${id} ${r.ok ? "" : r.reason === "ambiguous" ? "matches several GPUs" : "is not a GPU the host lists"}`.trim());
-    else if (gpu.uuid.toLowerCase() !== budget.gpu_uuid.toLowerCase()) problems.push(`${plan.engine}: ${plan.gpu.visibility_env}=${id} resolves to ${gpu.uuid}, not shared_device.gpu_uuid ${budget.gpu_uuid}`);
+    if (!gpu)
+      problems.push(
+        `${plan.engine}: ${plan.gpu.visibility_env}=${id} ${r.ok ? "" : r.reason === "ambiguous" ? "matches several GPUs" : "is not a GPU the host lists"}`.trim(),
+      );
+    else if (gpu.uuid.toLowerCase() !== budget.gpu_uuid.toLowerCase())
+      problems.push(
+        `${plan.engine}: ${plan.gpu.visibility_env}=${id} resolves to ${gpu.uuid}, not shared_device.gpu_uuid ${budget.gpu_uuid}`,
+      );
     else selected.set(plan.engine, gpu);
   }
   return { selected, problems };
@@ -62,7 +79,10 @@ function resolveDevices(members: CheckedRun[], budget: SharedBudget, reading: Gp
 
 export async function startShared(dirs: string[], opts: StartSharedOptions): Promise<SharedStartResult> {
   if (dirs.length < MIN_SHARED || dirs.length > MAX_SHARED) {
-    throw refusal(ACTION, `start-shared takes ${MIN_SHARED} to ${MAX_SHARED} --run directories, got ${dirs.length}`, { input: "--run", fix: `Select two to eight checked plans that share one GPU.` });
+    throw refusal(ACTION, `start-shared takes ${MIN_SHARED} to ${MAX_SHARED} --run directories, got ${dirs.length}`, {
+      input: "--run",
+      fix: `Select two to eight checked plans that share one GPU.`,
+    });
   }
   const members: CheckedRun[] = [];
   for (const dir of dirs) members.push(await loadCheckedRun(ACTION, dir));
@@ -70,8 +90,15 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
     await refuseExisting(ACTION, m, [SHARED_START_FILE]);
     await refuseUsed(ACTION, m);
   }
-  const { budget, problems } = sharedBudget(members.map((m) => ({ dir: m.run.dir, plan: m.plan })), opts.backend.kind);
-  if (!budget) throw refusal(ACTION, problems.join("; "), { input: "--run", fix: "Select checked plans of one group that share one GPU UUID and allowance, with unique roles and ports and gpu_memory_utilization summing to at most the allowance." });
+  const { budget, problems } = sharedBudget(
+    members.map((m) => ({ dir: m.run.dir, plan: m.plan })),
+    opts.backend.kind,
+  );
+  if (!budget)
+    throw refusal(ACTION, problems.join("; "), {
+      input: "--run",
+      fix: "Select checked plans of one group that share one GPU UUID and allowance, with unique roles and ports and gpu_memory_utilization summing to at most the allowance.",
+    });
 
   const env = opts.env ?? {};
   const listeners = new Map<string, ListenerCheck[]>();
@@ -81,13 +108,22 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
     listeners.set(m.plan.engine, checks);
     blocked.push(...blockedListeners(checks).map((b) => `${m.plan.engine} ${b}`));
   }
-  if (blocked.length) throw refusal(ACTION, `planned listeners are not free: ${blocked.join("; ")}`, { input: "ports", fix: "Any existing listener blocks launch until ownership is resolved: find it with ss -ltnp and stop it, or prepare plans with other ports." });
+  if (blocked.length)
+    throw refusal(ACTION, `planned listeners are not free: ${blocked.join("; ")}`, {
+      input: "ports",
+      fix: "Any existing listener blocks launch until ownership is resolved: find it with ss -ltnp and stop it, or prepare plans with other ports.",
+    });
 
   const nvidiaSmi = opts.nvidiaSmi ?? members[0]!.plan.node?.nvidia_smi ?? "nvidia-smi";
-  const read = (signal = opts.signal) => readGpuMemory(nvidiaSmi, { signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS });
+  const read = (signal = opts.signal) =>
+    readGpuMemory(nvidiaSmi, { signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS });
   const baselineReading = await read();
   const devices = resolveDevices(members, budget, baselineReading);
-  if (devices.problems.length) throw refusal(ACTION, devices.problems.join("; "), { input: "gpu_ids / shared_device.gpu_uuid", fix: "Select the shared GPU (its ordinal or UUID) in every plan's gpu_ids, or correct shared_device.gpu_uuid, and prepare fresh runs." });
+  if (devices.problems.length)
+    throw refusal(ACTION, devices.problems.join("; "), {
+      input: "gpu_ids / shared_device.gpu_uuid",
+      fix: "Select the shared GPU (its ordinal or UUID) in every plan's gpu_ids, or correct shared_device.gpu_uuid, and prepare fresh runs.",
+    });
   const baselineGpu = gpuByUuid(baselineReading, budget.gpu_uuid)!;
   const baseline = mib(baselineGpu, baselineReading.at);
   const totalMib = baselineGpu.total_mib;
@@ -113,7 +149,12 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
         group_signature: plan.group_signature,
         launch_order: i + 1,
         engines: members.map((x) => x.plan.engine),
-        gpu: { uuid: baselineGpu.uuid, selected: plan.gpu.ids[0]!, index: devices.selected.get(plan.engine)!.index, total_mib: totalMib },
+        gpu: {
+          uuid: baselineGpu.uuid,
+          selected: plan.gpu.ids[0]!,
+          index: devices.selected.get(plan.engine)!.index,
+          total_mib: totalMib,
+        },
         allowance: {
           device_allowance: budget.device_allowance,
           gpu_memory_utilization: utilization,
@@ -128,9 +169,17 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
       launched.push(entry);
       const free = before.total_mib - before.used_mib;
       if (compareDecimals(integerDecimal(free), share) < 0) {
-        throw new ActionError(ACTION, `only ${free} MiB of ${totalMib} MiB are free on ${budget.gpu_uuid} before ${plan.engine}, which needs ${utilization} × ${totalMib} = ${formatDecimal(share)} MiB`, {
-          engine: plan.engine, run: run.dir, retryable: true, input: "GPU memory", fix: "Existing allocations consume the free headroom: find the processes using the GPU (nvidia-smi) or lower gpu_memory_utilization in fresh plans.",
-        });
+        throw new ActionError(
+          ACTION,
+          `only ${free} MiB of ${totalMib} MiB are free on ${budget.gpu_uuid} before ${plan.engine}, which needs ${utilization} × ${totalMib} = ${formatDecimal(share)} MiB`,
+          {
+            engine: plan.engine,
+            run: run.dir,
+            retryable: true,
+            input: "GPU memory",
+            fix: "Existing allocations consume the free headroom: find the processes using the GPU (nvidia-smi) or lower gpu_memory_utilization in fresh plans.",
+          },
+        );
       }
       opts.progress?.(`starting ${plan.engine} (${i + 1}/${members.length}) on ${budget.gpu_uuid}`);
       const began = Date.now();
@@ -139,7 +188,12 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
       entry.handle = handle;
       const probed = await probe(run, { backend: opts.backend, handle, signal: opts.signal });
       const identity = await opts.backend.identityProblems(handle, plan);
-      if (identity.length) throw new ActionError(ACTION, `the engine serving ${plan.endpoint} is not this plan's: ${identity.join("; ")}`, { engine: plan.engine, run: run.dir, retryable: false, input: "engine identity" });
+      if (identity.length)
+        throw new ActionError(
+          ACTION,
+          `the engine serving ${plan.endpoint} is not this plan's: ${identity.join("; ")}`,
+          { engine: plan.engine, run: run.dir, retryable: false, input: "engine identity" },
+        );
       const process = await opts.backend.describeProcess(handle);
       const afterReading = await read();
       const after = mib(gpuByUuid(afterReading, budget.gpu_uuid)!, afterReading.at);
@@ -148,7 +202,11 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
         ...base,
         readings: { baseline, before, after },
         increase_mib: { engine: after.used_mib - before.used_mib, aggregate },
-        readiness: { ready_at: probed.probed_at, seconds: Math.round((Date.now() - began) / 100) / 10, ready_seconds_allowed: opts.readySeconds },
+        readiness: {
+          ready_at: probed.probed_at,
+          seconds: Math.round((Date.now() - began) / 100) / 10,
+          ready_seconds_allowed: opts.readySeconds,
+        },
         identity: {
           handle,
           process,
@@ -160,20 +218,38 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
         },
       };
       if (compareDecimals(integerDecimal(aggregate), limit) > 0) {
-        throw new ActionError(ACTION, `GPU ${budget.gpu_uuid} memory use rose by ${aggregate} MiB since the baseline, above the allowance ${budget.device_allowance} × ${totalMib} MiB = ${formatDecimal(limit)} MiB`, {
-          engine: plan.engine, run: run.dir, retryable: false, input: "shared_device.device_allowance / gpu_memory_utilization",
-          fix: "Allocations added by other processes during startup also count: find them with nvidia-smi, or lower gpu_memory_utilization in fresh plans.",
-        });
+        throw new ActionError(
+          ACTION,
+          `GPU ${budget.gpu_uuid} memory use rose by ${aggregate} MiB since the baseline, above the allowance ${budget.device_allowance} × ${totalMib} MiB = ${formatDecimal(limit)} MiB`,
+          {
+            engine: plan.engine,
+            run: run.dir,
+            retryable: false,
+            input: "shared_device.device_allowance / gpu_memory_utilization",
+            fix: "Allocations added by other processes during startup also count: find them with nvidia-smi, or lower gpu_memory_utilization in fresh plans.",
+          },
+        );
       }
       entry.record = { ...entry.record, status: "ready" };
       entry.ready = true;
       const file = path.join(run.dir, SHARED_START_FILE);
-      if (!(await writeFileExclusive(file, JSON.stringify(entry.record, null, 2) + "\n"))) throw refusal(ACTION, `${SHARED_START_FILE} appeared in ${run.dir} during startup`, { engine: plan.engine, run: run.dir });
+      if (!(await writeFileExclusive(file, JSON.stringify(entry.record, null, 2) + "\n")))
+        throw refusal(ACTION, `${SHARED_START_FILE} appeared in ${run.dir} during startup`, {
+          engine: plan.engine,
+          run: run.dir,
+        });
       files.push(file);
-      opts.progress?.(`${plan.engine} ready: +${entry.record.increase_mib!.engine} MiB, ${aggregate} of ${formatDecimal(limit)} MiB allowed`);
+      opts.progress?.(
+        `${plan.engine} ready: +${entry.record.increase_mib!.engine} MiB, ${aggregate} of ${formatDecimal(limit)} MiB allowed`,
+      );
     }
   } catch (err) {
-    throw await cleanUpShared(launched, err, { backend: opts.backend, stopGraceMs: opts.stopGraceMs, read: () => read(AbortSignal.timeout(opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS)), gpuUuid: budget.gpu_uuid });
+    throw await cleanUpShared(launched, err, {
+      backend: opts.backend,
+      stopGraceMs: opts.stopGraceMs,
+      read: () => read(AbortSignal.timeout(opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS)),
+      gpuUuid: budget.gpu_uuid,
+    });
   }
   return { budget, records: launched.map((l) => l.record), files };
 }

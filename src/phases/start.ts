@@ -28,22 +28,55 @@ export interface StartOptions {
 export function diagnoseStartupLog(log: string): { cause: string; input?: string; fix: string; failure: FailureClass } {
   // Match vLLM's and transformers' *request* wording only: every start logs its config
   // ("... with config: model=..., trust_remote_code=True, ..."), which names the setting without asking for it.
-  if (/(?:consider setting|pass the argument|set) `?trust_remote_code=True|contains custom code which must be executed/i.test(log)) {
-    return { cause: "vLLM exited requesting trust_remote_code=True", input: "model auto_map", fix: SEED_REDISCOVER, failure: "terminal" };
+  if (
+    /(?:consider setting|pass the argument|set) `?trust_remote_code=True|contains custom code which must be executed/i.test(
+      log,
+    )
+  ) {
+    return {
+      cause: "vLLM exited requesting trust_remote_code=True",
+      input: "model auto_map",
+      fix: SEED_REDISCOVER,
+      failure: "terminal",
+    };
   }
   if (/VLLM_SSM_CONV_STATE_LAYOUT/.test(log)) {
-    return { cause: "vLLM exited requesting VLLM_SSM_CONV_STATE_LAYOUT=DS", input: "model config (convolutional SSM)", fix: SEED_REDISCOVER, failure: "terminal" };
+    return {
+      cause: "vLLM exited requesting VLLM_SSM_CONV_STATE_LAYOUT=DS",
+      input: "model config (convolutional SSM)",
+      fix: SEED_REDISCOVER,
+      failure: "terminal",
+    };
   }
   if (/Address already in use|EADDRINUSE/i.test(log)) {
-    return { cause: "a planned port is already in use", input: "ports", fix: "Inspect planned ports with ss -ltnp; any existing listener blocks launch until ownership is resolved.", failure: "outwait" };
+    return {
+      cause: "a planned port is already in use",
+      input: "ports",
+      fix: "Inspect planned ports with ss -ltnp; any existing listener blocks launch until ownership is resolved.",
+      failure: "outwait",
+    };
   }
   if (/unrecognized arguments|error: argument/i.test(log)) {
-    return { cause: "vLLM rejected its command line", input: "runtime.extra_args", fix: "Remove or correct the flag vLLM names in runtime.extra_args.", failure: "terminal" };
+    return {
+      cause: "vLLM rejected its command line",
+      input: "runtime.extra_args",
+      fix: "Remove or correct the flag vLLM names in runtime.extra_args.",
+      failure: "terminal",
+    };
   }
   if (/out of memory|CUDA error|HIP error/i.test(log)) {
-    return { cause: "the engine failed on its accelerator", input: "gpu_ids / gpu-memory-utilization", fix: "Trace the failure to a device, model, memory, library, or transport input before creating another plan.", failure: "retry" };
+    return {
+      cause: "the engine failed on its accelerator",
+      input: "gpu_ids / gpu-memory-utilization",
+      fix: "Trace the failure to a device, model, memory, library, or transport input before creating another plan.",
+      failure: "retry",
+    };
   }
-  return { cause: "the engine exited during startup", fix: "Use the recorded process or container identity and engine log; trace the failure to a device, model, memory, library, or transport input before creating another plan.", failure: "retry" };
+  return {
+    cause: "the engine exited during startup",
+    fix: "Use the recorded process or container identity and engine log; trace the failure to a device, model, memory, library, or transport input before creating another plan.",
+    failure: "retry",
+  };
 }
 
 /** Seed 000, "If vLLM exits requesting trust_remote_code=True or VLLM_SSM_CONV_STATE_LAYOUT=DS". */
@@ -65,7 +98,8 @@ export async function start(run: PreparedRun, opts: StartOptions): Promise<Engin
     // A start that fails owns what it started: a retry begins from a fresh run, so the engine
     // must not be left holding the GPU and ports. Not on cancellation (controller shutdown):
     // the next controller adopts the engine by its launch token.
-    if (!opts.signal.aborted && opts.stopOnFailure !== false) await opts.backend.stop(handle, opts.stopGraceMs).catch(() => undefined);
+    if (!opts.signal.aborted && opts.stopOnFailure !== false)
+      await opts.backend.stop(handle, opts.stopGraceMs).catch(() => undefined);
     throw err;
   }
 }
@@ -79,11 +113,16 @@ async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandl
       const d = diagnoseStartupLog(log.text);
       // The log is evidence: a copy that failed is named, with where the whole log still is.
       const unread = log.problem ? `\n(${log.problem})` : "";
-      throw new PhaseError(run.engine, "start", `${d.cause}; last log lines:\n${redactText(tail(log.text, 8), opts.secrets ?? [])}${unread}`, {
-        failure: d.failure,
-        input: d.input,
-        fix: `${d.fix} The engine's log: ${log.where}.`,
-      });
+      throw new PhaseError(
+        run.engine,
+        "start",
+        `${d.cause}; last log lines:\n${redactText(tail(log.text, 8), opts.secrets ?? [])}${unread}`,
+        {
+          failure: d.failure,
+          input: d.input,
+          fix: `${d.fix} The engine's log: ${log.where}.`,
+        },
+      );
     }
     try {
       const res = await httpRequest(health, { signal: opts.signal, timeoutMs: 5000 });
@@ -93,11 +132,16 @@ async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandl
       void err; // not listening yet
     }
     if (Date.now() > deadline) {
-      throw new PhaseError(run.engine, "start", `the engine did not answer ${health} within ${opts.readySeconds}s and was stopped`, {
-        retryable: true,
-        input: "NARWHAL_READY_SECONDS",
-        fix: "Read engine.log in the run directory; raise NARWHAL_READY_SECONDS if the model needs longer to load.",
-      });
+      throw new PhaseError(
+        run.engine,
+        "start",
+        `the engine did not answer ${health} within ${opts.readySeconds}s and was stopped`,
+        {
+          retryable: true,
+          input: "NARWHAL_READY_SECONDS",
+          fix: "Read engine.log in the run directory; raise NARWHAL_READY_SECONDS if the model needs longer to load.",
+        },
+      );
     }
     await sleep(250, opts.signal);
   }

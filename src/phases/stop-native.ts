@@ -47,19 +47,41 @@ export interface StopNativeOptions {
 }
 
 /** Stop the engine `handle` recorded for `run` and write native-stop.json. */
-export async function stopNative(run: PreparedRun, handle: EngineHandle, opts: StopNativeOptions): Promise<NativeStopRecord> {
+export async function stopNative(
+  run: PreparedRun,
+  handle: EngineHandle,
+  opts: StopNativeOptions,
+): Promise<NativeStopRecord> {
   const action = "stop-native";
-  if (handle.kind !== "native") throw refusal(action, `${run.dir} records a ${handle.kind} engine; stop-native stops native process groups`, { engine: run.engine, run: run.dir });
+  if (handle.kind !== "native")
+    throw refusal(action, `${run.dir} records a ${handle.kind} engine; stop-native stops native process groups`, {
+      engine: run.engine,
+      run: run.dir,
+    });
   const bootId = await readBootId();
   if (handle.boot_id !== bootId) {
-    throw refusal(action, `the recorded boot ID ${handle.boot_id} is not this boot's (${bootId}): process ${handle.pid} ended with the previous boot; nothing was signalled`, {
-      engine: run.engine, run: run.dir, input: "native-process.json boot_id", fix: "Nothing runs from this run directory any more; prepare a fresh one to start again.",
-    });
+    throw refusal(
+      action,
+      `the recorded boot ID ${handle.boot_id} is not this boot's (${bootId}): process ${handle.pid} ended with the previous boot; nothing was signalled`,
+      {
+        engine: run.engine,
+        run: run.dir,
+        input: "native-process.json boot_id",
+        fix: "Nothing runs from this run directory any more; prepare a fresh one to start again.",
+      },
+    );
   }
   if (!(await isSameProcess(handle.pid, handle.start_ticks))) {
-    throw refusal(action, `process ${handle.pid} with start tick ${handle.start_ticks} is not running (it exited, or the PID now belongs to another process); nothing was signalled`, {
-      engine: run.engine, run: run.dir, input: "native-process.json start_ticks", fix: "Read engine.log in the run directory for why it exited; a fresh start needs a fresh directory.",
-    });
+    throw refusal(
+      action,
+      `process ${handle.pid} with start tick ${handle.start_ticks} is not running (it exited, or the PID now belongs to another process); nothing was signalled`,
+      {
+        engine: run.engine,
+        run: run.dir,
+        input: "native-process.json start_ticks",
+        fix: "Read engine.log in the run directory for why it exited; a fresh start needs a fresh directory.",
+      },
+    );
   }
   const startedAt = new Date();
   const before = await groupMembers(handle.pgid);
@@ -67,9 +89,16 @@ export async function stopNative(run: PreparedRun, handle: EngineHandle, opts: S
   const elapsed = Date.now() - startedAt.getTime();
   const survivors = await groupMembers(handle.pgid);
   if (survivors.length) {
-    throw new ActionError(action, `process group ${handle.pgid} still has members ${survivors.join(", ")} after SIGKILL`, {
-      engine: run.engine, run: run.dir, retryable: true, fix: "Inspect those processes (uninterruptible I/O?) and run stop-native again.",
-    });
+    throw new ActionError(
+      action,
+      `process group ${handle.pgid} still has members ${survivors.join(", ")} after SIGKILL`,
+      {
+        engine: run.engine,
+        run: run.dir,
+        retryable: true,
+        fix: "Inspect those processes (uninterruptible I/O?) and run stop-native again.",
+      },
+    );
   }
   const record: NativeStopRecord = {
     schema: NATIVE_STOP_SCHEMA,
@@ -87,7 +116,12 @@ export async function stopNative(run: PreparedRun, handle: EngineHandle, opts: S
     stopped_at: new Date().toISOString(),
   };
   if (!(await writeFileExclusive(path.join(run.dir, NATIVE_STOP_FILE), JSON.stringify(record, null, 2) + "\n"))) {
-    throw refusal(action, `${NATIVE_STOP_FILE} already exists in ${run.dir}`, { engine: run.engine, run: run.dir, input: NATIVE_STOP_FILE, fix: FRESH_RUN_FIX });
+    throw refusal(action, `${NATIVE_STOP_FILE} already exists in ${run.dir}`, {
+      engine: run.engine,
+      run: run.dir,
+      input: NATIVE_STOP_FILE,
+      fix: FRESH_RUN_FIX,
+    });
   }
   return record;
 }

@@ -67,7 +67,12 @@ export interface CheckResult {
 /** A running engine's identity: what lets narwhal find it again after a crash. */
 export type EngineHandle =
   | { kind: "native"; pid: number; pgid: number; boot_id: string; start_ticks: number; launch_token: string }
-  | { kind: "container"; container_id: string; launch_token: string; /** Docker endpoint it runs on; undefined = default. */ docker_host?: string };
+  | {
+      kind: "container";
+      container_id: string;
+      launch_token: string;
+      /** Docker endpoint it runs on; undefined = default. */ docker_host?: string;
+    };
 
 /** probed.json: the live process the probes proved. */
 export interface ProbeResult {

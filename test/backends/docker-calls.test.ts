@@ -46,22 +46,43 @@ describe("Docker call failures: an unavailable daemon is outwaited, its own erro
   });
 
   it("outwaits a socket path with no daemon behind it (ENOENT)", async () => {
-    const c = calls({ socketPath: path.join(os.tmpdir(), `narwhal-no-daemon-${process.pid}.sock`) }, "a missing socket");
+    const c = calls(
+      { socketPath: path.join(os.tmpdir(), `narwhal-no-daemon-${process.pid}.sock`) },
+      "a missing socket",
+    );
     expect(await failureOf(c.ping())).toBe("outwait");
     expect(await failureOf(c.list(["io.narwhal.purpose=engine"]))).toBe("outwait");
   });
 
   it("reaches the engine's record as a failure of the step it happened in, keeping its class and naming the fix", async () => {
-    const c = calls({ socketPath: path.join(os.tmpdir(), `narwhal-no-daemon-${process.pid}.sock`) }, "a missing socket");
+    const c = calls(
+      { socketPath: path.join(os.tmpdir(), `narwhal-no-daemon-${process.pid}.sock`) },
+      "a missing socket",
+    );
     const err = await c.inspectImage("sim:latest").catch((e: unknown) => inStep(e, "engine-1", "inspect"));
     expect(err).toBeInstanceOf(NarwhalError);
-    expect((err as NarwhalError).toJSON()).toMatchObject({ engine: "engine-1", step: "inspect", failure: "outwait", input: "docker image inspect sim:latest" });
-    expect((err as NarwhalError).describe()).toMatch(/^engine-1 inspect: docker image inspect sim:latest failed on a missing socket: .*ENOENT.* Fix: Start the Docker daemon on the engine host/);
+    expect((err as NarwhalError).toJSON()).toMatchObject({
+      engine: "engine-1",
+      step: "inspect",
+      failure: "outwait",
+      input: "docker image inspect sim:latest",
+    });
+    expect((err as NarwhalError).describe()).toMatch(
+      /^engine-1 inspect: docker image inspect sim:latest failed on a missing socket: .*ENOENT.* Fix: Start the Docker daemon on the engine host/,
+    );
   });
 
   it("outwaits a refused connection (ECONNREFUSED) and a cut one (ECONNRESET)", async () => {
-    expect(await failureOf(calls({ host: "127.0.0.1", port: await freePort(), protocol: "http" }, "refusing").inspectImage("sim:latest"))).toBe("outwait");
-    expect(await failureOf(calls({ host: "127.0.0.1", port: cutterPort, protocol: "http" }, "cutting").inspectImage("sim:latest"))).toBe("outwait");
+    expect(
+      await failureOf(
+        calls({ host: "127.0.0.1", port: await freePort(), protocol: "http" }, "refusing").inspectImage("sim:latest"),
+      ),
+    ).toBe("outwait");
+    expect(
+      await failureOf(
+        calls({ host: "127.0.0.1", port: cutterPort, protocol: "http" }, "cutting").inspectImage("sim:latest"),
+      ),
+    ).toBe("outwait");
   });
 
   it("outwaits 503 and a 500 that says the daemon is restarting or shutting down", async () => {

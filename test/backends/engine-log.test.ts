@@ -7,7 +7,8 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { FrameDemux, LogTail, readLogFile } from "../../src/backends/engine-log.js";
 
-const lines = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => `line ${from + i} ${"x".repeat(40)}\n`).join("");
+const lines = (from: number, to: number) =>
+  Array.from({ length: to - from }, (_, i) => `line ${from + i} ${"x".repeat(40)}\n`).join("");
 
 /** Docker's multiplexed framing: [stream, 0, 0, 0, size(4 bytes BE)] + payload. */
 function frame(stream: 1 | 2, text: string): Buffer {
@@ -37,7 +38,9 @@ describe("LogTail", () => {
     const out = kept.toString();
     expect(out.startsWith("line 0 ")).toBe(true);
     expect(out.endsWith(`line 49999 ${"x".repeat(40)}\n`)).toBe(true);
-    expect(out).toMatch(/\[narwhal: \d+ bytes of this \d+-byte log omitted; the cap is 16384 bytes \(NARWHAL_ENGINE_LOG_CAP_BYTES\)\]/);
+    expect(out).toMatch(
+      /\[narwhal: \d+ bytes of this \d+-byte log omitted; the cap is 16384 bytes \(NARWHAL_ENGINE_LOG_CAP_BYTES\)\]/,
+    );
     // Every kept line is whole.
     for (const l of out.split("\n").filter((l) => l.startsWith("line "))) expect(l).toMatch(/^line \d+ x{40}$/);
     expect(sink.total).toBe(Buffer.byteLength(text));
@@ -57,7 +60,9 @@ describe("FrameDemux", () => {
 
   it("passes a TTY container's unframed log through", () => {
     const demux = new FrameDemux();
-    expect(Buffer.concat([...demux.push(Buffer.from("plain text\n")), ...demux.push(Buffer.from("more\n"))]).toString()).toBe("plain text\nmore\n");
+    expect(
+      Buffer.concat([...demux.push(Buffer.from("plain text\n")), ...demux.push(Buffer.from("more\n"))]).toString(),
+    ).toBe("plain text\nmore\n");
   });
 });
 

@@ -6,7 +6,11 @@ import { describe, expect, it } from "vitest";
 import { isSameProcess, parseProcStat, readBootId, readProcEnviron, readProcStat } from "../../src/backends/proc.js";
 
 /** A /proc/<pid>/stat line: pid, (comm), then fields 3..52 with field 22 = startTicks. */
-function statLine(pid: number, comm: string, fields: { state?: string; ppid?: number; pgid?: number; startTicks?: number } = {}): string {
+function statLine(
+  pid: number,
+  comm: string,
+  fields: { state?: string; ppid?: number; pgid?: number; startTicks?: number } = {},
+): string {
   const rest = Array.from({ length: 50 }, (_, i) => String(1000 + i + 3)); // rest[i] is field i+3
   rest[0] = fields.state ?? "S";
   rest[1] = String(fields.ppid ?? 1);
@@ -17,7 +21,12 @@ function statLine(pid: number, comm: string, fields: { state?: string; ppid?: nu
 
 describe("parseProcStat", () => {
   it("reads pid, state, pgid and start ticks (field 22)", () => {
-    expect(parseProcStat(statLine(1234, "python3", { state: "R", pgid: 1200, startTicks: 555 }))).toEqual({ pid: 1234, state: "R", pgid: 1200, startTicks: 555 });
+    expect(parseProcStat(statLine(1234, "python3", { state: "R", pgid: 1200, startTicks: 555 }))).toEqual({
+      pid: 1234,
+      state: "R",
+      pgid: 1200,
+      startTicks: 555,
+    });
   });
 
   it("survives a comm with spaces and parentheses", () => {

@@ -25,11 +25,23 @@ async function sleeper(): Promise<{ child: ChildProcess; handle: Extract<EngineH
   cleanup.push(() => child.kill("SIGKILL"));
   await new Promise((r) => child.once("spawn", r));
   const stat = await readProcStat(child.pid!);
-  return { child, handle: { kind: "native", pid: child.pid!, pgid: child.pid!, boot_id: await readBootId(), start_ticks: stat!.startTicks, launch_token: "t" } };
+  return {
+    child,
+    handle: {
+      kind: "native",
+      pid: child.pid!,
+      pgid: child.pid!,
+      boot_id: await readBootId(),
+      start_ticks: stat!.startTicks,
+      launch_token: "t",
+    },
+  };
 }
 
 /** A Docker endpoint whose container list is `containers`; every request it gets is kept. */
-async function dockerEndpoint(containers: Array<{ Id: string; State: string; Labels: Record<string, string> }>): Promise<{ host: string; requests: string[] }> {
+async function dockerEndpoint(
+  containers: Array<{ Id: string; State: string; Labels: Record<string, string> }>,
+): Promise<{ host: string; requests: string[] }> {
   const requests: string[] = [];
   const server = http.createServer((req, res) => {
     requests.push(`${req.method} ${req.url}`);
@@ -45,8 +57,17 @@ async function dockerEndpoint(containers: Array<{ Id: string; State: string; Lab
   return { host: `tcp://127.0.0.1:${(server.address() as net.AddressInfo).port}`, requests };
 }
 
-const labels = (token: string) => ({ "io.narwhal.state": STATE, "io.narwhal.purpose": "engine", "io.narwhal.launch-token": token });
-const container = (id: string, token: string, docker_host?: string): EngineHandle => ({ kind: "container", container_id: id, launch_token: token, ...(docker_host ? { docker_host } : {}) });
+const labels = (token: string) => ({
+  "io.narwhal.state": STATE,
+  "io.narwhal.purpose": "engine",
+  "io.narwhal.launch-token": token,
+});
+const container = (id: string, token: string, docker_host?: string): EngineHandle => ({
+  kind: "container",
+  container_id: id,
+  launch_token: token,
+  ...(docker_host ? { docker_host } : {}),
+});
 
 describe("status: the no-controller check", () => {
   it("finds a native engine alive by pid and start ticks, and gone once it died or its pid is another process", async () => {
@@ -106,7 +127,10 @@ describe("status: the no-controller check", () => {
       { engine: "e2", handle: container("c2", "t2", "unix:///nonexistent/docker.sock") },
     ]);
     expect(Date.now() - started).toBeLessThan(STATUS_DOCKER_DEADLINE_MS + 2_000);
-    expect(live.e1).toEqual({ liveness: "unknown", problem: `docker container list on ${wedged}: no answer within ${STATUS_DOCKER_DEADLINE_MS} ms` });
+    expect(live.e1).toEqual({
+      liveness: "unknown",
+      problem: `docker container list on ${wedged}: no answer within ${STATUS_DOCKER_DEADLINE_MS} ms`,
+    });
     expect(live.e2!.liveness).toBe("unknown");
     expect(live.e2!.problem).toMatch(/^docker container list on unix:\/\/\/nonexistent\/docker\.sock: .*ENOENT/);
   });

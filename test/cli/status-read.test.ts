@@ -17,7 +17,9 @@ describe("status: desired/ now", () => {
     const now = await desiredNow(dir);
     const specs = (await loadDesired(dir)).specs;
     expect(now).toMatchObject({ dir, valid: true, issues: 0, problem: null });
-    expect(now.engines).toEqual(Object.fromEntries(specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }])));
+    expect(now.engines).toEqual(
+      Object.fromEntries(specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }])),
+    );
   });
 
   it("counts the errors of an invalid desired/ and says to run validate, instead of failing", async () => {
@@ -25,7 +27,9 @@ describe("status: desired/ now", () => {
     const now = await desiredNow(dir);
     expect(now).toMatchObject({ valid: false, engines: null });
     expect(now.issues).toBeGreaterThan(0);
-    expect(now.problem).toBe(`desired state ${dir} is invalid (${now.issues} error${now.issues === 1 ? "" : "s"}): run narwhal validate --desired ${dir}; DESIRED shows ?`);
+    expect(now.problem).toBe(
+      `desired state ${dir} is invalid (${now.issues} error${now.issues === 1 ? "" : "s"}): run narwhal validate --desired ${dir}; DESIRED shows ?`,
+    );
   });
 
   it("says a missing desired/ does not exist, once, rather than listing each missing file", async () => {
@@ -54,7 +58,14 @@ describe("status: the controller holding the state", () => {
 
   it("is not running with no lock, and says when the state was last written", async () => {
     const dir = await stateDir();
-    expect(await controllerNow(dir)).toEqual({ running: false, holder: null, stale: false, remote: false, problem: null, state_written_at: null });
+    expect(await controllerNow(dir)).toEqual({
+      running: false,
+      holder: null,
+      stale: false,
+      remote: false,
+      problem: null,
+      state_written_at: null,
+    });
     await fs.writeFile(path.join(dir, "narwhal.json"), "{}");
     const mtime = (await fs.stat(path.join(dir, "narwhal.json"))).mtime.toISOString();
     expect((await controllerNow(dir)).state_written_at).toBe(mtime);
@@ -65,7 +76,12 @@ describe("status: the controller holding the state", () => {
     const lock = await acquireStateLock(dir);
     expect(await controllerNow(dir)).toMatchObject({ running: true, holder: lock.holder, stale: false, remote: false });
     await lock.release();
-    const dead = { pid: spawnSync(process.execPath, ["-e", "0"]).pid!, host: os.hostname(), boot_id: await readBootId(), since: "2020-01-01T00:00:00.000Z" };
+    const dead = {
+      pid: spawnSync(process.execPath, ["-e", "0"]).pid!,
+      host: os.hostname(),
+      boot_id: await readBootId(),
+      since: "2020-01-01T00:00:00.000Z",
+    };
     await fs.writeFile(path.join(dir, "controller.lock"), JSON.stringify(dead));
     expect(await controllerNow(dir)).toMatchObject({ running: false, holder: dead, stale: true });
   });
@@ -73,6 +89,9 @@ describe("status: the controller holding the state", () => {
   it("cannot tell when the lock path is not a file, and says so", async () => {
     const dir = await stateDir();
     await fs.mkdir(path.join(dir, "controller.lock"));
-    expect(await controllerNow(dir)).toMatchObject({ running: null, problem: "the state lock is a directory, not a lock file" });
+    expect(await controllerNow(dir)).toMatchObject({
+      running: null,
+      problem: "the state lock is a directory, not a lock file",
+    });
   });
 });

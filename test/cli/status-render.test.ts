@@ -7,7 +7,14 @@ import { record, stateFile } from "../controller/records.js";
 
 const NOW = Date.parse("2026-12-01T12:00:00.000Z");
 const holder = { pid: 1234, start_ticks: 99, host: "gpu-7", boot_id: "b", since: "2026-12-01T11:00:00.000Z" };
-const free: ControllerView = { running: false, holder: null, stale: false, remote: false, problem: null, state_written_at: "2026-12-01T11:59:00.000Z" };
+const free: ControllerView = {
+  running: false,
+  holder: null,
+  stale: false,
+  remote: false,
+  problem: null,
+  state_written_at: "2026-12-01T11:59:00.000Z",
+};
 
 describe("status render", () => {
   it("says how long ago, or - when never", () => {
@@ -20,8 +27,12 @@ describe("status render", () => {
   });
 
   it("names the running controller's pid, host and since", () => {
-    expect(controllerLine({ ...free, running: true, holder })).toBe("controller: running, pid 1234 on host gpu-7 since 2026-12-01T11:00:00.000Z");
-    expect(controllerLine({ ...free, running: true, holder, remote: true })).toMatch(/pid 1234 on host gpu-7 .*another host: not checked/);
+    expect(controllerLine({ ...free, running: true, holder })).toBe(
+      "controller: running, pid 1234 on host gpu-7 since 2026-12-01T11:00:00.000Z",
+    );
+    expect(controllerLine({ ...free, running: true, holder, remote: true })).toMatch(
+      /pid 1234 on host gpu-7 .*another host: not checked/,
+    );
   });
 
   it("says not running, with the state's last write, and names a stale lock's dead holder", () => {
@@ -29,26 +40,41 @@ describe("status render", () => {
     expect(controllerLine({ ...free, stale: true, holder })).toBe(
       "controller: not running (stale lock of pid 1234 on host gpu-7 since 2026-12-01T11:00:00.000Z; state last written 2026-12-01T11:59:00.000Z)",
     );
-    expect(controllerLine({ ...free, running: null, problem: "the state lock is a directory, not a lock file" })).toMatch(/^controller: unknown \(the state lock is a directory/);
+    expect(
+      controllerLine({ ...free, running: null, problem: "the state lock is a directory, not a lock file" }),
+    ).toMatch(/^controller: unknown \(the state lock is a directory/);
   });
 
   it("shows OBSERVED per engine, and the no-controller check in LIVE with one line above the table", () => {
     const state = stateFile([record("engine-1", { observed_at: "2026-12-01T11:59:48.000Z" }), record("engine-2")]);
-    const live = { at: "2026-12-01T12:00:00.000Z", engines: { "engine-1": { liveness: "alive" as const, problem: null }, "engine-2": { liveness: "gone" as const, problem: "pid 4242 not running" } } };
+    const live = {
+      at: "2026-12-01T12:00:00.000Z",
+      engines: {
+        "engine-1": { liveness: "alive" as const, problem: null },
+        "engine-2": { liveness: "gone" as const, problem: "pid 4242 not running" },
+      },
+    };
     const lines = renderStatusText(statusView(state, { controller: free, live }), false, NOW).split("\n");
     expect(lines[0]).toMatch(/^controller: not running/);
     expect(lines[1]).toBe("no controller is running; checked 2 engines just now");
     expect(lines.find((l) => l.startsWith("engine-1"))).toMatch(/engine-1 +captured +alive +.* 12s ago /);
-    expect(lines.find((l) => l.startsWith("engine-2"))).toMatch(/engine-2 +captured +gone: pid 4242 not running +.* - +aaaaaaaaaaaaaaaa/);
+    expect(lines.find((l) => l.startsWith("engine-2"))).toMatch(
+      /engine-2 +captured +gone: pid 4242 not running +.* - +aaaaaaaaaaaaaaaa/,
+    );
   });
 
   it("says nothing of a check when no recorded engine had a process to check", () => {
-    const view = statusView(stateFile([record("engine-1", { phase: "pending", handle: null, snapshot: null })]), { controller: free, live: { at: "x", engines: {} } });
+    const view = statusView(stateFile([record("engine-1", { phase: "pending", handle: null, snapshot: null })]), {
+      controller: free,
+      live: { at: "x", engines: {} },
+    });
     expect(renderStatusText(view, false, NOW)).not.toContain("checked");
   });
 
   it("with a controller running shows no check, only its observation", () => {
-    const view = statusView(stateFile([record("engine-1", { observed_at: "2026-12-01T11:59:58.000Z" })]), { controller: { ...free, running: true, holder } });
+    const view = statusView(stateFile([record("engine-1", { observed_at: "2026-12-01T11:59:58.000Z" })]), {
+      controller: { ...free, running: true, holder },
+    });
     expect(view.checked).toBeNull();
     const text = renderStatusText(view, false, NOW);
     expect(text).not.toContain("checked");
@@ -57,9 +83,27 @@ describe("status render", () => {
 
   it("shows the lock holder, the three hashes, the observation and the check in one engine's details", () => {
     const state = stateFile([record("engine-1", { observed_at: "2026-12-01T11:59:00.000Z" })]);
-    const live = { at: "x", engines: { "engine-1": { liveness: "unknown" as const, problem: "pid 4242 exists but /proc/4242/stat cannot be read (hidepid?)" } } };
-    const desired = { dir: "/d", valid: false, engines: null, issues: 1, problem: "desired state /d is invalid (1 error): run narwhal validate --desired /d; DESIRED shows ?" };
-    const text = renderStatusText(statusView(state, { engine: "engine-1", controller: { ...free, stale: true, holder }, live, desired }), true, NOW);
+    const live = {
+      at: "x",
+      engines: {
+        "engine-1": {
+          liveness: "unknown" as const,
+          problem: "pid 4242 exists but /proc/4242/stat cannot be read (hidepid?)",
+        },
+      },
+    };
+    const desired = {
+      dir: "/d",
+      valid: false,
+      engines: null,
+      issues: 1,
+      problem: "desired state /d is invalid (1 error): run narwhal validate --desired /d; DESIRED shows ?",
+    };
+    const text = renderStatusText(
+      statusView(state, { engine: "engine-1", controller: { ...free, stale: true, holder }, live, desired }),
+      true,
+      NOW,
+    );
     expect(text).toContain("stale lock of pid 1234");
     expect(text).toContain(`applied ${"1".repeat(64)}`);
     expect(text).toContain(`running ${"1".repeat(64)}`);

@@ -5,7 +5,14 @@ import { NOT_CREATED, statusView, type DesiredNow } from "../../src/cli/status-v
 import { renderStatusText } from "../../src/cli/status-render.js";
 import { record, stateFile } from "../controller/records.js";
 
-const oldHandle = { kind: "native" as const, pid: 777, pgid: 777, boot_id: "boot", start_ticks: 5, launch_token: "old" };
+const oldHandle = {
+  kind: "native" as const,
+  pid: 777,
+  pgid: 777,
+  boot_id: "boot",
+  start_ticks: 5,
+  launch_token: "old",
+};
 const H1 = "1".repeat(64);
 const H3 = "3".repeat(64);
 const H9 = "9".repeat(64);
@@ -14,7 +21,9 @@ function desired(engines: Record<string, string>): DesiredNow {
   return {
     dir: "/d",
     valid: true,
-    engines: Object.fromEntries(Object.entries(engines).map(([n, h]) => [n, { input_hash: h, backend: "native", role: "prefill" }])),
+    engines: Object.fromEntries(
+      Object.entries(engines).map(([n, h]) => [n, { input_hash: h, backend: "native", role: "prefill" }]),
+    ),
     issues: 0,
     problem: null,
   };
@@ -27,9 +36,23 @@ describe("status view", () => {
   });
 
   it("names the engine kept serving old inputs while its replacement is prepared, and its hash as RUNNING", () => {
-    const r = record("engine-1", { phase: "failed", handle: null, running_hash: null, snapshot: { value: "failed", context: { engine: "engine-1", retiring: { handle: oldHandle, run: null, hash: H9 } } } });
+    const r = record("engine-1", {
+      phase: "failed",
+      handle: null,
+      running_hash: null,
+      snapshot: {
+        value: "failed",
+        context: { engine: "engine-1", retiring: { handle: oldHandle, run: null, hash: H9 } },
+      },
+    });
     const view = statusView(stateFile([r]));
-    expect(view.engines[0]).toMatchObject({ pid: 777, retiring: true, snapshot: undefined, running_hash: H9, applied_hash: H1 });
+    expect(view.engines[0]).toMatchObject({
+      pid: 777,
+      retiring: true,
+      snapshot: undefined,
+      running_hash: H9,
+      applied_hash: H1,
+    });
     expect(renderStatusText(view, false)).toMatch(/engine-1 +failed .* 777 \(retiring\)/);
   });
 
@@ -39,7 +62,9 @@ describe("status view", () => {
   });
 
   it("shows DESIRED from desired/ now beside APPLIED: a pending edit differs for exactly that engine", () => {
-    const view = statusView(stateFile([record("engine-1"), record("engine-2")]), { desired: desired({ "engine-1": H1, "engine-2": H3 }) });
+    const view = statusView(stateFile([record("engine-1"), record("engine-2")]), {
+      desired: desired({ "engine-1": H1, "engine-2": H3 }),
+    });
     const [e1, e2] = view.engines;
     expect(e1).toMatchObject({ desired_hash_now: H1, applied_hash: H1, desired_hash: H1, running_hash: H1 });
     expect(e2).toMatchObject({ desired_hash_now: H3, applied_hash: H1, desired_hash: H1, running_hash: H1 });
@@ -56,15 +81,21 @@ describe("status view", () => {
       ["engine-2", NOT_CREATED, H3, null],
     ]);
     expect(renderStatusText(view, false)).toMatch(/engine-2 +\(not created\) +- +333333333333 +- +- /);
-    expect(statusView(stateFile([record("engine-1")]), { desired: desired({ "engine-2": H3 }), engine: "engine-2" }).engines).toHaveLength(1);
+    expect(
+      statusView(stateFile([record("engine-1")]), { desired: desired({ "engine-2": H3 }), engine: "engine-2" }).engines,
+    ).toHaveLength(1);
   });
 
   it("says once above the table that desired/ is invalid, and shows ? for DESIRED", () => {
     const problem = "desired state /d is invalid (3 errors): run narwhal validate --desired /d; DESIRED shows ?";
-    const view = statusView(stateFile([record("engine-1"), record("engine-2")]), { desired: { dir: "/d", valid: false, engines: null, issues: 3, problem } });
+    const view = statusView(stateFile([record("engine-1"), record("engine-2")]), {
+      desired: { dir: "/d", valid: false, engines: null, issues: 3, problem },
+    });
     const lines = renderStatusText(view, false).split("\n");
     expect(lines.filter((l) => l.includes("is invalid"))).toEqual([problem]);
-    expect(lines.findIndex((l) => l.includes("is invalid"))).toBeLessThan(lines.findIndex((l) => l.startsWith("ENGINE")));
+    expect(lines.findIndex((l) => l.includes("is invalid"))).toBeLessThan(
+      lines.findIndex((l) => l.startsWith("ENGINE")),
+    );
     for (const e of view.engines) expect(e.desired_hash_now).toBeNull();
     expect(lines.find((l) => l.startsWith("engine-2"))).toMatch(/engine-2 +captured +- +\? +111111111111/);
   });

@@ -7,7 +7,9 @@ import { layout, record, SIG_A, SIG_B, stateFile } from "./records.js";
 describe("groupReport / renderGroups", () => {
   it("prints the seed's format with the first engine by sorted name as representative", () => {
     const groups = groupReport([record("engine-2"), record("engine-1")]);
-    expect(groups).toEqual([{ signature: SIG_A, representative: "engine-1", roles: ["engine-1", "engine-2"], differing: [] }]);
+    expect(groups).toEqual([
+      { signature: SIG_A, representative: "engine-1", roles: ["engine-1", "engine-2"], differing: [] },
+    ]);
     expect(renderGroups(groups)).toBe(`${SIG_A}: representative=engine-1; roles=engine-1,engine-2`);
   });
 
@@ -37,7 +39,9 @@ describe("groupReport / renderGroups", () => {
     ]);
     expect(groups[0]!.differing).toEqual(["engine-2"]);
     expect(groups[0]!.roles).toEqual(["engine-1", "engine-2", "engine-3"]);
-    expect(renderGroups(groups)).toBe(`${SIG_A}: representative=engine-1; roles=engine-1,engine-2,engine-3; layout differs: engine-2`);
+    expect(renderGroups(groups)).toBe(
+      `${SIG_A}: representative=engine-1; roles=engine-1,engine-2,engine-3; layout differs: engine-2`,
+    );
   });
 
   it("skips engines without a signature", () => {
@@ -50,7 +54,10 @@ describe("groupReport / renderGroups", () => {
 
 describe("statusView", () => {
   const state = stateFile([
-    record("engine-2", { handle: { kind: "container", container_id: "c0ffee".repeat(10), launch_token: "t2" }, layout: layout("engine-2", { block_size: 32 }) }),
+    record("engine-2", {
+      handle: { kind: "container", container_id: "c0ffee".repeat(10), launch_token: "t2" },
+      layout: layout("engine-2", { block_size: 32 }),
+    }),
     record("engine-1"),
     record("engine-3", { handle: null, layout: null, phase: "failed" }),
   ]);

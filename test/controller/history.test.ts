@@ -13,15 +13,33 @@ describe("an engine's recorded history", () => {
     const dir = await mkdtemp(path.join(tmpdir(), "narwhal-history-"));
     try {
       const store = await StateStore.open(dir);
-      const ctx = initialContext({ engine: "engine-1", desiredHash: "h1", retry: { baseMs: 1, capMs: 1, maxAttempts: 1 } });
+      const ctx = initialContext({
+        engine: "engine-1",
+        desiredHash: "h1",
+        retry: { baseMs: 1, capMs: 1, maxAttempts: 1 },
+      });
       for (let i = 0; i < 3 * HISTORY_LIMIT; i++) {
         const failed = i % 2 === 1;
-        const error = failed ? { name: "PhaseError", message: `re-check ${i}`, retryable: true, failure: "outwait" as const, step: "inspect" as const } : null;
-        await store.update("engine-1", (prev) => recordFrom(prev, failed ? "failed" : "pending", { ...ctx, error }, "native", null));
+        const error = failed
+          ? {
+              name: "PhaseError",
+              message: `re-check ${i}`,
+              retryable: true,
+              failure: "outwait" as const,
+              step: "inspect" as const,
+            }
+          : null;
+        await store.update("engine-1", (prev) =>
+          recordFrom(prev, failed ? "failed" : "pending", { ...ctx, error }, "native", null),
+        );
       }
       const record = (await StateStore.open(dir)).engine("engine-1")!;
       expect(record.history).toHaveLength(HISTORY_LIMIT);
-      expect(record.history.at(-1)).toMatchObject({ from: "pending", to: "failed", note: `inspect: re-check ${3 * HISTORY_LIMIT - 1}` });
+      expect(record.history.at(-1)).toMatchObject({
+        from: "pending",
+        to: "failed",
+        note: `inspect: re-check ${3 * HISTORY_LIMIT - 1}`,
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

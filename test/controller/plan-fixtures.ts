@@ -6,7 +6,15 @@ import { inputHash, inputHashMaterial, sha256Hex } from "../../src/desired/hash.
 import type { EngineSpec } from "../../src/desired/types.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import { predictedGroupKey } from "../../src/controller/field-diff.js";
-import type { DesiredEngine, DesiredForPlan, Observed, ObservedEngine, OwnedObserved, PlanPolicy, RolloutPolicy } from "../../src/controller/plan-types.js";
+import type {
+  DesiredEngine,
+  DesiredForPlan,
+  Observed,
+  ObservedEngine,
+  OwnedObserved,
+  PlanPolicy,
+  RolloutPolicy,
+} from "../../src/controller/plan-types.js";
 import type { EngineHandle } from "../../src/phases/types.js";
 import { engineSpec, launchRecord, withLaunch, withRuntime } from "../phases/plan-fixtures.js";
 
@@ -29,8 +37,14 @@ export function specOf(n: number, role: string): EngineSpec {
 /** The planner's view of a spec, exactly as desiredForPlan builds it. */
 export function desiredOf(spec: EngineSpec): DesiredEngine {
   return {
-    engine: spec.name, role: spec.role, backend: spec.backend, iid: spec.iid, url: spec.url, attestation_url: spec.attestation_url,
-    input_hash: inputHash(spec), inputs: inputHashMaterial(spec),
+    engine: spec.name,
+    role: spec.role,
+    backend: spec.backend,
+    iid: spec.iid,
+    url: spec.url,
+    attestation_url: spec.attestation_url,
+    input_hash: inputHash(spec),
+    inputs: inputHashMaterial(spec),
   };
 }
 
@@ -45,9 +59,12 @@ export { withLaunch, withRuntime };
  * A compatible edit (the served model name: not a group field) and incompatible ones (the model
  * revision, or extra_args: the runtime record feeds the group signature, seed 000).
  */
-export const compatibleEdit = (s: EngineSpec, tag = "x"): EngineSpec => edit(s, (x) => ({ ...x, model: { ...x.model, served_name: `tiny-${tag}` } }));
-export const argsEdit = (s: EngineSpec, tag = "x"): EngineSpec => edit(s, (x) => withRuntime(x, { extra_args: [...x.launch.runtime.extra_args, `--tag=${tag}`] }));
-export const incompatibleEdit = (s: EngineSpec, revision = "r2"): EngineSpec => edit(s, (x) => ({ ...x, model: { ...x.model, revision } }));
+export const compatibleEdit = (s: EngineSpec, tag = "x"): EngineSpec =>
+  edit(s, (x) => ({ ...x, model: { ...x.model, served_name: `tiny-${tag}` } }));
+export const argsEdit = (s: EngineSpec, tag = "x"): EngineSpec =>
+  edit(s, (x) => withRuntime(x, { extra_args: [...x.launch.runtime.extra_args, `--tag=${tag}`] }));
+export const incompatibleEdit = (s: EngineSpec, revision = "r2"): EngineSpec =>
+  edit(s, (x) => ({ ...x, model: { ...x.model, revision } }));
 
 /** The group signature an inspection would compute for these inputs (a stand-in with the same equivalence). */
 export function signatureOf(d: DesiredEngine): string {
@@ -59,15 +76,36 @@ export function signatureOf(d: DesiredEngine): string {
 const signatures = new Map<string, string>();
 
 export function handleOf(engine: string, token = `tok-${engine}`): EngineHandle {
-  return { kind: "native", pid: 1000 + Number(engine.replace(/\D/g, "") || 0), pgid: 1000, boot_id: "boot", start_ticks: 1, launch_token: token };
+  return {
+    kind: "native",
+    pid: 1000 + Number(engine.replace(/\D/g, "") || 0),
+    pgid: 1000,
+    boot_id: "boot",
+    start_ticks: 1,
+    launch_token: token,
+  };
 }
 
 /** engine `d` captured at its desired inputs, alive, held by an actor. */
 export function captured(d: DesiredEngine, over: Partial<ObservedEngine> = {}): ObservedEngine {
   return {
-    engine: d.engine, role: d.role, backend: d.backend, phase: "captured",
-    applied_hash: d.input_hash, applied_inputs: d.inputs, running_hash: d.input_hash, group_signature: signatureOf(d),
-    terminal: false, retry_at: null, handle: handleOf(d.engine), liveness: "alive", problem: null, retiring: null, deferred: null, has_actor: true, halted: null,
+    engine: d.engine,
+    role: d.role,
+    backend: d.backend,
+    phase: "captured",
+    applied_hash: d.input_hash,
+    applied_inputs: d.inputs,
+    running_hash: d.input_hash,
+    group_signature: signatureOf(d),
+    terminal: false,
+    retry_at: null,
+    handle: handleOf(d.engine),
+    liveness: "alive",
+    problem: null,
+    retiring: null,
+    deferred: null,
+    has_actor: true,
+    halted: null,
     ...over,
   };
 }
@@ -75,18 +113,38 @@ export function captured(d: DesiredEngine, over: Partial<ObservedEngine> = {}): 
 /** The engine after its change to `next` was released: replaced, the old engine kept as retiring until the new plan is checked. */
 export function released(old: DesiredEngine, next: DesiredEngine, phase = "pending"): ObservedEngine {
   return captured(next, {
-    phase, running_hash: null, handle: null, liveness: null,
+    phase,
+    running_hash: null,
+    handle: null,
+    liveness: null,
     retiring: { handle: handleOf(old.engine), hash: old.input_hash, liveness: "alive" },
     group_signature: signatureOf(old),
   });
 }
 
 export function observedOf(engines: ObservedEngine[], over: Partial<Observed> = {}): Observed {
-  return { at: "2026-12-01T12:00:00.000Z", engines: Object.fromEntries(engines.map((e) => [e.engine, e])), owned: [], claimed: engines.flatMap((e) => [e.handle?.launch_token, e.retiring?.handle.launch_token].filter((t): t is string => !!t)), serving: null, ...over };
+  return {
+    at: "2026-12-01T12:00:00.000Z",
+    engines: Object.fromEntries(engines.map((e) => [e.engine, e])),
+    owned: [],
+    claimed: engines.flatMap((e) =>
+      [e.handle?.launch_token, e.retiring?.handle.launch_token].filter((t): t is string => !!t),
+    ),
+    serving: null,
+    ...over,
+  };
 }
 
 export function owned(engine: string, token: string, over: Partial<OwnedObserved> = {}): OwnedObserved {
-  return { engine, launch_token: token, handle: handleOf(engine, token), run_dir: `/state/runs/${engine}/r-${token}`, input_hash: null, adoptable: true, ...over };
+  return {
+    engine,
+    launch_token: token,
+    handle: handleOf(engine, token),
+    run_dir: `/state/runs/${engine}/r-${token}`,
+    input_hash: null,
+    adoptable: true,
+    ...over,
+  };
 }
 
 export function desiredFor(engines: DesiredEngine[], rollout: RolloutPolicy = DEFAULT_ROLLOUT): DesiredForPlan {
@@ -98,5 +156,8 @@ export const STARTUP: PlanPolicy = { rollout: DEFAULT_ROLLOUT, startup: true };
 
 /** A fleet of `p` prefill and `d` decode engines (engine-1.. prefill first), as specs. */
 export function fleetSpecs(p: number, d: number): EngineSpec[] {
-  return [...Array.from({ length: p }, (_, i) => specOf(i + 1, "prefill")), ...Array.from({ length: d }, (_, i) => specOf(p + i + 1, "decode"))];
+  return [
+    ...Array.from({ length: p }, (_, i) => specOf(i + 1, "prefill")),
+    ...Array.from({ length: d }, (_, i) => specOf(p + i + 1, "decode")),
+  ];
 }

@@ -17,7 +17,11 @@ describe("desiredForPlan", () => {
     tree.fleet["rollout"] = { max_unavailable: { decode: "50%" } };
     const state = await loadDesired(await writeTree(tree));
     const d = desiredForPlan(state);
-    expect(d.rollout).toEqual({ max_unavailable: { decode: "50%" }, default_max_unavailable: 1, incompatible: "pd_units" });
+    expect(d.rollout).toEqual({
+      max_unavailable: { decode: "50%" },
+      default_max_unavailable: 1,
+      incompatible: "pd_units",
+    });
     expect(d.engines.map((e) => [e.engine, e.role, e.iid, e.url])).toEqual([
       ["engine-1", "prefill", "n1", "http://10.0.0.11:8000"],
       ["engine-2", "decode", "n2", "http://10.0.0.11:8001"],
@@ -42,7 +46,12 @@ describe("desiredForPlan", () => {
     const replaces = p.actions.filter((a) => a.kind === "replace");
     // 1P+1D and a group field: the one P/D unit moves together.
     expect(replaces.map((a) => a.engine)).toEqual(["engine-1", "engine-2"]);
-    expect(replaces[0]).toMatchObject({ group_changes: true, fields: [{ path: "model.revision", old: "r1", new: "r2", group: true }] });
-    expect(replaces[0]!.reason).toContain('model.revision (deployment.env NARWHAL_MODEL_REVISION) ("r1" → "r2"); changes the group signature');
+    expect(replaces[0]).toMatchObject({
+      group_changes: true,
+      fields: [{ path: "model.revision", old: "r1", new: "r2", group: true }],
+    });
+    expect(replaces[0]!.reason).toContain(
+      'model.revision (deployment.env NARWHAL_MODEL_REVISION) ("r1" → "r2"); changes the group signature',
+    );
   });
 });

@@ -10,12 +10,35 @@ import { inService, isPairedRole } from "../../src/controller/serving-fleet.js";
 import { maxUnavailable } from "../../src/controller/rollout.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import type { DesiredEngine, Liveness, ObservedEngine, OwnedObserved } from "../../src/controller/plan-types.js";
-import { captured, compatibleEdit, desiredFor, desiredOf, handleOf, incompatibleEdit, observedOf, owned, specOf } from "./plan-fixtures.js";
+import {
+  captured,
+  compatibleEdit,
+  desiredFor,
+  desiredOf,
+  handleOf,
+  incompatibleEdit,
+  observedOf,
+  owned,
+  specOf,
+} from "./plan-fixtures.js";
 
-const PHASES = ["pending", "inspected", "prepared", "checked", "started", "probed", "captured", "failed", "replacing", "removing", "removed"];
+const PHASES = [
+  "pending",
+  "inspected",
+  "prepared",
+  "checked",
+  "started",
+  "probed",
+  "captured",
+  "failed",
+  "replacing",
+  "removing",
+  "removed",
+];
 const liveness = fc.constantFrom<Liveness>("alive", "alive", "gone", "unknown");
 /** Mostly absent: a converged engine is the common case, and the one rollouts act on. */
-const rarely = <T>(arb: fc.Arbitrary<T>) => fc.oneof({ weight: 3, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
+const rarely = <T>(arb: fc.Arbitrary<T>) =>
+  fc.oneof({ weight: 3, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
 
 /** Engine n in one of three versions (as desired, or as applied). */
 const version = (n: number, role: string, v: number): DesiredEngine => {
@@ -24,30 +47,41 @@ const version = (n: number, role: string, v: number): DesiredEngine => {
 };
 
 const engineArb = (n: number) =>
-  fc.record({
-    role: fc.constantFrom("prefill", "decode", "decode", "embed"),
-    desired: fc.option(fc.nat(2), { nil: null }),
-    observed: fc.option(
-      fc.record({
-        applied: fc.nat(2),
-        phase: fc.oneof({ weight: 2, arbitrary: fc.constant("captured") }, { weight: 3, arbitrary: fc.constantFrom(...PHASES) }),
-        handle: fc.option(liveness, { nil: null }),
-        retiring: rarely(fc.record({ v: fc.nat(2), liveness })),
-        deferred: rarely(fc.record({ remove: fc.boolean(), v: fc.nat(2) })),
-        terminal: fc.boolean(),
-        problem: rarely(fc.constant("health check failed twice")),
-        has_actor: fc.boolean(),
-        halted: rarely(fc.constant("recorded halt")),
-        applied_inputs_known: fc.boolean(),
-        group: fc.option(fc.constantFrom("g1", "g2"), { nil: undefined }),
+  fc
+    .record({
+      role: fc.constantFrom("prefill", "decode", "decode", "embed"),
+      desired: fc.option(fc.nat(2), { nil: null }),
+      observed: fc.option(
+        fc.record({
+          applied: fc.nat(2),
+          phase: fc.oneof(
+            { weight: 2, arbitrary: fc.constant("captured") },
+            { weight: 3, arbitrary: fc.constantFrom(...PHASES) },
+          ),
+          handle: fc.option(liveness, { nil: null }),
+          retiring: rarely(fc.record({ v: fc.nat(2), liveness })),
+          deferred: rarely(fc.record({ remove: fc.boolean(), v: fc.nat(2) })),
+          terminal: fc.boolean(),
+          problem: rarely(fc.constant("health check failed twice")),
+          has_actor: fc.boolean(),
+          halted: rarely(fc.constant("recorded halt")),
+          applied_inputs_known: fc.boolean(),
+          group: fc.option(fc.constantFrom("g1", "g2"), { nil: undefined }),
+        }),
+        { nil: null },
+      ),
+      owned: fc.uniqueArray(fc.record({ token: fc.constantFrom("a", "b", "recorded"), adoptable: fc.boolean() }), {
+        maxLength: 2,
+        selector: (w) => w.token,
       }),
-      { nil: null },
-    ),
-    owned: fc.uniqueArray(fc.record({ token: fc.constantFrom("a", "b", "recorded"), adoptable: fc.boolean() }), { maxLength: 2, selector: (w) => w.token }),
-  }).map((e) => ({ n, ...e }));
+    })
+    .map((e) => ({ n, ...e }));
 
 const fleetArb = fc.tuple(fc.integer({ min: 1, max: 6 }), fc.boolean()).chain(([n, startup]) =>
-  fc.record({ engines: fc.tuple(...Array.from({ length: n }, (_, i) => engineArb(i + 1))), startup: fc.constant(startup) }),
+  fc.record({
+    engines: fc.tuple(...Array.from({ length: n }, (_, i) => engineArb(i + 1))),
+    startup: fc.constant(startup),
+  }),
 );
 
 describe("planner over arbitrary observed states", () => {
@@ -60,23 +94,45 @@ describe("planner over arbitrary observed states", () => {
         for (const e of engines) {
           if (e.desired !== null) desired.push(version(e.n, e.role, e.desired));
           // A removed actor holds no engine (the machine clears both handles on the way).
-          const o = e.observed && (e.observed.phase === "removed" ? { ...e.observed, handle: null, retiring: null } : e.observed);
+          const o =
+            e.observed &&
+            (e.observed.phase === "removed" ? { ...e.observed, handle: null, retiring: null } : e.observed);
           if (o) {
             const applied = version(e.n, e.role, o.applied);
-            obs.push(captured(applied, {
-              phase: o.phase,
-              applied_inputs: o.applied_inputs_known ? applied.inputs : null,
-              handle: o.handle ? handleOf(`engine-${e.n}`) : null,
-              liveness: o.handle,
-              running_hash: o.handle ? applied.input_hash : null,
-              retiring: o.retiring ? { handle: handleOf(`engine-${e.n}`, `old-${e.n}`), hash: version(e.n, e.role, o.retiring.v).input_hash, liveness: o.retiring.liveness } : null,
-              deferred: o.deferred ? (o.deferred.remove ? { remove: true } : { desiredHash: version(e.n, e.role, o.deferred.v).input_hash }) : null,
-              terminal: o.terminal, problem: o.problem, has_actor: o.has_actor, halted: o.halted,
-              ...(o.group === undefined ? {} : { group_signature: o.group }),
-            }));
+            obs.push(
+              captured(applied, {
+                phase: o.phase,
+                applied_inputs: o.applied_inputs_known ? applied.inputs : null,
+                handle: o.handle ? handleOf(`engine-${e.n}`) : null,
+                liveness: o.handle,
+                running_hash: o.handle ? applied.input_hash : null,
+                retiring: o.retiring
+                  ? {
+                      handle: handleOf(`engine-${e.n}`, `old-${e.n}`),
+                      hash: version(e.n, e.role, o.retiring.v).input_hash,
+                      liveness: o.retiring.liveness,
+                    }
+                  : null,
+                deferred: o.deferred
+                  ? o.deferred.remove
+                    ? { remove: true }
+                    : { desiredHash: version(e.n, e.role, o.deferred.v).input_hash }
+                  : null,
+                terminal: o.terminal,
+                problem: o.problem,
+                has_actor: o.has_actor,
+                halted: o.halted,
+                ...(o.group === undefined ? {} : { group_signature: o.group }),
+              }),
+            );
           }
           // "recorded": the engine its record's handle stands for (claimed unless the record has no handle).
-          for (const w of e.owned) own.push(owned(`engine-${e.n}`, w.token === "recorded" ? `tok-engine-${e.n}` : `${w.token}-${e.n}`, { adoptable: w.adoptable }));
+          for (const w of e.owned)
+            own.push(
+              owned(`engine-${e.n}`, w.token === "recorded" ? `tok-engine-${e.n}` : `${w.token}-${e.n}`, {
+                adoptable: w.adoptable,
+              }),
+            );
         }
         const observed = observedOf(obs, { owned: own });
         const p = plan(desiredFor(desired), observed, { rollout: desiredFor([]).rollout, startup });
@@ -86,32 +142,44 @@ describe("planner over arbitrary observed states", () => {
         const decisive = ["create", "replace", "remove", "adopt", "retry"];
         for (const name of new Set(p.actions.map((a) => a.engine))) {
           const mine = p.actions.filter((a) => a.engine === name && a.kind !== "sweep-orphan");
-          expect(mine.filter((a) => decisive.includes(a.kind)).length, `${name}: ${mine.map((a) => a.kind)}`).toBeLessThanOrEqual(1);
+          expect(
+            mine.filter((a) => decisive.includes(a.kind)).length,
+            `${name}: ${mine.map((a) => a.kind)}`,
+          ).toBeLessThanOrEqual(1);
           expect(mine.filter((a) => a.kind === "wait").length).toBeLessThanOrEqual(1);
           const o = observed.engines[name];
           if (o?.liveness === "unknown") expect(mine.filter((a) => a.kind !== "wait")).toEqual([]);
-          if (o && (o.phase === "removing" || o.phase === "removed" || o.deferred?.remove)) expect(mine.some((a) => a.kind === "remove")).toBe(false);
+          if (o && (o.phase === "removing" || o.phase === "removed" || o.deferred?.remove))
+            expect(mine.some((a) => a.kind === "remove")).toBe(false);
           if (o?.deferred) expect(mine.some((a) => a.kind === "replace")).toBe(false);
           if (mine.some((a) => a.kind === "adopt")) expect(startup && !o).toBe(true);
           if (mine.some((a) => a.kind === "retry")) expect(startup && o?.has_actor === false && o.terminal).toBe(true);
         }
         // Each owned engine is adopted, swept, or claimed: exactly one.
         for (const w of own) {
-          const uses = p.actions.filter((a) => (a.kind === "adopt" || a.kind === "sweep-orphan") && a.launch_token === w.launch_token).length;
+          const uses = p.actions.filter(
+            (a) => (a.kind === "adopt" || a.kind === "sweep-orphan") && a.launch_token === w.launch_token,
+          ).length;
           expect(uses + (observed.claimed.includes(w.launch_token) ? 1 : 0)).toBe(1);
         }
         const replaced = p.actions.filter((a) => a.kind === "replace").map((a) => a.engine);
         if (p.halted.length) expect(replaced).toEqual([]);
         // (a) in one step from any state: releasing a serving engine never puts its role past max_unavailable.
-        const disrupted = new Set(p.actions.filter((a) => a.kind === "replace" || a.kind === "restart-lost").map((a) => a.engine));
+        const disrupted = new Set(
+          p.actions.filter((a) => a.kind === "replace" || a.kind === "restart-lost").map((a) => a.engine),
+        );
         for (const role of new Set(desired.map((d) => d.role))) {
           const ofRole = desired.filter((d) => d.role === role);
           if (!ofRole.some((d) => replaced.includes(d.engine) && inService(observed.engines[d.engine]))) continue;
           const out = ofRole.filter((d) => disrupted.has(d.engine) || !inService(observed.engines[d.engine]));
-          expect(out.length, `${role}: ${out.map((d) => d.engine)}`).toBeLessThanOrEqual(maxUnavailable(DEFAULT_ROLLOUT, role, ofRole.length));
+          expect(out.length, `${role}: ${out.map((d) => d.engine)}`).toBeLessThanOrEqual(
+            maxUnavailable(DEFAULT_ROLLOUT, role, ofRole.length),
+          );
         }
         for (const s of p.serving.engines) expect(observed.engines[s.engine]?.phase).toBe("captured");
-        expect(new Set(p.serving.engines.filter((s) => isPairedRole(s.role)).map((s) => s.group_signature)).size).toBeLessThanOrEqual(1);
+        expect(
+          new Set(p.serving.engines.filter((s) => isPairedRole(s.role)).map((s) => s.group_signature)).size,
+        ).toBeLessThanOrEqual(1);
         expect(p.changes).toBe(p.actions.some((a) => a.kind !== "wait") || p.rollout.length > 0);
       }),
       { numRuns: 300 },

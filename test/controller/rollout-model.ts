@@ -26,7 +26,17 @@ export interface ModelEngine {
 
 export function modelEngine(d: DesiredEngine, phase: ModelPhase = "captured"): ModelEngine {
   const runs = phase === "captured" || phase === "started" || phase === "probed";
-  return { name: d.engine, role: d.role, phase, applied: d, running: runs ? d : null, retiring: null, deferred: null, outByRollout: false, failsAt: new Set() };
+  return {
+    name: d.engine,
+    role: d.role,
+    phase,
+    applied: d,
+    running: runs ? d : null,
+    retiring: null,
+    deferred: null,
+    outByRollout: false,
+    failsAt: new Set(),
+  };
 }
 
 export const serves = (m: ModelEngine): boolean => m.phase === "captured" && m.retiring === null && m.running !== null;
@@ -37,7 +47,11 @@ export function desiredChanged(m: ModelEngine, to: DesiredEngine): void {
     m.deferred = to;
     return;
   }
-  if (m.retiring && m.retiring.input_hash === to.input_hash && ["pending", "inspected", "prepared", "failed"].includes(m.phase)) {
+  if (
+    m.retiring &&
+    m.retiring.input_hash === to.input_hash &&
+    ["pending", "inspected", "prepared", "failed"].includes(m.phase)
+  ) {
     Object.assign(m, { phase: "captured", applied: to, running: m.retiring, retiring: null, outByRollout: false });
     return;
   }
@@ -49,9 +63,15 @@ export function desiredChanged(m: ModelEngine, to: DesiredEngine): void {
 /** One engine one phase further. */
 export function advance(m: ModelEngine): void {
   switch (m.phase) {
-    case "pending": m.phase = "inspected"; return;
-    case "inspected": m.phase = "prepared"; return;
-    case "prepared": m.phase = m.retiring ? "replacing" : "checked"; return;
+    case "pending":
+      m.phase = "inspected";
+      return;
+    case "inspected":
+      m.phase = "prepared";
+      return;
+    case "prepared":
+      m.phase = m.retiring ? "replacing" : "checked";
+      return;
     case "replacing": {
       m.retiring = null;
       const d = m.deferred;
@@ -69,9 +89,14 @@ export function advance(m: ModelEngine): void {
       if (d) desiredChanged(m, d);
       return;
     }
-    case "started": m.phase = "probed"; return;
-    case "probed": Object.assign(m, { phase: "captured", outByRollout: false }); return;
-    default: return;
+    case "started":
+      m.phase = "probed";
+      return;
+    case "probed":
+      Object.assign(m, { phase: "captured", outByRollout: false });
+      return;
+    default:
+      return;
   }
 }
 
@@ -81,16 +106,41 @@ export function observe(engines: readonly ModelEngine[], serving: Plan["serving"
   const obs: Record<string, ObservedEngine> = {};
   for (const m of engines) {
     obs[m.name] = {
-      engine: m.name, role: m.role, backend: m.applied.backend, phase: m.phase,
-      applied_hash: m.applied.input_hash, applied_inputs: m.applied.inputs, running_hash: m.running?.input_hash ?? null,
-      group_signature: signatureOf(m.running ?? m.applied), terminal: m.phase === "failed", retry_at: null,
-      handle: m.running ? handleOf(m.name, `tok-${m.name}-${m.running.input_hash.slice(0, 6)}`) : null, liveness: m.running ? "alive" : null, problem: null,
-      retiring: m.retiring ? { handle: handleOf(m.name, `tok-${m.name}-${m.retiring.input_hash.slice(0, 6)}`), hash: m.retiring.input_hash, liveness: "alive" } : null,
-      deferred: m.deferred ? { desiredHash: m.deferred.input_hash } : null, has_actor: true, halted: null,
+      engine: m.name,
+      role: m.role,
+      backend: m.applied.backend,
+      phase: m.phase,
+      applied_hash: m.applied.input_hash,
+      applied_inputs: m.applied.inputs,
+      running_hash: m.running?.input_hash ?? null,
+      group_signature: signatureOf(m.running ?? m.applied),
+      terminal: m.phase === "failed",
+      retry_at: null,
+      handle: m.running ? handleOf(m.name, `tok-${m.name}-${m.running.input_hash.slice(0, 6)}`) : null,
+      liveness: m.running ? "alive" : null,
+      problem: null,
+      retiring: m.retiring
+        ? {
+            handle: handleOf(m.name, `tok-${m.name}-${m.retiring.input_hash.slice(0, 6)}`),
+            hash: m.retiring.input_hash,
+            liveness: "alive",
+          }
+        : null,
+      deferred: m.deferred ? { desiredHash: m.deferred.input_hash } : null,
+      has_actor: true,
+      halted: null,
     };
   }
-  const claimed = Object.values(obs).flatMap((o) => [o.handle?.launch_token, o.retiring?.handle.launch_token].filter((t): t is string => !!t));
-  return { at: "2026-12-01T12:00:00.000Z", engines: obs, owned: [], claimed, serving: serving ? { group_signature: serving.group_signature, engines: serving.engines } : null };
+  const claimed = Object.values(obs).flatMap((o) =>
+    [o.handle?.launch_token, o.retiring?.handle.launch_token].filter((t): t is string => !!t),
+  );
+  return {
+    at: "2026-12-01T12:00:00.000Z",
+    engines: obs,
+    owned: [],
+    claimed,
+    serving: serving ? { group_signature: serving.group_signature, engines: serving.engines } : null,
+  };
 }
 
 /** Execute a plan's replaces on the model (the only action a rollout of a running fleet produces). */
@@ -98,6 +148,9 @@ export function execute(engines: readonly ModelEngine[], plan: Plan, desired: re
   for (const a of plan.actions) {
     if (a.kind === "wait") continue;
     if (a.kind !== "replace") throw new Error(`unexpected action in a rollout: ${a.kind} ${a.engine}`);
-    desiredChanged(engines.find((m) => m.name === a.engine)!, desired.find((d) => d.engine === a.engine)!);
+    desiredChanged(
+      engines.find((m) => m.name === a.engine)!,
+      desired.find((d) => d.engine === a.engine)!,
+    );
   }
 }

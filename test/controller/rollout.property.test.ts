@@ -12,8 +12,25 @@ import { plan } from "../../src/controller/planner.js";
 import { maxUnavailable } from "../../src/controller/rollout.js";
 import { isPairedRole } from "../../src/controller/serving-fleet.js";
 import type { DesiredEngine, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
-import { compatibleEdit, desiredFor, desiredOf, incompatibleEdit, RUNNING, signatureOf, specOf } from "./plan-fixtures.js";
-import { advance, advanceable, execute, modelEngine, observe, serves, type ModelEngine, type ModelPhase } from "./rollout-model.js";
+import {
+  compatibleEdit,
+  desiredFor,
+  desiredOf,
+  incompatibleEdit,
+  RUNNING,
+  signatureOf,
+  specOf,
+} from "./plan-fixtures.js";
+import {
+  advance,
+  advanceable,
+  execute,
+  modelEngine,
+  observe,
+  serves,
+  type ModelEngine,
+  type ModelPhase,
+} from "./rollout-model.js";
 
 const unavailable = fc.oneof(fc.constantFrom(1, 2, 3), fc.constantFrom("25%", "50%", "100%"));
 const policyArb = fc.record({
@@ -52,7 +69,11 @@ interface Run {
 function simulate(sc: Scenario, check: (p: Plan, engines: ModelEngine[], desired: DesiredEngine[]) => void): Run {
   const old = sc.roles.map((r, i) => desiredOf(specOf(i + 1, r)));
   const first = sc.roles.map((r, i) => editOf(i + 1, r, sc.first[i]!, "v1"));
-  const second = sc.second && sc.roles.map((r, i) => (sc.second!.edits[i] === "revert" ? old[i]! : editOf(i + 1, r, sc.second!.edits[i] as Edit, "v2")));
+  const second =
+    sc.second &&
+    sc.roles.map((r, i) =>
+      sc.second!.edits[i] === "revert" ? old[i]! : editOf(i + 1, r, sc.second!.edits[i] as Edit, "v2"),
+    );
   const engines = old.map((d, i) => modelEngine(d, sc.starts[i]));
   engines.forEach((m, i) => sc.failing[i] && m.failsAt.add(first[i]!.input_hash));
   const plans: Plan[] = [];
@@ -65,24 +86,53 @@ function simulate(sc: Scenario, check: (p: Plan, engines: ModelEngine[], desired
     serving = p.serving;
     check(p, engines, desired);
     const movable = engines.filter(advanceable);
-    if (movable.length === 0 && !p.actions.some((a) => a.kind === "replace")) return { plans, final: { plan: p, engines, desired } };
+    if (movable.length === 0 && !p.actions.some((a) => a.kind === "replace"))
+      return { plans, final: { plan: p, engines, desired } };
     if (movable.length) advance(movable[sc.picks[step % sc.picks.length]! % movable.length]!);
   }
   throw new Error("the rollout did not settle in 400 steps");
 }
 
-const scenarioArb = (opts: { minP?: number; minD?: number; edits?: fc.Arbitrary<Edit>; starts?: fc.Arbitrary<ModelPhase>; failures?: boolean; second?: boolean; policy?: fc.Arbitrary<RolloutPolicy> } = {}) =>
+const scenarioArb = (
+  opts: {
+    minP?: number;
+    minD?: number;
+    edits?: fc.Arbitrary<Edit>;
+    starts?: fc.Arbitrary<ModelPhase>;
+    failures?: boolean;
+    second?: boolean;
+    policy?: fc.Arbitrary<RolloutPolicy>;
+  } = {},
+) =>
   fc
-    .tuple(fc.integer({ min: opts.minP ?? 1, max: 4 }), fc.integer({ min: opts.minD ?? 1, max: 4 }), fc.integer({ min: 0, max: 1 }))
+    .tuple(
+      fc.integer({ min: opts.minP ?? 1, max: 4 }),
+      fc.integer({ min: opts.minD ?? 1, max: 4 }),
+      fc.integer({ min: 0, max: 1 }),
+    )
     .chain(([p, d, other]) => {
       const n = p + d + other;
-      const roles = [...Array<string>(p).fill("prefill"), ...Array<string>(d).fill("decode"), ...Array<string>(other).fill("embed")];
+      const roles = [
+        ...Array<string>(p).fill("prefill"),
+        ...Array<string>(d).fill("decode"),
+        ...Array<string>(other).fill("embed"),
+      ];
       return fc.record({
         roles: fc.constant(roles),
         starts: fc.array(opts.starts ?? startArb, { minLength: n, maxLength: n }),
         first: fc.array(opts.edits ?? editArb, { minLength: n, maxLength: n }),
-        second: opts.second === false ? fc.constant(null) : fc.option(fc.record({ at: fc.nat(30), edits: fc.array(fc.oneof(editArb, fc.constant<"revert">("revert")), { minLength: n, maxLength: n }) })),
-        failing: opts.failures ? fc.array(fc.boolean(), { minLength: n, maxLength: n }) : fc.constant(Array<boolean>(n).fill(false)),
+        second:
+          opts.second === false
+            ? fc.constant(null)
+            : fc.option(
+                fc.record({
+                  at: fc.nat(30),
+                  edits: fc.array(fc.oneof(editArb, fc.constant<"revert">("revert")), { minLength: n, maxLength: n }),
+                }),
+              ),
+        failing: opts.failures
+          ? fc.array(fc.boolean(), { minLength: n, maxLength: n })
+          : fc.constant(Array<boolean>(n).fill(false)),
         policy: opts.policy ?? policyArb,
         picks: fc.array(fc.nat(), { minLength: 1, maxLength: 64 }),
       });
@@ -104,33 +154,45 @@ function checkBudget(policy: RolloutPolicy, engines: ModelEngine[]): void {
   for (const role of new Set(engines.map((m) => m.role))) {
     const ofRole = engines.filter((m) => m.role === role);
     const out = ofRole.filter((m) => m.outByRollout).map((m) => m.name);
-    expect(out.length, `${role} out of service by the rollout: ${out.join(", ")}`).toBeLessThanOrEqual(maxUnavailable(policy, role, ofRole.length));
+    expect(out.length, `${role} out of service by the rollout: ${out.join(", ")}`).toBeLessThanOrEqual(
+      maxUnavailable(policy, role, ofRole.length),
+    );
   }
 }
 
 describe("rollout properties", { timeout: 120_000 }, () => {
   it("(a)(b) over random fleets, starting states, edits and second edits: within max_unavailable, one group served, converges", () => {
     fc.assert(
-      fc.property(scenarioArb({ policy: policyArb.map((p) => ({ ...p, incompatible: "pd_units" as const })) }), (sc) => {
-        const run = simulate(sc, (p, engines) => {
-          checkServing(p, engines);
-          checkBudget(sc.policy, engines);
-        });
-        const { plan: last, engines, desired } = run.final;
-        for (const m of engines) expect(m.phase === "captured" && m.applied.input_hash === desired.find((d) => d.engine === m.name)!.input_hash, `${m.name} converged`).toBe(true);
-        expect(last.changes).toBe(false);
-        expect(last.rollout).toEqual([]);
-      }),
+      fc.property(
+        scenarioArb({ policy: policyArb.map((p) => ({ ...p, incompatible: "pd_units" as const })) }),
+        (sc) => {
+          const run = simulate(sc, (p, engines) => {
+            checkServing(p, engines);
+            checkBudget(sc.policy, engines);
+          });
+          const { plan: last, engines, desired } = run.final;
+          for (const m of engines)
+            expect(
+              m.phase === "captured" && m.applied.input_hash === desired.find((d) => d.engine === m.name)!.input_hash,
+              `${m.name} converged`,
+            ).toBe(true);
+          expect(last.changes).toBe(false);
+          expect(last.rollout).toEqual([]);
+        },
+      ),
       { numRuns: 80 },
     );
   });
 
   it('(b) holds under "recreate" too, and the fleet converges', () => {
     fc.assert(
-      fc.property(scenarioArb({ policy: policyArb.map((p) => ({ ...p, incompatible: "recreate" as const })) }), (sc) => {
-        const run = simulate(sc, (p, engines) => checkServing(p, engines));
-        expect(run.final.plan.changes).toBe(false);
-      }),
+      fc.property(
+        scenarioArb({ policy: policyArb.map((p) => ({ ...p, incompatible: "recreate" as const })) }),
+        (sc) => {
+          const run = simulate(sc, (p, engines) => checkServing(p, engines));
+          expect(run.final.plan.changes).toBe(false);
+        },
+      ),
       { numRuns: 40 },
     );
   });
@@ -138,45 +200,78 @@ describe("rollout properties", { timeout: 120_000 }, () => {
   it("(c) a fleet-wide incompatible change (plus random compatible edits) on >= 2P+2D keeps a compatible pair serving at every step", () => {
     const edits = fc.constantFrom<Edit>("incompatible", "both");
     fc.assert(
-      fc.property(scenarioArb({ minP: 2, minD: 2, edits, starts: fc.constant<ModelPhase>("captured"), second: false, policy: policyArb.map((p) => ({ ...p, incompatible: "pd_units" as const })) }), (sc) => {
-        simulate(sc, (p) => {
-          const roles = p.serving.engines.map((e) => e.role);
-          expect(roles.includes("prefill") && roles.includes("decode"), `a pair serves: ${p.serving.engines.map((e) => e.engine).join(", ")}`).toBe(true);
-        });
-      }),
+      fc.property(
+        scenarioArb({
+          minP: 2,
+          minD: 2,
+          edits,
+          starts: fc.constant<ModelPhase>("captured"),
+          second: false,
+          policy: policyArb.map((p) => ({ ...p, incompatible: "pd_units" as const })),
+        }),
+        (sc) => {
+          simulate(sc, (p) => {
+            const roles = p.serving.engines.map((e) => e.role);
+            expect(
+              roles.includes("prefill") && roles.includes("decode"),
+              `a pair serves: ${p.serving.engines.map((e) => e.engine).join(", ")}`,
+            ).toBe(true);
+          });
+        },
+      ),
       { numRuns: 60 },
     );
   });
 
   it("(c) compatible changes on >= 2P+2D keep a pair serving at every step", () => {
     fc.assert(
-      fc.property(scenarioArb({ minP: 2, minD: 2, edits: fc.constantFrom<Edit>("compatible", "none"), starts: fc.constant<ModelPhase>("captured"), second: false }), (sc) => {
-        simulate(sc, (p) => {
-          const roles = p.serving.engines.map((e) => e.role);
-          expect(roles.includes("prefill") && roles.includes("decode")).toBe(true);
-        });
-      }),
+      fc.property(
+        scenarioArb({
+          minP: 2,
+          minD: 2,
+          edits: fc.constantFrom<Edit>("compatible", "none"),
+          starts: fc.constant<ModelPhase>("captured"),
+          second: false,
+        }),
+        (sc) => {
+          simulate(sc, (p) => {
+            const roles = p.serving.engines.map((e) => e.role);
+            expect(roles.includes("prefill") && roles.includes("decode")).toBe(true);
+          });
+        },
+      ),
       { numRuns: 40 },
     );
   });
 
   it("(d) once a replacement fails, nothing further is released, the plan says halted, and the engines not yet replaced keep serving", () => {
     fc.assert(
-      fc.property(scenarioArb({ failures: true, second: false, starts: fc.constant<ModelPhase>("captured"), policy: policyArb.map((p) => ({ ...p, incompatible: "pd_units" as const })) }), (sc) => {
-        let failedSeen = false;
-        simulate(sc, (p, engines) => {
-          checkServing(p, engines);
-          checkBudget(sc.policy, engines);
-          // The plan was computed from the observation before its own execution: a failure it saw halts it.
-          if (failedSeen && p.rollout.length > 0) {
-            expect(p.actions.filter((a) => a.kind === "replace")).toEqual([]);
-            expect(p.halted.length).toBeGreaterThan(0);
-            expect(p.rollout.every((s) => s.status === "halted")).toBe(true);
-            for (const m of engines.filter((x) => x.applied.input_hash === x.running?.input_hash && !x.outByRollout && x.phase === "captured")) expect(serves(m)).toBe(true);
-          }
-          failedSeen ||= engines.some((m) => m.phase === "failed");
-        });
-      }),
+      fc.property(
+        scenarioArb({
+          failures: true,
+          second: false,
+          starts: fc.constant<ModelPhase>("captured"),
+          policy: policyArb.map((p) => ({ ...p, incompatible: "pd_units" as const })),
+        }),
+        (sc) => {
+          let failedSeen = false;
+          simulate(sc, (p, engines) => {
+            checkServing(p, engines);
+            checkBudget(sc.policy, engines);
+            // The plan was computed from the observation before its own execution: a failure it saw halts it.
+            if (failedSeen && p.rollout.length > 0) {
+              expect(p.actions.filter((a) => a.kind === "replace")).toEqual([]);
+              expect(p.halted.length).toBeGreaterThan(0);
+              expect(p.rollout.every((s) => s.status === "halted")).toBe(true);
+              for (const m of engines.filter(
+                (x) => x.applied.input_hash === x.running?.input_hash && !x.outByRollout && x.phase === "captured",
+              ))
+                expect(serves(m)).toBe(true);
+            }
+            failedSeen ||= engines.some((m) => m.phase === "failed");
+          });
+        },
+      ),
       { numRuns: 60 },
     );
   });

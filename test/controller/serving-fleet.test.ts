@@ -4,27 +4,54 @@ import { describe, expect, it } from "vitest";
 import { chooseGroup, servingFleet, type Candidate } from "../../src/controller/serving-fleet.js";
 import { captured, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, specOf } from "./plan-fixtures.js";
 
-const c = (engine: string, role: string, group_signature: string | null, current = true): Candidate => ({ engine, role, group_signature, current });
+const c = (engine: string, role: string, group_signature: string | null, current = true): Candidate => ({
+  engine,
+  role,
+  group_signature,
+  current,
+});
 const names = (f: ReturnType<typeof servingFleet>) => f.engines.map((e) => e.engine);
 
 describe("chooseGroup", () => {
   it("prefers the desired state's group when it has a captured prefill and decode", () => {
-    expect(chooseGroup([c("engine-1", "prefill", "old", false), c("engine-2", "decode", "old", false), c("engine-3", "prefill", "new"), c("engine-4", "decode", "new")], "old")).toBe("new");
+    expect(
+      chooseGroup(
+        [
+          c("engine-1", "prefill", "old", false),
+          c("engine-2", "decode", "old", false),
+          c("engine-3", "prefill", "new"),
+          c("engine-4", "decode", "new"),
+        ],
+        "old",
+      ),
+    ).toBe("new");
   });
 
   it("keeps the group listed now while the desired group has no captured pair yet", () => {
-    const cs = [c("engine-1", "prefill", "old", false), c("engine-2", "decode", "old", false), c("engine-3", "prefill", "new")];
+    const cs = [
+      c("engine-1", "prefill", "old", false),
+      c("engine-2", "decode", "old", false),
+      c("engine-3", "prefill", "new"),
+    ];
     expect(chooseGroup(cs, "old")).toBe("old");
   });
 
   it("falls back to the group with most engines, then signature order, when the listed one lost its pair", () => {
-    const cs = [c("engine-1", "prefill", "bbb", false), c("engine-2", "decode", "bbb", false), c("engine-3", "prefill", "aaa", false), c("engine-4", "decode", "aaa", false), c("engine-5", "decode", "ccc", false)];
+    const cs = [
+      c("engine-1", "prefill", "bbb", false),
+      c("engine-2", "decode", "bbb", false),
+      c("engine-3", "prefill", "aaa", false),
+      c("engine-4", "decode", "aaa", false),
+      c("engine-5", "decode", "ccc", false),
+    ];
     expect(chooseGroup(cs, "ccc")).toBe("aaa");
     expect(chooseGroup([...cs, c("engine-6", "decode", "bbb", false)], null)).toBe("bbb");
   });
 
   it("is null when no group holds a prefill and a decode", () => {
-    expect(chooseGroup([c("engine-1", "prefill", "a"), c("engine-2", "decode", "b"), c("engine-3", "decode", null)], null)).toBeNull();
+    expect(
+      chooseGroup([c("engine-1", "prefill", "a"), c("engine-2", "decode", "b"), c("engine-3", "decode", null)], null),
+    ).toBeNull();
   });
 });
 
@@ -33,7 +60,14 @@ describe("servingFleet", () => {
 
   it("lists the seed-003 record of every captured engine, with its group", () => {
     const f = servingFleet(ds, observedOf(ds.map((d) => captured(d))), new Set());
-    expect(f.engines[0]).toEqual({ iid: "n1", url: "http://10.0.0.11:8000", attestation_url: "http://10.0.0.11:8010", role: "prefill", engine: "engine-1", group_signature: f.group_signature });
+    expect(f.engines[0]).toEqual({
+      iid: "n1",
+      url: "http://10.0.0.11:8000",
+      attestation_url: "http://10.0.0.11:8010",
+      role: "prefill",
+      engine: "engine-1",
+      group_signature: f.group_signature,
+    });
     expect(names(f)).toEqual(["engine-1", "engine-2", "engine-3", "engine-4"]);
   });
 
@@ -43,7 +77,11 @@ describe("servingFleet", () => {
     ["with a problem", { problem: "key not enforced" }],
     ["without a handle", { handle: null }],
   ])("leaves out an engine %s", (_what, over) => {
-    const f = servingFleet(ds, observedOf(ds.map((d) => (d.engine === "engine-2" ? captured(d, over) : captured(d)))), new Set());
+    const f = servingFleet(
+      ds,
+      observedOf(ds.map((d) => (d.engine === "engine-2" ? captured(d, over) : captured(d)))),
+      new Set(),
+    );
     expect(names(f)).toEqual(["engine-1", "engine-3", "engine-4"]);
   });
 
@@ -58,11 +96,16 @@ describe("servingFleet", () => {
     const next = specs.map((s) => desiredOf(incompatibleEdit(s)));
     const old = specs.map(desiredOf);
     // engine-1 captured at the new revision, engine-3 still on its way: the new group has no pair.
-    const mid = observedOf([captured(next[0]!), captured(old[1]!), released(old[2]!, next[2]!, "probed"), captured(old[3]!)], { serving: { group_signature: captured(old[1]!).group_signature, engines: [] } });
+    const mid = observedOf(
+      [captured(next[0]!), captured(old[1]!), released(old[2]!, next[2]!, "probed"), captured(old[3]!)],
+      { serving: { group_signature: captured(old[1]!).group_signature, engines: [] } },
+    );
     const f1 = servingFleet(next, mid, new Set());
     expect(names(f1)).toEqual(["engine-2", "engine-4"]);
     // engine-3 captured too: the desired group has its pair, and the old engines are no longer listed.
-    const after = observedOf([captured(next[0]!), captured(old[1]!), captured(next[2]!), captured(old[3]!)], { serving: mid.serving });
+    const after = observedOf([captured(next[0]!), captured(old[1]!), captured(next[2]!), captured(old[3]!)], {
+      serving: mid.serving,
+    });
     const f2 = servingFleet(next, after, new Set());
     expect(names(f2)).toEqual(["engine-1", "engine-3"]);
     expect(f2.group_signature).toBe(captured(next[0]!).group_signature);
@@ -71,6 +114,9 @@ describe("servingFleet", () => {
   it("lists captured engines of other roles whatever their group", () => {
     const other = desiredOf(specOf(5, "embed"));
     const f = servingFleet([other], observedOf([captured(other, { group_signature: null })]), new Set());
-    expect(f).toEqual({ group_signature: null, engines: [expect.objectContaining({ engine: "engine-5", role: "embed", group_signature: "" })] });
+    expect(f).toEqual({
+      group_signature: null,
+      engines: [expect.objectContaining({ engine: "engine-5", role: "embed", group_signature: "" })],
+    });
   });
 });

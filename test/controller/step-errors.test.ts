@@ -7,7 +7,14 @@ import { DockerCallError } from "../../src/backends/docker-calls.js";
 
 describe("inStep", () => {
   it("names a backend error for the step it was raised in, keeping retryable, input and class", () => {
-    const err = new DockerCallError("container logs abc", "docker container logs abc exceeded its deadline of 1000 ms", undefined, true, true, "NARWHAL_DOCKER_LOGS_MS");
+    const err = new DockerCallError(
+      "container logs abc",
+      "docker container logs abc exceeded its deadline of 1000 ms",
+      undefined,
+      true,
+      true,
+      "NARWHAL_DOCKER_LOGS_MS",
+    );
     expect(toErrorRecord(inStep(err, "engine-1", "capture"))).toEqual({
       name: "DockerCallError",
       message: "docker container logs abc exceeded its deadline of 1000 ms",
@@ -20,11 +27,20 @@ describe("inStep", () => {
   });
 
   it("names a plain error as retryable, and leaves an already named or a cancellation alone", () => {
-    expect(toErrorRecord(inStep(new TypeError("boom"), "engine-2", "start"))).toMatchObject({ name: "TypeError", message: "boom", retryable: true, engine: "engine-2", step: "start" });
+    expect(toErrorRecord(inStep(new TypeError("boom"), "engine-2", "start"))).toMatchObject({
+      name: "TypeError",
+      message: "boom",
+      retryable: true,
+      engine: "engine-2",
+      step: "start",
+    });
     const named = new PhaseError("engine-1", "check", "bad pin", { retryable: false, fix: "Pin it." });
     expect(inStep(named, "engine-1", "start")).toBe(named);
     const cancelled = new CancelledError("start");
     expect(inStep(cancelled, "engine-1", "start")).toBe(cancelled);
-    expect(toErrorRecord(inStep(new NarwhalError("x", { step: "stop" }), "engine-3", "start"))).toMatchObject({ engine: "engine-3", step: "stop" });
+    expect(toErrorRecord(inStep(new NarwhalError("x", { step: "stop" }), "engine-3", "start"))).toMatchObject({
+      engine: "engine-3",
+      step: "stop",
+    });
   });
 });

@@ -18,13 +18,18 @@ export interface EngineMark {
 /** Engines as the state file records them (read directly: no CLI process per poll). */
 export async function engineMarks(stateDir: string): Promise<Record<string, EngineMark>> {
   const state = await readState(stateDir);
-  return Object.fromEntries(Object.values(state.engines).map((e) => [e.engine, {
-    phase: e.phase,
-    pid: e.handle?.kind === "native" ? e.handle.pid : null,
-    run_dir: e.run_dir,
-    history: e.history.length,
-    starts: e.history.filter((h) => h.to === "started").length,
-  }]));
+  return Object.fromEntries(
+    Object.values(state.engines).map((e) => [
+      e.engine,
+      {
+        phase: e.phase,
+        pid: e.handle?.kind === "native" ? e.handle.pid : null,
+        run_dir: e.run_dir,
+        history: e.history.length,
+        starts: e.history.filter((h) => h.to === "started").length,
+      },
+    ]),
+  );
 }
 
 export async function allCaptured(stateDir: string, n = 2): Promise<Record<string, EngineMark> | undefined> {
@@ -68,11 +73,18 @@ export function startWatch(desiredDir: string, stateDir: string, env: Record<str
     mark: () => text.length,
     since,
     waitLog: (what, m, timeoutMs = 15_000) =>
-      waitFor(`log line ${what}`, async () => {
-        if (proc.exitCode !== null) throw new Error(`controller exited (${proc.exitCode}):\n${text}`);
-        return what.test(since(m)) ? since(m) : undefined;
-      }, timeoutMs),
-    applied: (m) => since(m).split("\n").filter((l) => l.includes("desired state applied")).length,
+      waitFor(
+        `log line ${what}`,
+        async () => {
+          if (proc.exitCode !== null) throw new Error(`controller exited (${proc.exitCode}):\n${text}`);
+          return what.test(since(m)) ? since(m) : undefined;
+        },
+        timeoutMs,
+      ),
+    applied: (m) =>
+      since(m)
+        .split("\n")
+        .filter((l) => l.includes("desired state applied")).length,
     stop: async () => {
       if (proc.exitCode !== null) return proc.exitCode;
       const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));

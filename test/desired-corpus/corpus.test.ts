@@ -26,7 +26,9 @@ describe("bad desired input corpus", () => {
   afterAll(() => {
     const categories = new Map<string, number>();
     for (const c of CORPUS) categories.set(c.category, (categories.get(c.category) ?? 0) + 1);
-    console.log(`desired-input corpus: ${CORPUS.length} malformed trees in ${categories.size} categories (${[...categories].map(([k, n]) => `${k} ${n}`).join(", ")})`);
+    console.log(
+      `desired-input corpus: ${CORPUS.length} malformed trees in ${categories.size} categories (${[...categories].map(([k, n]) => `${k} ${n}`).join(", ")})`,
+    );
   });
 
   it("holds at least 40 trees with distinct names", () => {
@@ -47,10 +49,15 @@ describe("bad desired input corpus", () => {
     expect(result.state).toBeUndefined();
     const wants = expectationsOf(c, tree);
     for (const want of wants) {
-      expect(result.issues).toContainEqual(expect.objectContaining({ file: want.file, path: want.path, message: expect.stringMatching(want.message) }));
+      expect(result.issues).toContainEqual(
+        expect.objectContaining({ file: want.file, path: want.path, message: expect.stringMatching(want.message) }),
+      );
     }
     // A tree with several mistakes reports each of them once and nothing else: no mistake hides another, no consequence is a second one.
-    if (expectsExactly(c, tree)) expect(result.issues.map((i) => `${i.file} ${i.path}`).sort()).toEqual(wants.map((w) => `${w.file} ${w.path}`).sort());
+    if (expectsExactly(c, tree))
+      expect(result.issues.map((i) => `${i.file} ${i.path}`).sort()).toEqual(
+        wants.map((w) => `${w.file} ${w.path}`).sort(),
+      );
     // Every issue, not only the expected one, says where it is.
     for (const i of result.issues) {
       expect(FILES.has(i.file), `${i.file} is a desired file`).toBe(true);
@@ -87,6 +94,12 @@ describe("symlinks inside the desired directory", () => {
     const outside = await freshDir();
     await rename(join(dir, FILE_NAMES.fleet), join(outside, FILE_NAMES.fleet));
     await symlink(join(outside, FILE_NAMES.fleet), join(dir, FILE_NAMES.fleet));
-    expect((await validateDesired(dir)).issues).toEqual([expect.objectContaining({ file: "fleet.json", path: "$", message: expect.stringMatching(/outside the desired directory/) })]);
+    expect((await validateDesired(dir)).issues).toEqual([
+      expect.objectContaining({
+        file: "fleet.json",
+        path: "$",
+        message: expect.stringMatching(/outside the desired directory/),
+      }),
+    ]);
   });
 });

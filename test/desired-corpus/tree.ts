@@ -8,7 +8,11 @@ import { parseEnvFile } from "../../src/desired/env-file.js";
 import { envText, type DesiredTree, type Obj } from "../desired/fixtures.js";
 
 export type FileKey = "env" | "fleet" | "launch";
-export const FILE_NAMES: Record<FileKey, string> = { env: "deployment.env", fleet: "fleet.json", launch: "engine-launch.json" };
+export const FILE_NAMES: Record<FileKey, string> = {
+  env: "deployment.env",
+  fleet: "fleet.json",
+  launch: "engine-launch.json",
+};
 export const FILE_KEYS: readonly FileKey[] = ["env", "fleet", "launch"];
 
 export type RawFiles = Partial<Record<FileKey, string | Buffer>>;

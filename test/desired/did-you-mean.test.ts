@@ -4,8 +4,12 @@ import { closestName, editDistance } from "../../src/desired/did-you-mean.js";
 
 describe("editDistance", () => {
   it.each([
-    ["gpu_ids", "gpu_ids", 0], ["gpu_id", "gpu_ids", 1], ["gpsu", "gpus", 1], ["NARWAHL", "NARWHAL", 1],
-    ["", "abc", 3], ["kitten", "sitting", 3],
+    ["gpu_ids", "gpu_ids", 0],
+    ["gpu_id", "gpu_ids", 1],
+    ["gpsu", "gpus", 1],
+    ["NARWAHL", "NARWHAL", 1],
+    ["", "abc", 3],
+    ["kitten", "sitting", 3],
   ])("%s → %s is %i", (a, b, d) => expect(editDistance(a, b)).toBe(d));
 });
 
@@ -15,7 +19,9 @@ describe("closestName", () => {
     expect(closestName("gpu_id", fields)).toBe("gpu_ids");
     expect(closestName("tensor_paralel_size", fields)).toBe("tensor_parallel_size");
     expect(closestName("Extra_Args", fields)).toBe("extra_args");
-    expect(closestName("NARWHAL_READY_SECOND", ["NARWHAL_READY_SECONDS", "NARWHAL_MODEL_DIR"])).toBe("NARWHAL_READY_SECONDS");
+    expect(closestName("NARWHAL_READY_SECOND", ["NARWHAL_READY_SECONDS", "NARWHAL_MODEL_DIR"])).toBe(
+      "NARWHAL_READY_SECONDS",
+    );
   });
   it("suggests nothing when no name is close, the word is known, or two names are equally close", () => {
     expect(closestName("gpus", fields)).toBeUndefined();

@@ -83,10 +83,16 @@ export function validTree(): DesiredTree {
   };
 }
 
-export const envText = (vars: Record<string, string>) => Object.entries(vars).map(([k, v]) => `${k}=${v}`).join("\n") + "\n";
+export const envText = (vars: Record<string, string>) =>
+  Object.entries(vars)
+    .map(([k, v]) => `${k}=${v}`)
+    .join("\n") + "\n";
 
 /** Write a tree (or raw file texts) into a fresh temp directory. */
-export async function writeTree(tree: DesiredTree, raw: Partial<Record<"env" | "fleet" | "launch", string | Buffer>> = {}): Promise<string> {
+export async function writeTree(
+  tree: DesiredTree,
+  raw: Partial<Record<"env" | "fleet" | "launch", string | Buffer>> = {},
+): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "narwhal-desired-"));
   await writeFile(join(dir, "deployment.env"), raw.env ?? envText(tree.env));
   await writeFile(join(dir, "fleet.json"), raw.fleet ?? JSON.stringify(tree.fleet, null, 2));
@@ -95,7 +101,10 @@ export async function writeTree(tree: DesiredTree, raw: Partial<Record<"env" | "
 }
 
 /** Issues of a tree modified by `edit`. */
-export async function issuesOf(edit: (t: DesiredTree) => void, raw?: Parameters<typeof writeTree>[1]): Promise<ValidationIssue[]> {
+export async function issuesOf(
+  edit: (t: DesiredTree) => void,
+  raw?: Parameters<typeof writeTree>[1],
+): Promise<ValidationIssue[]> {
   const tree = validTree();
   edit(tree);
   return (await validateDesired(await writeTree(tree, raw))).issues;

@@ -5,7 +5,13 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { canonicalJson, groupSignature, inputHash, inputHashMaterial, pythonJsonDumps } from "../../src/desired/hash.js";
+import {
+  canonicalJson,
+  groupSignature,
+  inputHash,
+  inputHashMaterial,
+  pythonJsonDumps,
+} from "../../src/desired/hash.js";
 import { loadDesired } from "../../src/desired/load.js";
 import { Secret } from "../../src/desired/types.js";
 import { rec, runtime, validTree, validTree as baseTree, writeTree } from "./fixtures.js";
@@ -41,22 +47,32 @@ for signature, roles in sorted(groups.items()):
 
 const tricky = {
   z: [1, -2, 0, 0.5, -2.5, 0.1, 123.456, 1.2345e-5, 1e-7, 1e-300, 9007199254740993, true, false, null],
-  "é": "naïve café — “quotes” \u007f DEL \u0000\u001f \b\f\n\r\t \\ \" / 日本 🐋",
-  "\uffff": "bmp max", "😀": "astral key sorts after U+FFFF by code point",
+  é: 'naïve café — “quotes” \u007f DEL \u0000\u001f \b\f\n\r\t \\ " / 日本 🐋',
+  "\uffff": "bmp max",
+  "😀": "astral key sorts after U+FFFF by code point",
   a: { nested: { b: [], c: {} }, "": "empty key" },
 };
 
 describe("pythonJsonDumps", () => {
   it("matches json.dumps(sort_keys=True) byte for byte", () => {
-    const py = python("import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read()), sort_keys=True))", JSON.stringify(tricky));
+    const py = python(
+      "import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read()), sort_keys=True))",
+      JSON.stringify(tricky),
+    );
     expect(pythonJsonDumps(tricky, { sortKeys: true })).toBe(py);
   });
 
   it("matches json.dumps without sorting and with ensure_ascii=False", () => {
     const v = { b: "ü\u007f", a: [1.5, "🐋"] };
-    expect(pythonJsonDumps(v)).toBe(python("import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))", JSON.stringify(v)));
-    expect(pythonJsonDumps(v, { ensureAscii: false }))
-      .toBe(python("import json,sys; sys.stdout.buffer.write(json.dumps(json.loads(sys.stdin.read()), ensure_ascii=False).encode())", JSON.stringify(v)));
+    expect(pythonJsonDumps(v)).toBe(
+      python("import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))", JSON.stringify(v)),
+    );
+    expect(pythonJsonDumps(v, { ensureAscii: false })).toBe(
+      python(
+        "import json,sys; sys.stdout.buffer.write(json.dumps(json.loads(sys.stdin.read()), ensure_ascii=False).encode())",
+        JSON.stringify(v),
+      ),
+    );
   });
 });
 
@@ -71,12 +87,19 @@ describe("groupSignature", () => {
     const ours: string[] = [];
     for (const s of state.specs) {
       const observed = join(dir, `${s.name}-runtime.json`);
-      await writeFile(observed, JSON.stringify({ image_id: "sha256:" + "c".repeat(64), model_sha256: s.model.config_sha256 }));
+      await writeFile(
+        observed,
+        JSON.stringify({ image_id: "sha256:" + "c".repeat(64), model_sha256: s.model.config_sha256 }),
+      );
       engines[s.name] = { ...s.launch, sources: { runtime: observed } };
       const sig = groupSignature({
-        image_id: "sha256:" + "c".repeat(64), model_config_sha256: s.model.config_sha256,
-        accelerator: s.launch.accelerator, tensor_parallel_size: s.launch.tensor_parallel_size,
-        gpu_visibility_env: s.launch.gpu_visibility_env, runtime: s.launch.runtime, transport: s.launch.transfer.transport,
+        image_id: "sha256:" + "c".repeat(64),
+        model_config_sha256: s.model.config_sha256,
+        accelerator: s.launch.accelerator,
+        tensor_parallel_size: s.launch.tensor_parallel_size,
+        gpu_visibility_env: s.launch.gpu_visibility_env,
+        runtime: s.launch.runtime,
+        transport: s.launch.transfer.transport,
       });
       ours.push(`${sig}: representative=${s.name}; roles=${s.name}`);
     }
@@ -88,9 +111,20 @@ describe("groupSignature", () => {
 
   it("ignores fields other than the seven inputs", () => {
     const inputs = {
-      image_id: "i", model_config_sha256: "m", accelerator: "a", tensor_parallel_size: 1,
-      gpu_visibility_env: "CUDA_VISIBLE_DEVICES" as const, transport: "ucx_tcp" as const,
-      runtime: { expected_packages: { vllm: "1" }, model_dtype: "bfloat16" as const, kv_cache_dtype: "auto", block_size: 16, environment: {}, extra_args: [] },
+      image_id: "i",
+      model_config_sha256: "m",
+      accelerator: "a",
+      tensor_parallel_size: 1,
+      gpu_visibility_env: "CUDA_VISIBLE_DEVICES" as const,
+      transport: "ucx_tcp" as const,
+      runtime: {
+        expected_packages: { vllm: "1" },
+        model_dtype: "bfloat16" as const,
+        kv_cache_dtype: "auto",
+        block_size: 16,
+        environment: {},
+        extra_args: [],
+      },
     };
     expect(groupSignature({ ...inputs, gpu_ids: ["3"] } as typeof inputs)).toBe(groupSignature(inputs));
     expect(groupSignature(inputs)).toMatch(/^[0-9a-f]{16}$/);
@@ -99,13 +133,19 @@ describe("groupSignature", () => {
 
 describe("inputHash", () => {
   it("is stable across key order", () => {
-    expect(canonicalJson({ b: 1, a: { d: [1, { f: 2, e: 3 }], c: "x" } })).toBe('{"a":{"c":"x","d":[1,{"e":3,"f":2}]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: [1, { f: 2, e: 3 }], c: "x" } })).toBe(
+      '{"a":{"c":"x","d":[1,{"e":3,"f":2}]},"b":1}',
+    );
   });
 
   it("does not change with key order in the files, changes with extra_args", async () => {
     // An absolute model dir: each tree lives in its own temp dir, and a
     // relative one would (rightly) resolve to different paths.
-    const validTree = () => { const t = baseTree(); t.env["NARWHAL_MODEL_DIR"] = "/srv/models/m"; return t; };
+    const validTree = () => {
+      const t = baseTree();
+      t.env["NARWHAL_MODEL_DIR"] = "/srv/models/m";
+      return t;
+    };
     const a = await loadDesired(await writeTree(validTree()));
     const shuffled = validTree();
     const r = rec(shuffled, 1);

@@ -16,7 +16,9 @@ describe("file safety", () => {
     const dir = await writeTree(validTree());
     const { rm } = await import("node:fs/promises");
     await rm(join(dir, "fleet.json"));
-    expect((await validateDesired(dir)).issues).toContainEqual(expect.objectContaining({ file: "fleet.json", path: "$", rule: "syntax" }));
+    expect((await validateDesired(dir)).issues).toContainEqual(
+      expect.objectContaining({ file: "fleet.json", path: "$", rule: "syntax" }),
+    );
   });
 
   it.each([
@@ -29,23 +31,39 @@ describe("file safety", () => {
     ["too large", JSON.stringify({ x: "a".repeat(1024 * 1024) }), /limit is 1048576/],
   ])("reports a %s JSON file as an issue", async (_name, text, message) => {
     const issues = await issuesOf(() => {}, { launch: text });
-    expect(issues).toContainEqual(expect.objectContaining({ file: "engine-launch.json", rule: "syntax", message: expect.stringMatching(message) }));
+    expect(issues).toContainEqual(
+      expect.objectContaining({ file: "engine-launch.json", rule: "syntax", message: expect.stringMatching(message) }),
+    );
   });
 
   it("rejects __proto__, constructor and prototype keys without polluting Object.prototype", async () => {
     const text = '{"engines": {"engine-1": {"__proto__": {"polluted": true}}}, "constructor": {"prototype": {}}}';
     const issues = await issuesOf(() => {}, { launch: text });
-    expect(issues.filter((i) => i.file === "engine-launch.json").map((i) => i.path).sort())
-      .toEqual(['$.constructor', '$.engines["engine-1"].__proto__']);
+    expect(
+      issues
+        .filter((i) => i.file === "engine-launch.json")
+        .map((i) => i.path)
+        .sort(),
+    ).toEqual(["$.constructor", '$.engines["engine-1"].__proto__']);
     expect(({} as Record<string, unknown>)["polluted"]).toBeUndefined();
   });
 });
 
 describe("schemas", () => {
   it("rejects unknown fields with their paths (strict)", async () => {
-    const issues = await issuesOf((t) => { rec(t, 1)["gpus"] = 1; fleetEngine(t, 0)["port"] = 1; });
-    expect(issues).toContainEqual({ file: "engine-launch.json", path: '$.engines["engine-1"].gpus', rule: "schema", message: expect.stringMatching(/unknown field/) });
-    expect(issues).toContainEqual(expect.objectContaining({ file: "fleet.json", path: "$.engines[0].port", rule: "schema" }));
+    const issues = await issuesOf((t) => {
+      rec(t, 1)["gpus"] = 1;
+      fleetEngine(t, 0)["port"] = 1;
+    });
+    expect(issues).toContainEqual({
+      file: "engine-launch.json",
+      path: '$.engines["engine-1"].gpus',
+      rule: "schema",
+      message: expect.stringMatching(/unknown field/),
+    });
+    expect(issues).toContainEqual(
+      expect.objectContaining({ file: "fleet.json", path: "$.engines[0].port", rule: "schema" }),
+    );
   });
 
   it("reports wrong types and enums at their JSON paths", async () => {
@@ -56,9 +74,13 @@ describe("schemas", () => {
       (t.launch["engines"] as Obj)["worker-3"] = {};
     });
     const paths = issues.filter((i) => i.rule === "schema").map((i) => i.path);
-    expect(paths).toEqual(expect.arrayContaining([
-      '$.engines["engine-2"].transfer.transport', '$.engines["engine-2"].runtime.block_size', '$.engines["engine-1"].network_mode',
-    ]));
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        '$.engines["engine-2"].transfer.transport',
+        '$.engines["engine-2"].runtime.block_size',
+        '$.engines["engine-1"].network_mode',
+      ]),
+    );
     expect(issues.some((i) => i.path.startsWith('$.engines["worker-3"]'))).toBe(true);
   });
 
@@ -88,11 +110,21 @@ describe("all errors at once", () => {
     rec(tree, 1)["bogus"] = true;
     runtime(tree, 1)["extra_args"] = ["--dtype=float16"];
     fleetEngine(tree, 1)["role"] = "other";
-    const dir = await writeTree(tree, { env: Object.entries(tree.env).map(([k, v]) => `${k}=${v}`).join("\n") + "\nbad line\n" });
-    const err = await loadDesired(dir).then(() => undefined, (e: unknown) => e);
+    const dir = await writeTree(tree, {
+      env:
+        Object.entries(tree.env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join("\n") + "\nbad line\n",
+    });
+    const err = await loadDesired(dir).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(DesiredStateError);
     const rules = new Set((err as DesiredStateError).issues.map((i) => i.rule));
-    expect([...rules].sort()).toEqual(expect.arrayContaining(["syntax", "model-config-sha256", "substitution", "schema"]));
+    expect([...rules].sort()).toEqual(
+      expect.arrayContaining(["syntax", "model-config-sha256", "substitution", "schema"]),
+    );
     const sub = (err as DesiredStateError).issues.find((i) => i.rule === "substitution");
     expect(sub).toMatchObject({ file: "fleet.json", path: "$.engines[0].url" });
     expect(sub?.message).toMatch(/NARWHAL_NODE_1_IP/);
@@ -102,7 +134,12 @@ describe("all errors at once", () => {
   });
 
   it("still runs rules when only the other file is broken", async () => {
-    const issues = await issuesOf((t) => { rec(t, 1)["tensor_parallel_size"] = 2; }, { fleet: "{" });
+    const issues = await issuesOf(
+      (t) => {
+        rec(t, 1)["tensor_parallel_size"] = 2;
+      },
+      { fleet: "{" },
+    );
     expect(issues.map((i) => i.rule)).toEqual(expect.arrayContaining(["syntax", "tp-equals-gpu-count"]));
   });
 });
@@ -112,20 +149,41 @@ describe("loaded state", () => {
     const tree = validTree();
     tree.env["NARWHAL_NATIVE_PYTHONPATH"] = "site:/abs/lib";
     tree.env["NARWHAL_NATIVE_PYTHON"] = "venv/bin/python";
-    tree.fleet["nodes"] = [{ name: "gpu-a", engines: ["n1", "n2"], sysfs_root: "fx/sys", nvidia_smi: "nvidia-smi", rocminfo: "./bin/rocminfo" }];
+    tree.fleet["nodes"] = [
+      {
+        name: "gpu-a",
+        engines: ["n1", "n2"],
+        sysfs_root: "fx/sys",
+        nvidia_smi: "nvidia-smi",
+        rocminfo: "./bin/rocminfo",
+      },
+    ];
     const dir = await writeTree(tree);
     const state = await loadDesired(dir);
     const s = state.specs[0]!;
     expect(s.model.dir).toBe(join(dir, "models/m"));
     expect(state.variables["NARWHAL_NATIVE_PYTHONPATH"]).toBe(`${join(dir, "site")}:/abs/lib`);
     expect(s.python).toBe(join(dir, "venv/bin/python"));
-    expect(s.node).toEqual({ name: "gpu-a", sysfs_root: join(dir, "fx/sys"), nvidia_smi: "nvidia-smi", rocminfo: join(dir, "bin/rocminfo"), dev_root: "/" });
+    expect(s.node).toEqual({
+      name: "gpu-a",
+      sysfs_root: join(dir, "fx/sys"),
+      nvidia_smi: "nvidia-smi",
+      rocminfo: join(dir, "bin/rocminfo"),
+      dev_root: "/",
+    });
     expect(state.variables["NARWHAL_ENGINE_API_KEY"]).toBeUndefined();
     expect(state.secrets).toEqual(["k-123"]);
     expect(s.api_key?.reveal()).toBe("k-123");
     expect(JSON.stringify({ ...state, secrets: [] })).not.toContain("k-123");
     expect(state.variables["NARWHAL_NODE_2_URL"]).toBe("http://10.0.0.11:8001");
-    expect(s).toMatchObject({ host: "10.0.0.11", http_port: 8000, attestation_port: 8010, nixl_port: 5600, nixl_host: "10.0.0.11", ready_seconds: 180 });
+    expect(s).toMatchObject({
+      host: "10.0.0.11",
+      http_port: 8000,
+      attestation_port: 8010,
+      nixl_port: 5600,
+      nixl_host: "10.0.0.11",
+      ready_seconds: 180,
+    });
     expect(state.specs[1]).toMatchObject({ http_port: 8001, attestation_port: 8011, nixl_port: 5601 });
     expect(s.launch.environment).toEqual({ CUDA_VISIBLE_DEVICES: "0", UCX_NET_DEVICES: "eth0" });
     expect(s.launch.vllm_args).toEqual(["--tensor-parallel-size", "1"]);
@@ -133,7 +191,9 @@ describe("loaded state", () => {
 
   it("the default desired/ loads with two native engines on one node", async () => {
     const state = await loadDesired(join(repo, "desired"));
-    expect(state.specs.map((s) => [s.name, s.iid, s.role, s.backend, s.http_port, s.attestation_port, s.nixl_port])).toEqual([
+    expect(
+      state.specs.map((s) => [s.name, s.iid, s.role, s.backend, s.http_port, s.attestation_port, s.nixl_port]),
+    ).toEqual([
       ["engine-1", "n1", "prefill", "native", 18101, 18111, 18121],
       ["engine-2", "n2", "decode", "native", 18102, 18112, 18122],
     ]);
@@ -146,10 +206,14 @@ describe("loaded state", () => {
     const config = join(state.specs[0]!.model.dir, "config.json");
     if (!existsSync(config)) return ctx.skip();
     const actual = createHash("sha256").update(readFileSync(config)).digest("hex");
-    expect(state.specs[0]?.model.config_sha256, "update NARWHAL_MODEL_CONFIG_SHA256 in desired/deployment.env").toBe(actual);
+    expect(state.specs[0]?.model.config_sha256, "update NARWHAL_MODEL_CONFIG_SHA256 in desired/deployment.env").toBe(
+      actual,
+    );
   });
 
-  const examples = readdirSync(join(repo, "examples"), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  const examples = readdirSync(join(repo, "examples"), { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => d.name);
   it.each(examples)("examples/%s loads cleanly", async (name) => {
     const result = await validateDesired(join(repo, "examples", name));
     expect(result.issues).toEqual([]);
@@ -166,27 +230,54 @@ describe("fleet.json rollout block", () => {
 
   it("takes counts and percentages per role", async () => {
     const tree = validTree();
-    tree.fleet["rollout"] = { max_unavailable: { prefill: 1, decode: "25%" }, default_max_unavailable: 2, incompatible: "recreate" };
+    tree.fleet["rollout"] = {
+      max_unavailable: { prefill: 1, decode: "25%" },
+      default_max_unavailable: 2,
+      incompatible: "recreate",
+    };
     const state = await loadDesired(await writeTree(tree));
-    expect(state.rollout).toEqual({ max_unavailable: { prefill: 1, decode: "25%" }, default_max_unavailable: 2, incompatible: "recreate" });
+    expect(state.rollout).toEqual({
+      max_unavailable: { prefill: 1, decode: "25%" },
+      default_max_unavailable: 2,
+      incompatible: "recreate",
+    });
   });
 
   it.each([
-    [{ max_unavailable: { decode: "0%" } }, "$.rollout.max_unavailable.decode", /must be a count such as 1 or a percentage "1%" to "100%"/],
-    [{ max_unavailable: { decode: 0 } }, "$.rollout.max_unavailable.decode", /^must be at least 1: with none allowed out of service/],
+    [
+      { max_unavailable: { decode: "0%" } },
+      "$.rollout.max_unavailable.decode",
+      /must be a count such as 1 or a percentage "1%" to "100%"/,
+    ],
+    [
+      { max_unavailable: { decode: 0 } },
+      "$.rollout.max_unavailable.decode",
+      /^must be at least 1: with none allowed out of service/,
+    ],
     [{ default_max_unavailable: "150%" }, "$.rollout.default_max_unavailable", /"1%" to "100%"/],
     [{ incompatible: "rolling" }, "$.rollout.incompatible", /"pd_units"\|"recreate"/],
     [{ max_unavailble: {} }, "$.rollout.max_unavailble", /unknown field/],
   ])("rejects %j at its path", async (block, path, message) => {
-    const issues = await issuesOf((t) => { t.fleet["rollout"] = block; });
-    expect(issues).toContainEqual(expect.objectContaining({ file: "fleet.json", path, rule: "schema", message: expect.stringMatching(message) }));
+    const issues = await issuesOf((t) => {
+      t.fleet["rollout"] = block;
+    });
+    expect(issues).toContainEqual(
+      expect.objectContaining({ file: "fleet.json", path, rule: "schema", message: expect.stringMatching(message) }),
+    );
   });
 
   it("rejects a max_unavailable for a role no engine has, suggesting the close one", async () => {
-    const issues = await issuesOf((t) => { t.fleet["rollout"] = { max_unavailable: { decoe: 2 } }; });
-    expect(issues).toEqual([{
-      file: "fleet.json", path: "$.rollout.max_unavailable.decoe", rule: "rollout-roles",
-      message: 'no engine has role "decoe"; did you mean "decode"? (roles in this fleet: prefill, decode); name a role of the engines or remove the entry',
-    }]);
+    const issues = await issuesOf((t) => {
+      t.fleet["rollout"] = { max_unavailable: { decoe: 2 } };
+    });
+    expect(issues).toEqual([
+      {
+        file: "fleet.json",
+        path: "$.rollout.max_unavailable.decoe",
+        rule: "rollout-roles",
+        message:
+          'no engine has role "decoe"; did you mean "decode"? (roles in this fleet: prefill, decode); name a role of the engines or remove the entry',
+      },
+    ]);
   });
 });

@@ -14,13 +14,26 @@ describe("rules", () => {
   });
 
   it("tp-equals-gpu-count", async () => {
-    const issues = await issuesOf((t) => { rec(t, 1)["tensor_parallel_size"] = 2; });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-1"].tensor_parallel_size', rule: "tp-equals-gpu-count" });
+    const issues = await issuesOf((t) => {
+      rec(t, 1)["tensor_parallel_size"] = 2;
+    });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-1"].tensor_parallel_size',
+      rule: "tp-equals-gpu-count",
+    });
   });
 
   it("gpu-ids-unique", async () => {
-    const issues = await issuesOf((t) => { rec(t, 1)["gpu_ids"] = ["0", "0"]; rec(t, 1)["tensor_parallel_size"] = 2; });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-1"].gpu_ids[1]', rule: "gpu-ids-unique" });
+    const issues = await issuesOf((t) => {
+      rec(t, 1)["gpu_ids"] = ["0", "0"];
+      rec(t, 1)["tensor_parallel_size"] = 2;
+    });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-1"].gpu_ids[1]',
+      rule: "gpu-ids-unique",
+    });
   });
 
   it("hardware-matches-allocation: accelerators_per_engine and tensor_parallel", async () => {
@@ -29,24 +42,47 @@ describe("rules", () => {
       hw["accelerators_per_engine"] = 2;
       hw["tensor_parallel"] = 2;
     });
-    expectIssue(issues, { file: "fleet.json", path: "$.hardware.accelerators_per_engine", rule: "hardware-matches-allocation" });
-    expectIssue(issues, { file: "fleet.json", path: "$.hardware.tensor_parallel", rule: "hardware-matches-allocation" });
+    expectIssue(issues, {
+      file: "fleet.json",
+      path: "$.hardware.accelerators_per_engine",
+      rule: "hardware-matches-allocation",
+    });
+    expectIssue(issues, {
+      file: "fleet.json",
+      path: "$.hardware.tensor_parallel",
+      rule: "hardware-matches-allocation",
+    });
   });
 
   it("accelerator-matches-hardware", async () => {
-    const issues = await issuesOf((t) => { rec(t, 2)["accelerator"] = "NVIDIA A100-SXM4-80GB"; });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-2"].accelerator', rule: "accelerator-matches-hardware" });
+    const issues = await issuesOf((t) => {
+      rec(t, 2)["accelerator"] = "NVIDIA A100-SXM4-80GB";
+    });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-2"].accelerator',
+      rule: "accelerator-matches-hardware",
+    });
   });
 
   it("gpu-ids-disjoint-per-host", async () => {
-    const issues = await issuesOf((t) => { rec(t, 2)["gpu_ids"] = ["0"]; });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-2"].gpu_ids[0]', rule: "gpu-ids-disjoint-per-host" });
+    const issues = await issuesOf((t) => {
+      rec(t, 2)["gpu_ids"] = ["0"];
+    });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-2"].gpu_ids[0]',
+      rule: "gpu-ids-disjoint-per-host",
+    });
   });
 
   it("gpu ids may repeat on different hosts", async () => {
     const issues = await issuesOf((t) => {
       rec(t, 2)["gpu_ids"] = ["0"];
-      t.fleet["nodes"] = [{ name: "a", engines: ["n1"] }, { name: "b", engines: ["n2"] }];
+      t.fleet["nodes"] = [
+        { name: "a", engines: ["n1"] },
+        { name: "b", engines: ["n2"] },
+      ];
       t.env["NARWHAL_NODE_2_IP"] = "10.0.0.12";
     });
     expect(issues).toEqual([]);
@@ -65,13 +101,21 @@ describe("rules", () => {
   });
 
   it("ports-unique-per-host: attestation port colliding with another engine's HTTP port", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_NODE_2_ATTEST_PORT"] = "8000"; });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_NODE_2_ATTEST_PORT"] = "8000";
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[1].attestation_url", rule: "ports-unique-per-host" });
   });
 
   it("ports-unique-per-host: transfer ports", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_TRANSFER_PORTS"] = "7000"; });
-    expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_NODE_2_TRANSFER_PORTS", rule: "ports-unique-per-host" });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_TRANSFER_PORTS"] = "7000";
+    });
+    expectIssue(issues, {
+      file: "deployment.env",
+      path: "$.NARWHAL_NODE_2_TRANSFER_PORTS",
+      rule: "ports-unique-per-host",
+    });
   });
 
   it("rocm-devices", async () => {
@@ -90,35 +134,69 @@ describe("rules", () => {
       (rec(t, 1)["transfer"] as Obj)["transport"] = "ucx_rdma";
       (rec(t, 2)["transfer"] as Obj)["devices"] = ["/dev/infiniband/uverbs0"];
     });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-1"].transfer.devices', rule: "transfer-devices" });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-2"].transfer.devices', rule: "transfer-devices" });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-1"].transfer.devices',
+      rule: "transfer-devices",
+    });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-2"].transfer.devices',
+      rule: "transfer-devices",
+    });
   });
 
   it("extra-args-managed: plain, =-form, underscore form and --trust-remote-code", async () => {
     const issues = await issuesOf((t) => {
-      runtime(t, 1)["extra_args"] = ["--max-model-len", "4096", "--port", "9", "--block-size=32", "--tensor_parallel_size=2", "--trust-remote-code"];
+      runtime(t, 1)["extra_args"] = [
+        "--max-model-len",
+        "4096",
+        "--port",
+        "9",
+        "--block-size=32",
+        "--tensor_parallel_size=2",
+        "--trust-remote-code",
+      ];
     });
     const paths = only(issues, "extra-args-managed").map((i) => [i.file, i.path]);
-    expect(paths).toEqual([2, 4, 5, 6].map((n) => ["engine-launch.json", `$.engines["engine-1"].runtime.extra_args[${n}]`]));
+    expect(paths).toEqual(
+      [2, 4, 5, 6].map((n) => ["engine-launch.json", `$.engines["engine-1"].runtime.extra_args[${n}]`]),
+    );
   });
 
   it("runtime-env-managed", async () => {
-    const issues = await issuesOf((t) => { runtime(t, 2)["environment"] = { UCX_TLS: "tcp", NCCL_DEBUG: "INFO" }; });
-    expect(only(issues, "runtime-env-managed")).toEqual([expect.objectContaining({
-      file: "engine-launch.json", path: '$.engines["engine-2"].runtime.environment.UCX_TLS' })]);
+    const issues = await issuesOf((t) => {
+      runtime(t, 2)["environment"] = { UCX_TLS: "tcp", NCCL_DEBUG: "INFO" };
+    });
+    expect(only(issues, "runtime-env-managed")).toEqual([
+      expect.objectContaining({
+        file: "engine-launch.json",
+        path: '$.engines["engine-2"].runtime.environment.UCX_TLS',
+      }),
+    ]);
   });
 
   it("derived-fields-agree: matching derived fields load, disagreeing ones are rejected", async () => {
-    expect(await issuesOf((t) => {
-      rec(t, 1)["environment"] = { CUDA_VISIBLE_DEVICES: "0", UCX_NET_DEVICES: "eth0" };
-      rec(t, 1)["vllm_args"] = ["--tensor-parallel-size", "1"];
-    })).toEqual([]);
+    expect(
+      await issuesOf((t) => {
+        rec(t, 1)["environment"] = { CUDA_VISIBLE_DEVICES: "0", UCX_NET_DEVICES: "eth0" };
+        rec(t, 1)["vllm_args"] = ["--tensor-parallel-size", "1"];
+      }),
+    ).toEqual([]);
     const issues = await issuesOf((t) => {
       rec(t, 1)["environment"] = { CUDA_VISIBLE_DEVICES: "1", UCX_NET_DEVICES: "eth0" };
       rec(t, 1)["vllm_args"] = ["--tensor-parallel-size", "2"];
     });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-1"].environment', rule: "derived-fields-agree" });
-    expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-1"].vllm_args', rule: "derived-fields-agree" });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-1"].environment',
+      rule: "derived-fields-agree",
+    });
+    expectIssue(issues, {
+      file: "engine-launch.json",
+      path: '$.engines["engine-1"].vllm_args',
+      rule: "derived-fields-agree",
+    });
   });
 
   it("fleet-launch-pairing: both directions", async () => {
@@ -131,13 +209,21 @@ describe("rules", () => {
   });
 
   it("unique-names", async () => {
-    const issues = await issuesOf((t) => { t.fleet["nodes"] = [{ name: "a", engines: ["n1"] }, { name: "a", engines: ["n2"] }]; });
+    const issues = await issuesOf((t) => {
+      t.fleet["nodes"] = [
+        { name: "a", engines: ["n1"] },
+        { name: "a", engines: ["n2"] },
+      ];
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.nodes[1].name", rule: "unique-names" });
   });
 
   it("engine-on-one-node: missing, twice, unknown", async () => {
     const issues = await issuesOf((t) => {
-      t.fleet["nodes"] = [{ name: "a", engines: ["n1", "n9"] }, { name: "b", engines: ["n1"] }];
+      t.fleet["nodes"] = [
+        { name: "a", engines: ["n1", "n9"] },
+        { name: "b", engines: ["n1"] },
+      ];
     });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[1]", rule: "engine-on-one-node" });
     expectIssue(issues, { file: "fleet.json", path: "$.nodes[1].engines[0]", rule: "engine-on-one-node" });
@@ -145,72 +231,115 @@ describe("rules", () => {
   });
 
   it("role-matches-fleet", async () => {
-    const issues = await issuesOf((t) => { rec(t, 2)["role"] = "prefill"; });
+    const issues = await issuesOf((t) => {
+      rec(t, 2)["role"] = "prefill";
+    });
     expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-2"].role', rule: "role-matches-fleet" });
   });
 
   it("container-image", async () => {
-    const issues = await issuesOf((t) => { delete rec(t, 1)["image"]; });
+    const issues = await issuesOf((t) => {
+      delete rec(t, 1)["image"];
+    });
     expectIssue(issues, { file: "engine-launch.json", path: '$.engines["engine-1"].image', rule: "container-image" });
   });
 
   it("native-revision", async () => {
-    const issues = await issuesOf((t) => { rec(t, 1)["backend"] = "native"; delete t.env["NARWHAL_MODEL_REVISION"]; });
+    const issues = await issuesOf((t) => {
+      rec(t, 1)["backend"] = "native";
+      delete t.env["NARWHAL_MODEL_REVISION"];
+    });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_MODEL_REVISION", rule: "native-revision" });
   });
 
   it("url-format", async () => {
-    const issues = await issuesOf((t) => { fleetEngine(t, 0)["url"] = "ftp://10.0.0.11:8000"; });
+    const issues = await issuesOf((t) => {
+      fleetEngine(t, 0)["url"] = "ftp://10.0.0.11:8000";
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[0].url", rule: "url-format" });
   });
 
   it("url-matches-variables", async () => {
-    const issues = await issuesOf((t) => { fleetEngine(t, 0)["url"] = "http://10.0.0.11:9000"; });
+    const issues = await issuesOf((t) => {
+      fleetEngine(t, 0)["url"] = "http://10.0.0.11:9000";
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[0].url", rule: "url-matches-variables" });
   });
 
   it("host-consistency: one node, two addresses", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_NODE_2_IP"] = "10.0.0.12"; });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_NODE_2_IP"] = "10.0.0.12";
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[1].url", rule: "host-consistency" });
   });
 
   it("host-consistency: two nodes, one address", async () => {
-    const issues = await issuesOf((t) => { t.fleet["nodes"] = [{ name: "a", engines: ["n1"] }, { name: "b", engines: ["n2"] }]; });
+    const issues = await issuesOf((t) => {
+      t.fleet["nodes"] = [
+        { name: "a", engines: ["n1"] },
+        { name: "b", engines: ["n2"] },
+      ];
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[1].url", rule: "host-consistency" });
   });
 
   it("required-variables", async () => {
-    const issues = await issuesOf((t) => { delete t.env["NARWHAL_ENGINE_MODEL_NAME"]; delete t.env["NARWHAL_FABRIC_INTERFACE"]; });
+    const issues = await issuesOf((t) => {
+      delete t.env["NARWHAL_ENGINE_MODEL_NAME"];
+      delete t.env["NARWHAL_FABRIC_INTERFACE"];
+    });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_ENGINE_MODEL_NAME", rule: "required-variables" });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_FABRIC_INTERFACE", rule: "required-variables" });
   });
 
   it("model-config-sha256", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_MODEL_CONFIG_SHA256"] = "ABC"; });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_MODEL_CONFIG_SHA256"] = "ABC";
+    });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_MODEL_CONFIG_SHA256", rule: "model-config-sha256" });
   });
 
   it("port-variables", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_NIXL_PORT"] = "70000"; t.env["NARWHAL_NODE_1_ENGINE_PORT"] = "80a"; });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_NIXL_PORT"] = "70000";
+      t.env["NARWHAL_NODE_1_ENGINE_PORT"] = "80a";
+    });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_NIXL_PORT", rule: "port-variables" });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_NODE_1_ENGINE_PORT", rule: "port-variables" });
   });
 
   it("ready-seconds", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_READY_SECONDS"] = "0"; });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_READY_SECONDS"] = "0";
+    });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_READY_SECONDS", rule: "ready-seconds" });
   });
 
   it("non-empty-values", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_ENGINE_API_KEY"] = ""; });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_ENGINE_API_KEY"] = "";
+    });
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_ENGINE_API_KEY", rule: "non-empty-values" });
   });
 
   it("variable-names: a misspelt variable names the one it most likely means", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_READY_SECOND"] = "600"; t.env["NARWHAL_NODE_2_NIXL_PROT"] = "5601"; });
-    expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_READY_SECOND", rule: "variable-names", message: expect.stringMatching(/did you mean NARWHAL_READY_SECONDS\?/) });
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_READY_SECOND"] = "600";
+      t.env["NARWHAL_NODE_2_NIXL_PROT"] = "5601";
+    });
+    expectIssue(issues, {
+      file: "deployment.env",
+      path: "$.NARWHAL_READY_SECOND",
+      rule: "variable-names",
+      message: expect.stringMatching(/did you mean NARWHAL_READY_SECONDS\?/),
+    });
     // Per-node names are compared with their own node's variables, not another node's.
-    expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_NODE_2_NIXL_PROT", rule: "variable-names", message: expect.stringMatching(/did you mean NARWHAL_NODE_2_NIXL_PORT\?/) });
+    expectIssue(issues, {
+      file: "deployment.env",
+      path: "$.NARWHAL_NODE_2_NIXL_PROT",
+      rule: "variable-names",
+      message: expect.stringMatching(/did you mean NARWHAL_NODE_2_NIXL_PORT\?/),
+    });
   });
 
   it("variable-names: the operator's own variables are allowed when a ${NAME} uses them or no known name is close", async () => {
@@ -224,32 +353,66 @@ describe("rules", () => {
   });
 
   it("variable-names is not guessed when a JSON file cannot be read (its ${NAME} uses are unknown)", async () => {
-    const issues = await issuesOf((t) => { t.env["NARWHAL_READY_SECOND"] = "600"; }, { fleet: "{" });
+    const issues = await issuesOf(
+      (t) => {
+        t.env["NARWHAL_READY_SECOND"] = "600";
+      },
+      { fleet: "{" },
+    );
     expect(only(issues, "variable-names")).toEqual([]);
   });
 
   it("every named rule has a test above", () => {
-    expect([...RULE_NAMES].sort()).toEqual([
-      "accelerator-matches-hardware", "container-image", "derived-fields-agree", "engine-on-one-node",
-      "extra-args-managed", "fleet-launch-pairing", "gpu-ids-disjoint-per-host", "gpu-ids-unique",
-      "hardware-matches-allocation", "host-consistency", "model-config-sha256", "native-revision",
-      "non-empty-values", "port-variables", "ports-unique-per-host", "ready-seconds", "required-variables",
-      "rocm-devices", "role-matches-fleet", "runtime-env-managed", "tp-equals-gpu-count", "transfer-devices",
-      "unique-names", "url-format", "url-matches-variables", "variable-names",
-      // Tested in test/engine/launch-rules.test.ts.
-      "engine-args-env", "gguf-model", "rocm-dri-per-gpu", "shared-device", "shared-device-consistent",
-      // Tested in test/desired-corpus (newline-in-value trees).
-      "single-line-values",
-      // Tested in test/desired/load.test.ts ("fleet.json rollout block").
-      "rollout-roles",
-    ].sort());
+    expect([...RULE_NAMES].sort()).toEqual(
+      [
+        "accelerator-matches-hardware",
+        "container-image",
+        "derived-fields-agree",
+        "engine-on-one-node",
+        "extra-args-managed",
+        "fleet-launch-pairing",
+        "gpu-ids-disjoint-per-host",
+        "gpu-ids-unique",
+        "hardware-matches-allocation",
+        "host-consistency",
+        "model-config-sha256",
+        "native-revision",
+        "non-empty-values",
+        "port-variables",
+        "ports-unique-per-host",
+        "ready-seconds",
+        "required-variables",
+        "rocm-devices",
+        "role-matches-fleet",
+        "runtime-env-managed",
+        "tp-equals-gpu-count",
+        "transfer-devices",
+        "unique-names",
+        "url-format",
+        "url-matches-variables",
+        "variable-names",
+        // Tested in test/engine/launch-rules.test.ts.
+        "engine-args-env",
+        "gguf-model",
+        "rocm-dri-per-gpu",
+        "shared-device",
+        "shared-device-consistent",
+        // Tested in test/desired-corpus (newline-in-value trees).
+        "single-line-values",
+        // Tested in test/desired/load.test.ts ("fleet.json rollout block").
+        "rollout-roles",
+      ].sort(),
+    );
   });
 });
 
 // Item 16 of issue 8: a schema error in one record used to hide every rule about the others.
 describe("rules over the records that passed their schema", () => {
   it("a broken launch record leaves the rules about the other records running", async () => {
-    const issues = await issuesOf((t) => { rec(t, 1)["gpus"] = 1; rec(t, 2)["tensor_parallel_size"] = 2; });
+    const issues = await issuesOf((t) => {
+      rec(t, 1)["gpus"] = 1;
+      rec(t, 2)["tensor_parallel_size"] = 2;
+    });
     expectIssue(issues, { path: '$.engines["engine-1"].gpus', rule: "schema" });
     expectIssue(issues, { path: '$.engines["engine-2"].tensor_parallel_size', rule: "tp-equals-gpu-count" });
     // The broken record is skipped by the rules, not reported again as missing.
@@ -257,21 +420,30 @@ describe("rules over the records that passed their schema", () => {
   });
 
   it("a broken fleet record is neither unpaired nor unlisted, and the fleet rules still judge the others", async () => {
-    const issues = await issuesOf((t) => { fleetEngine(t, 1)["role"] = 7; t.env["NARWHAL_NODE_1_URL"] = "http://10.0.0.11:8000/v1"; });
+    const issues = await issuesOf((t) => {
+      fleetEngine(t, 1)["role"] = 7;
+      t.env["NARWHAL_NODE_1_URL"] = "http://10.0.0.11:8000/v1";
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[1].role", rule: "schema" });
     expectIssue(issues, { file: "fleet.json", path: "$.engines[0].url", rule: "url-format" });
     expect(issues.filter((i) => i.rule === "fleet-launch-pairing" || i.rule === "engine-on-one-node")).toEqual([]);
   });
 
   it("broken hardware skips only the rules that compare against it", async () => {
-    const issues = await issuesOf((t) => { (t.fleet["hardware"] as Obj)["accelerator"] = 1; rec(t, 2)["role"] = "prefill"; });
+    const issues = await issuesOf((t) => {
+      (t.fleet["hardware"] as Obj)["accelerator"] = 1;
+      rec(t, 2)["role"] = "prefill";
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.hardware.accelerator", rule: "schema" });
     expectIssue(issues, { path: '$.engines["engine-2"].role', rule: "role-matches-fleet" });
     expect(issues.filter((i) => i.rule.includes("hardware"))).toEqual([]);
   });
 
-  it("a broken node record does not make its engines \"on no node\"", async () => {
-    const issues = await issuesOf((t) => { (t.fleet["nodes"] as Obj[]).push({ name: "gpu-b", engines: ["n2"], sysfs_root: "" }); (t.fleet["nodes"] as Obj[])[0]!["engines"] = ["n1"]; });
+  it('a broken node record does not make its engines "on no node"', async () => {
+    const issues = await issuesOf((t) => {
+      (t.fleet["nodes"] as Obj[]).push({ name: "gpu-b", engines: ["n2"], sysfs_root: "" });
+      (t.fleet["nodes"] as Obj[])[0]!["engines"] = ["n1"];
+    });
     expectIssue(issues, { file: "fleet.json", path: "$.nodes[1].sysfs_root", rule: "schema" });
     expect(only(issues, "engine-on-one-node")).toEqual([]);
   });

@@ -18,7 +18,8 @@ describe("substitute (complete values)", () => {
 
   it("names an undefined variable and its JSON path, with the derivation reason", () => {
     const r = substitute({ engines: [{ url: "${NARWHAL_NODE_1_URL}" }] }, vars, {
-      file: "fleet.json", explainUndefined: (n) => (n === "NARWHAL_NODE_1_URL" ? "NARWHAL_NODE_1_IP is not set" : undefined),
+      file: "fleet.json",
+      explainUndefined: (n) => (n === "NARWHAL_NODE_1_URL" ? "NARWHAL_NODE_1_IP is not set" : undefined),
     });
     expect(r.issues).toEqual([expect.objectContaining({ path: "$.engines[0].url", rule: "substitution" })]);
     expect(r.issues[0]?.message).toMatch(/NARWHAL_NODE_1_URL is not defined.*NARWHAL_NODE_1_IP is not set/);
@@ -26,9 +27,14 @@ describe("substitute (complete values)", () => {
   });
 
   it("never copies a secret into a record", () => {
-    const r = substitute({ env: { K: "${NARWHAL_ENGINE_API_KEY}" } }, { NARWHAL_ENGINE_API_KEY: "s3cret" }, {
-      file: "engine-launch.json", secretNames: new Set(["NARWHAL_ENGINE_API_KEY"]),
-    });
+    const r = substitute(
+      { env: { K: "${NARWHAL_ENGINE_API_KEY}" } },
+      { NARWHAL_ENGINE_API_KEY: "s3cret" },
+      {
+        file: "engine-launch.json",
+        secretNames: new Set(["NARWHAL_ENGINE_API_KEY"]),
+      },
+    );
     expect(r.issues[0]).toMatchObject({ path: "$.env.K", rule: "secret-reference" });
     expect(JSON.stringify(r)).not.toContain("s3cret");
   });

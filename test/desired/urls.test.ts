@@ -28,7 +28,15 @@ describe("URL derivation (seed 003 §14)", () => {
   });
 
   it("per-node port overrides win over fleet-wide ports", () => {
-    const { derived } = deriveEndpoints({ ...base, NARWHAL_NODE_2_IP: "10.0.0.11", NARWHAL_NODE_2_ENGINE_PORT: "8001", NARWHAL_NODE_2_ATTEST_PORT: "8011" }, [2]);
+    const { derived } = deriveEndpoints(
+      {
+        ...base,
+        NARWHAL_NODE_2_IP: "10.0.0.11",
+        NARWHAL_NODE_2_ENGINE_PORT: "8001",
+        NARWHAL_NODE_2_ATTEST_PORT: "8011",
+      },
+      [2],
+    );
     expect(derived).toEqual({
       NARWHAL_NODE_2_URL: "http://10.0.0.11:8001",
       NARWHAL_NODE_2_ATTESTATION_URL: "http://10.0.0.11:8011/v1/attestation",

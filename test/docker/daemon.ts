@@ -73,7 +73,8 @@ function installDockerIo(): void {
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
   for (const args of [["update"], ["install", "-y", "--no-install-recommends", "docker.io"]]) {
     const r = spawnSync("apt-get", args, { stdio: ["ignore", "inherit", "inherit"], env });
-    if (r.status !== 0) throw new Error(`apt-get ${args.join(" ")} failed (exit ${r.status ?? r.signal}); install docker.io by hand`);
+    if (r.status !== 0)
+      throw new Error(`apt-get ${args.join(" ")} failed (exit ${r.status ?? r.signal}); install docker.io by hand`);
   }
 }
 
@@ -179,7 +180,9 @@ export interface PrivateDaemonOptions {
 export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promise<PrivateDaemon> {
   const dockerd = ensureDockerd();
   if (!isRoot()) {
-    throw new Error("Docker tests need a Docker Engine: no DOCKER_HOST or /var/run/docker.sock answers, and starting a private dockerd needs root");
+    throw new Error(
+      "Docker tests need a Docker Engine: no DOCKER_HOST or /var/run/docker.sock answers, and starting a private dockerd needs root",
+    );
   }
   await fs.mkdir(BASE, { recursive: true });
   const runDir = opts.runDir ?? (await fs.mkdtemp(path.join(BASE, "run-")));
@@ -194,10 +197,14 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
   const child = spawn(
     dockerd,
     [
-      "--data-root", dataRoot,
-      "--exec-root", execRoot,
-      "-H", `unix://${socket}`,
-      "--pidfile", pidFile,
+      "--data-root",
+      dataRoot,
+      "--exec-root",
+      execRoot,
+      "-H",
+      `unix://${socket}`,
+      "--pidfile",
+      pidFile,
       "--iptables=false",
       "--ip-masq=false",
       "--bridge=none",
@@ -232,7 +239,14 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
       // Every container on a private engine is this run's: remove them so nothing outlives the daemon.
       try {
         const all = await docker.listContainers({ all: true, abortSignal: AbortSignal.timeout(10_000) });
-        await Promise.all(all.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => {})));
+        await Promise.all(
+          all.map((c) =>
+            docker
+              .getContainer(c.Id)
+              .remove({ force: true })
+              .catch(() => {}),
+          ),
+        );
       } catch {
         /* the daemon is going away anyway */
       }
@@ -263,7 +277,9 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (!(await ping(docker, 2_000))) {
     if (exited || Date.now() > deadline) {
-      const why = exited ? `dockerd exited (${child.exitCode ?? child.signalCode})` : `dockerd did not answer within ${START_TIMEOUT_MS} ms`;
+      const why = exited
+        ? `dockerd exited (${child.exitCode ?? child.signalCode})`
+        : `dockerd did not answer within ${START_TIMEOUT_MS} ms`;
       const logTail = await tail(logFile);
       await stop();
       throw new Error(`${why}; log ${logFile}:\n${logTail}`);
@@ -304,7 +320,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     const a = await ensureSimImage({ docker, variant: "a", log });
     const b = await ensureSimImage({ docker, variant: "b", log });
-    log(`simulator images: ${a.tag} (${a.built ? `built in ${a.buildMs} ms` : "reused"}), ${b.tag} (${b.built ? `built in ${b.buildMs} ms` : "reused"})`);
+    log(
+      `simulator images: ${a.tag} (${a.built ? `built in ${a.buildMs} ms` : "reused"}), ${b.tag} (${b.built ? `built in ${b.buildMs} ms` : "reused"})`,
+    );
     project.provide("dockerHost", host);
     project.provide("dockerPrivate", isPrivate);
     project.provide("simImage", a.tag);

@@ -46,7 +46,9 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
     open++;
     maxOpen = Math.max(maxOpen, open);
     res.once("close", () => open--);
-    const rule = rules.find((r) => (r.method ?? call.method) === call.method && r.path.test(call.path) && (r.times ?? 1) > 0);
+    const rule = rules.find(
+      (r) => (r.method ?? call.method) === call.method && r.path.test(call.path) && (r.times ?? 1) > 0,
+    );
     if (rule && rule.times !== undefined) rule.times--;
     if (rule?.action === "error500") {
       req.resume();
@@ -57,19 +59,22 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
       req.socket.destroy();
       return;
     }
-    const up = http.request({ socketPath: upstreamSocket, method: req.method, path: req.url, headers: req.headers }, (ur) => {
-      const send = () => {
-        res.writeHead(ur.statusCode ?? 502, ur.headers);
-        ur.pipe(res);
-      };
-      if (rule?.action === "stall") {
-        if (rule.ms !== undefined) {
-          const t = setTimeout(send, rule.ms);
-          held.add(t);
-        }
-        // else: held until the caller gives up
-      } else send();
-    });
+    const up = http.request(
+      { socketPath: upstreamSocket, method: req.method, path: req.url, headers: req.headers },
+      (ur) => {
+        const send = () => {
+          res.writeHead(ur.statusCode ?? 502, ur.headers);
+          ur.pipe(res);
+        };
+        if (rule?.action === "stall") {
+          if (rule.ms !== undefined) {
+            const t = setTimeout(send, rule.ms);
+            held.add(t);
+          }
+          // else: held until the caller gives up
+        } else send();
+      },
+    );
     up.on("error", () => res.destroy());
     req.pipe(up);
   });

@@ -63,7 +63,11 @@ export function dockerClient(host) {
   }
   const tls = u.protocol === "https:" || (process.env.DOCKER_TLS_VERIFY ?? "") !== "";
   /** @type {Docker.DockerOptions} */
-  const opts = { protocol: tls ? "https" : "http", host: u.hostname, port: u.port ? Number(u.port) : tls ? 2376 : 2375 };
+  const opts = {
+    protocol: tls ? "https" : "http",
+    host: u.hostname,
+    port: u.port ? Number(u.port) : tls ? 2376 : 2375,
+  };
   const certPath = process.env.DOCKER_CERT_PATH;
   if (tls && certPath) {
     opts.ca = readFileSync(path.join(certPath, "ca.pem"));
@@ -78,7 +82,9 @@ export function dockerClient(host) {
  * @returns {Promise<string>}
  */
 async function sha256File(file) {
-  return createHash("sha256").update(await fs.readFile(file)).digest("hex");
+  return createHash("sha256")
+    .update(await fs.readFile(file))
+    .digest("hex");
 }
 
 /**
@@ -229,7 +235,20 @@ async function copyTree(src, dest, skip) {
  * @param {string} root @param {string} repoRoot @param {string} variant
  */
 export async function assembleRootfs(root, repoRoot, variant) {
-  for (const d of ["usr/bin", "usr/lib", "usr/lib64", "usr/sbin", "usr/local/bin", "etc", "dev", "proc", "sys", "root", "opt/narwhal-sim", "var"]) {
+  for (const d of [
+    "usr/bin",
+    "usr/lib",
+    "usr/lib64",
+    "usr/sbin",
+    "usr/local/bin",
+    "etc",
+    "dev",
+    "proc",
+    "sys",
+    "root",
+    "opt/narwhal-sim",
+    "var",
+  ]) {
     await fs.mkdir(path.join(root, d), { recursive: true });
   }
   for (const dir of ["bin", "lib", "lib64", "sbin"]) {
@@ -245,13 +264,21 @@ export async function assembleRootfs(root, repoRoot, variant) {
   await fs.symlink("dash", path.join(root, "usr/bin/sh"));
   await copyInto(CAT, root, "usr/bin/cat");
 
-  const stdlibFiles = await copyTree(STDLIB, path.join(root, STDLIB.slice(1)), (name, isDir) => isDir && STDLIB_SKIP.has(name));
+  const stdlibFiles = await copyTree(
+    STDLIB,
+    path.join(root, STDLIB.slice(1)),
+    (name, isDir) => isDir && STDLIB_SKIP.has(name),
+  );
   const elfs = [PYTHON, SHELL, CAT, ...stdlibFiles.filter((f) => f.endsWith(".so"))];
   for (const lib of await sharedLibraries(elfs)) {
     await copyInto(lib, root, await canonical(lib));
   }
 
-  await copyTree(path.join(repoRoot, "test/sim/site"), path.join(root, SIM_SITE_DIR.slice(1)), (name) => name === "__pycache__" || name.endsWith(".pyc"));
+  await copyTree(
+    path.join(repoRoot, "test/sim/site"),
+    path.join(root, SIM_SITE_DIR.slice(1)),
+    (name) => name === "__pycache__" || name.endsWith(".pyc"),
+  );
   await fs.writeFile(path.join(root, "opt/narwhal-sim/variant"), `${variant}\n`);
 
   await fs.writeFile(
@@ -325,7 +352,9 @@ export async function ensureSimImage(opts = {}) {
       tar.stderr.on("data", (d) => (tarErr += d));
       const tarDone = new Promise((resolve, reject) => {
         tar.on("error", reject);
-        tar.on("close", (code) => (code === 0 ? resolve(undefined) : reject(new Error(`tar exited ${code}: ${tarErr.trim()}`))));
+        tar.on("close", (code) =>
+          code === 0 ? resolve(undefined) : reject(new Error(`tar exited ${code}: ${tarErr.trim()}`)),
+        );
       });
       const changes = [
         `ENV PYTHONPATH=${SIM_SITE_DIR}`,

@@ -21,15 +21,24 @@ describe("Docker daemon faults", () => {
     const fleet = await simFleet(fleetOpts);
     stateDirs.push(fleet.stateDir);
     const started = Date.now();
-    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { DOCKER_HOST: proxy.host, ...retryEnv, ...env });
+    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      DOCKER_HOST: proxy.host,
+      ...retryEnv,
+      ...env,
+    });
     const engines = (await status(fleet.stateDir)).engines;
-    const containers = await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } });
+    const containers = await docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`] },
+    });
     return { r, engines, containers, seconds: (Date.now() - started) / 1000, fleet };
   }
 
   /** Every file of this name under the state directory's run directories, concatenated. */
   async function runFiles(stateDir: string, name: string): Promise<string> {
-    const found = (await fs.readdir(path.join(stateDir, "runs"), { recursive: true })).filter((f) => path.basename(f) === name).sort();
+    const found = (await fs.readdir(path.join(stateDir, "runs"), { recursive: true }))
+      .filter((f) => path.basename(f) === name)
+      .sort();
     return (await Promise.all(found.map((f) => fs.readFile(path.join(stateDir, "runs", f), "utf8")))).join("");
   }
 
@@ -41,13 +50,17 @@ describe("Docker daemon faults", () => {
     proxy.rules.length = 0;
     for (const dir of stateDirs.splice(0)) {
       await runCli(["down", "--state", dir], { DOCKER_HOST: inject("dockerHost") });
-      for (const c of await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${dir}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+      for (const c of await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${dir}`] } }))
+        await docker.getContainer(c.Id).remove({ force: true });
     }
   });
   afterAll(() => proxy.close());
 
   it("retries through 500s on create and start", async () => {
-    proxy.rules.push({ method: "POST", path: /^\/containers\/create/, action: "error500", times: 2 }, { method: "POST", path: /^\/containers\/[0-9a-f]+\/start/, action: "error500", times: 1 });
+    proxy.rules.push(
+      { method: "POST", path: /^\/containers\/create/, action: "error500", times: 2 },
+      { method: "POST", path: /^\/containers\/[0-9a-f]+\/start/, action: "error500", times: 1 },
+    );
     const { r, engines, containers } = await converge({});
     proxy.rules.length = 0;
     expect(r.code, r.stderr.slice(-2000)).toBe(0);
@@ -68,7 +81,9 @@ describe("Docker daemon faults", () => {
     // Every call hangs for the first 5 s; each has a 1 s deadline.
     proxy.rules.push({ path: /.*/, action: "stall", method: "GET" }, { path: /.*/, action: "stall", method: "POST" });
     const clear = setTimeout(() => (proxy.rules.length = 0), 5000);
-    const timeouts = Object.fromEntries(["PING", "INSPECT", "LIST", "CREATE", "START", "LOGS"].map((k) => [`NARWHAL_DOCKER_${k}_MS`, "1000"]));
+    const timeouts = Object.fromEntries(
+      ["PING", "INSPECT", "LIST", "CREATE", "START", "LOGS"].map((k) => [`NARWHAL_DOCKER_${k}_MS`, "1000"]),
+    );
     const { r, engines, containers, seconds } = await converge(timeouts);
     clearTimeout(clear);
     proxy.rules.length = 0;
@@ -88,16 +103,26 @@ describe("Docker daemon faults", () => {
       { method: "POST", path: /^\/containers\/create\?name=narwhal-engine-1&/, action: "stall", times: 1 },
       { method: "POST", path: /^\/containers\/[0-9a-f]{64}\/wait/, action: "stall", times: 1 },
     );
-    const { r, engines, containers, fleet } = await converge({ NARWHAL_DOCKER_CREATE_MS: "1500", NARWHAL_DOCKER_CHECK_MS: "15000" });
+    const { r, engines, containers, fleet } = await converge({
+      NARWHAL_DOCKER_CREATE_MS: "1500",
+      NARWHAL_DOCKER_CHECK_MS: "15000",
+    });
     proxy.rules.length = 0;
     expect(r.code, r.stderr.slice(-2000)).toBe(0);
     expect(engines.map((e) => e.phase)).toEqual(["captured", "captured"]);
     // Nothing left behind: no check container, no second or Created engine container.
-    expect(containers.map((c) => [c.Labels["io.narwhal.purpose"], c.State]).sort()).toEqual([["engine", "running"], ["engine", "running"]]);
+    expect(containers.map((c) => [c.Labels["io.narwhal.purpose"], c.State]).sort()).toEqual([
+      ["engine", "running"],
+      ["engine", "running"],
+    ]);
     const checkLog = await runFiles(fleet.stateDir, "image-check.log");
-    expect(checkLog).toMatch(/^=== inspection check-[0-9a-f-]{36} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container create exceeded its deadline of 1500 ms \(NARWHAL_DOCKER_CREATE_MS\)/m);
+    expect(checkLog).toMatch(
+      /^=== inspection check-[0-9a-f-]{36} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container create exceeded its deadline of 1500 ms \(NARWHAL_DOCKER_CREATE_MS\)/m,
+    );
     // The wait past its deadline: the output the check printed so far is kept under its deadline line.
-    expect(checkLog).toMatch(/^=== inspection [0-9a-f]{64} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container wait [0-9a-f]{12} exceeded its deadline of 15000 ms \(NARWHAL_DOCKER_CHECK_MS\)[^\n]*\n\S/m);
+    expect(checkLog).toMatch(
+      /^=== inspection [0-9a-f]{64} plan_sha256=[0-9a-f]{64} at=\S+ exit=null\n--- deadline: docker container wait [0-9a-f]{12} exceeded its deadline of 15000 ms \(NARWHAL_DOCKER_CHECK_MS\)[^\n]*\n\S/m,
+    );
     const notes = engines.flatMap((e) => e.history.map((h) => h.note ?? ""));
     expect(notes.every((n) => !/^(undefined|):/.test(n))).toBe(true);
   });
@@ -106,7 +131,12 @@ describe("Docker daemon faults", () => {
     const fleet = await simFleet({ ...opts(), engines: [{ faults: "crash_at_start" }] });
     stateDirs.push(fleet.stateDir);
     // Only the engine's own log reads hang: the stall begins once the check (which reads its output as a log) is done.
-    const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { DOCKER_HOST: proxy.host, ...retryEnv, NARWHAL_RETRY_MAX_ATTEMPTS: "1", NARWHAL_DOCKER_LOGS_MS: "1000" });
+    const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      DOCKER_HOST: proxy.host,
+      ...retryEnv,
+      NARWHAL_RETRY_MAX_ATTEMPTS: "1",
+      NARWHAL_DOCKER_LOGS_MS: "1000",
+    });
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += d));
     const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
@@ -116,7 +146,9 @@ describe("Docker daemon faults", () => {
     expect(code, stderr.slice(-2000)).not.toBe(0);
     const [engine] = (await status(fleet.stateDir)).engines;
     expect(engine!.last_error).toMatchObject({ engine: "engine-1", step: "start" });
-    expect(engine!.last_error!.message).toMatch(/the engine log could not be copied \(docker container logs [0-9a-f]{12} exceeded its deadline of 1000 ms \(NARWHAL_DOCKER_LOGS_MS\)/);
+    expect(engine!.last_error!.message).toMatch(
+      /the engine log could not be copied \(docker container logs [0-9a-f]{12} exceeded its deadline of 1000 ms \(NARWHAL_DOCKER_LOGS_MS\)/,
+    );
     const id = /it is still in the container: docker logs ([0-9a-f]{12}) on /.exec(engine!.last_error!.message)?.[1];
     expect(id, engine!.last_error!.message).toBeDefined();
     expect(engine!.last_error!.fix).toContain(`docker logs ${id}`);
@@ -128,27 +160,50 @@ describe("Docker daemon faults", () => {
     const down = await runCli(["down", "--state", fleet.stateDir], { DOCKER_HOST: proxy.host });
     expect(down.code, down.stderr.slice(-2000)).toBe(0);
     expect(await runFiles(fleet.stateDir, "engine.log")).toMatch(/CUDA out of memory/);
-    expect((await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } })).length).toBe(0);
+    expect(
+      (await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } })).length,
+    ).toBe(0);
   });
 
   it("keeps a big engine log as engine.log within NARWHAL_ENGINE_LOG_CAP_BYTES: its first lines and its tail (issue 8 item 15)", async () => {
     const cap = 256 * 1024;
-    const { r, engines, fleet } = await converge({ NARWHAL_ENGINE_LOG_CAP_BYTES: String(cap) }, { ...opts(), engines: [{ faults: "log_flood=8" }] });
+    const { r, engines, fleet } = await converge(
+      { NARWHAL_ENGINE_LOG_CAP_BYTES: String(cap) },
+      { ...opts(), engines: [{ faults: "log_flood=8" }] },
+    );
     expect(r.code, r.stderr.slice(-2000)).toBe(0);
     const [engine] = engines;
     expect(engine!.phase).toBe("captured");
     const container = docker.getContainer((engine!.handle as { container_id: string }).container_id);
-    await waitFor("the log flood to end", async () => /log flood of 8 MiB done/.test(String(await container.logs({ stdout: true, stderr: true, tail: 3 }))), 120_000);
-    const down = await runCli(["down", "--state", fleet.stateDir], { DOCKER_HOST: inject("dockerHost"), NARWHAL_ENGINE_LOG_CAP_BYTES: String(cap) });
+    await waitFor(
+      "the log flood to end",
+      async () => /log flood of 8 MiB done/.test(String(await container.logs({ stdout: true, stderr: true, tail: 3 }))),
+      120_000,
+    );
+    const down = await runCli(["down", "--state", fleet.stateDir], {
+      DOCKER_HOST: inject("dockerHost"),
+      NARWHAL_ENGINE_LOG_CAP_BYTES: String(cap),
+    });
     expect(down.code, down.stderr.slice(-2000)).toBe(0);
     const saved = await fs.readFile(path.join(engine!.run_dir!, "engine.log"));
     expect(saved.length).toBeLessThanOrEqual(cap);
     const text = saved.toString();
     expect(text).toMatch(/GPU KV cache size: [\d,]+ tokens/); // the first lines
-    expect(text).toMatch(/\[narwhal: \d+ bytes of this \d+-byte log omitted; the cap is 262144 bytes \(NARWHAL_ENGINE_LOG_CAP_BYTES\)\]\n/);
+    expect(text).toMatch(
+      /\[narwhal: \d+ bytes of this \d+-byte log omitted; the cap is 262144 bytes \(NARWHAL_ENGINE_LOG_CAP_BYTES\)\]\n/,
+    );
     expect(text).toMatch(/log flood of 8 MiB done/);
     // The log ends with the engine's shutdown (its stdout and stderr lines interleave in either order).
-    const last = text.trimEnd().split("\n").slice(-3).map((l) => l.replace(/^.*?(INFO( \S+ \S+ \[\S+\])?:?)\s+/, "")).sort();
-    expect(last).toEqual(["Finished server process [" + /Finished server process \[(\d+)\]/.exec(text)![1] + "]", "Shutting down", "Shutting down FastAPI HTTP server."]);
+    const last = text
+      .trimEnd()
+      .split("\n")
+      .slice(-3)
+      .map((l) => l.replace(/^.*?(INFO( \S+ \S+ \[\S+\])?:?)\s+/, ""))
+      .sort();
+    expect(last).toEqual([
+      "Finished server process [" + /Finished server process \[(\d+)\]/.exec(text)![1] + "]",
+      "Shutting down",
+      "Shutting down FastAPI HTTP server.",
+    ]);
   });
 });

@@ -20,7 +20,8 @@ type Engine = Awaited<ReturnType<typeof status>>["engines"][number];
 // network store already closed): those count as attempts, as any daemon error does, so the budget
 // leaves room for the engine's own loss and one or two of them before the socket goes away.
 const budget = 4;
-const failuresSince = (e: Engine, since: number) => e.history.filter((h) => h.to === "failed" && Date.parse(h.at) >= since).length;
+const failuresSince = (e: Engine, since: number) =>
+  e.history.filter((h) => h.to === "failed" && Date.parse(h.at) >= since).length;
 const engine = async (stateDir: string) => (await status(stateDir)).engines[0];
 
 describe("causes outside narwhal's control on a Docker daemon the test stops and starts", () => {
@@ -33,7 +34,10 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
   /** One engine on the private daemon under a watch-mode controller. */
   async function watchFleet() {
     const fleet = await simFleet({ engines: [{}], container: { image: tag } });
-    const controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], { DOCKER_HOST: daemon.host, NARWHAL_RETRY_MAX_ATTEMPTS: String(budget) });
+    const controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      DOCKER_HOST: daemon.host,
+      NARWHAL_RETRY_MAX_ATTEMPTS: String(budget),
+    });
     let log = "";
     controller.stdout!.on("data", (d) => (log += d));
     controller.stderr!.on("data", (d) => (log += d));
@@ -74,10 +78,14 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
     expect(noImage).toMatchObject({ attempts: 0, last_error: { step: "inspect", failure: "outwait" } });
     expect(noImage.last_error!.message).toMatch(/is not present on/);
     await ensureSimImage({ docker: daemon.docker, variant: "a" });
-    const captured = await waitFor("captured once the image is there", async () => {
-      const e = await engine(fleet.stateDir);
-      return e?.phase === "captured" ? e : undefined;
-    }, 120_000);
+    const captured = await waitFor(
+      "captured once the image is there",
+      async () => {
+        const e = await engine(fleet.stateDir);
+        return e?.phase === "captured" ? e : undefined;
+      },
+      120_000,
+    );
     expect(captured.attempts).toBe(0);
   });
 
@@ -85,17 +93,25 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
     await ensureSimImage({ docker: daemon.docker, variant: "a" });
     const { fleet, controller, log } = await watchFleet();
     const stateDir = fleet.stateDir;
-    const first = await waitFor("captured", async () => {
-      const e = await engine(stateDir);
-      return e?.phase === "captured" ? e : undefined;
-    }, 120_000);
+    const first = await waitFor(
+      "captured",
+      async () => {
+        const e = await engine(stateDir);
+        return e?.phase === "captured" ? e : undefined;
+      },
+      120_000,
+    );
 
     // The engine dies; while the controller restarts it, the daemon goes away.
     await daemon.docker.getContainer(first.container_id!).kill();
-    await waitFor("the restart under way", async () => {
-      const e = await engine(stateDir);
-      return e && e.phase !== "captured" ? e : undefined;
-    }, 30_000);
+    await waitFor(
+      "the restart under way",
+      async () => {
+        const e = await engine(stateDir);
+        return e && e.phase !== "captured" ? e : undefined;
+      },
+      30_000,
+    );
     const downAt = Date.now();
     await daemon.halt();
     const outage = await waitFor("re-checks through the outage past the budget, or a terminal failure", async () => {
@@ -111,14 +127,22 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
     // The daemon returns (same data, same socket): the same controller converges the engine.
     const outageSeconds = (Date.now() - downAt) / 1000;
     daemon = await startPrivateDaemon({ runDir: path.join(runDir, "d"), dataRoot });
-    const after = await waitFor("captured after the daemon returned", async () => {
-      const e = await engine(stateDir);
-      return e?.phase === "captured" && e.container_id !== first.container_id ? e : undefined;
-    }, 120_000);
+    const after = await waitFor(
+      "captured after the daemon returned",
+      async () => {
+        const e = await engine(stateDir);
+        return e?.phase === "captured" && e.container_id !== first.container_id ? e : undefined;
+      },
+      120_000,
+    );
     expect(controller.exitCode).toBeNull(); // never restarted
     expect(after.last_error).toBeNull();
-    const running = await daemon.docker.listContainers({ filters: { label: [`io.narwhal.state=${stateDir}`, "io.narwhal.purpose=engine"] } });
+    const running = await daemon.docker.listContainers({
+      filters: { label: [`io.narwhal.state=${stateDir}`, "io.narwhal.purpose=engine"] },
+    });
     expect(running.map((c) => c.Id)).toEqual([after.container_id]);
-    process.stdout.write(`daemon outage: down ${outageSeconds.toFixed(1)} s, ${failuresSince(after, downAt)} outwaited re-checks, converged with no controller restart\n`);
+    process.stdout.write(
+      `daemon outage: down ${outageSeconds.toFixed(1)} s, ${failuresSince(after, downAt)} outwaited re-checks, converged with no controller restart\n`,
+    );
   });
 });

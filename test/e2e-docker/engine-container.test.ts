@@ -45,15 +45,34 @@ describe("narwhal engine on the container backend", () => {
   it("measure-cache sizes the cache in a temporary container and removes it; inspections run in the image", async () => {
     const measured = ok(await f.engine(["measure-cache", "--run", run.measure!], env()));
     const layout = await readJson(path.join(run.measure!, "cache-layout.json"));
-    expect(layout).toMatchObject({ engine: "engine-1", block_size: 16, tensor_parallel_size: 1, plan_sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(layout).toMatchObject({
+      engine: "engine-1",
+      block_size: 16,
+      tensor_parallel_size: 1,
+      plan_sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(measured.details.sizing.container_id).toBe(layout.handle.container_id);
     expect(await ours()).toEqual([]); // the sizing container and every inspection container are gone
-    expect(await fs.readFile(path.join(run.measure!, "engine.log"), "utf8")).toMatch(/GPU KV cache size: [\d,]+ tokens/);
+    expect(await fs.readFile(path.join(run.measure!, "engine.log"), "utf8")).toMatch(
+      /GPU KV cache size: [\d,]+ tokens/,
+    );
 
     const dims = ok(await f.engine(["model-dimensions", "--run", run.measure!], env()));
-    expect(dims.details).toMatchObject({ num_hidden_layers: 4, num_kv_heads: 2, head_size: 64, dtype: "bfloat16", config_source: "/model", runtime_identity: inject("simImageId") });
+    expect(dims.details).toMatchObject({
+      num_hidden_layers: 4,
+      num_kv_heads: 2,
+      head_size: 64,
+      dtype: "bfloat16",
+      config_source: "/model",
+      runtime_identity: inject("simImageId"),
+    });
     const policy = ok(await f.engine(["handshake-policy", "--run", run.measure!], env()));
-    expect(policy.details.compatibility).toMatchObject({ vllm_version: "0.11.0", connector_version: 1, num_layers: 4, cache_dtype: "bfloat16" });
+    expect(policy.details.compatibility).toMatchObject({
+      vllm_version: "0.11.0",
+      connector_version: 1,
+      num_layers: 4,
+      cache_dtype: "bfloat16",
+    });
     expect(await ours()).toEqual([]);
   });
 
@@ -61,11 +80,27 @@ describe("narwhal engine on the container backend", () => {
     const started = ok(await f.engine(["start", "--run", run.serve!], env()));
     const id = (await fs.readFile(path.join(run.serve!, "container.id"), "utf8")).trim();
     expect(started.details.handle.container_id).toBe(id);
-    expect(started.details.process).toMatchObject({ container_id: id, image_id: inject("simImageId"), pid: expect.any(Number) });
+    expect(started.details.process).toMatchObject({
+      container_id: id,
+      image_id: inject("simImageId"),
+      pid: expect.any(Number),
+    });
     const captured = ok(await f.engine(["capture-cache", "--run", run.serve!], env()));
-    expect(captured.details.layout).toMatchObject({ block_size: 16, group_signature: expect.stringMatching(/^[0-9a-f]{16}$/) });
-    const registered = ok(await f.engine(["cache-registration", "--run", run.serve!, "--runtime-layout", path.join(run.serve!, "cache-layout.json")], env()));
-    expect(registered.details).toMatchObject({ source: { kind: "runtime-layout" }, layout: { num_gpu_blocks: captured.details.layout.num_gpu_blocks }, registration: [{ kind: "full_attention", layers: 4, page_size_bytes: 8192 }] });
+    expect(captured.details.layout).toMatchObject({
+      block_size: 16,
+      group_signature: expect.stringMatching(/^[0-9a-f]{16}$/),
+    });
+    const registered = ok(
+      await f.engine(
+        ["cache-registration", "--run", run.serve!, "--runtime-layout", path.join(run.serve!, "cache-layout.json")],
+        env(),
+      ),
+    );
+    expect(registered.details).toMatchObject({
+      source: { kind: "runtime-layout" },
+      layout: { num_gpu_blocks: captured.details.layout.num_gpu_blocks },
+      registration: [{ kind: "full_attention", layers: 4, page_size_bytes: 8192 }],
+    });
     const again = await f.engine(["capture-cache", "--run", run.serve!], env());
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/cache-layout.json already exists/);
@@ -75,12 +110,30 @@ describe("narwhal engine on the container backend", () => {
   it("start-shared starts two containers on one GPU and records container identity and readings", async () => {
     const r = ok(await f.engine(["start-shared", "--run", run.s1!, "--run", run.s2!], env()));
     expect(r.details.budget).toMatchObject({ gpu_uuid: SHARED_GPU, sum: "0.3" });
-    for (const [dir, order] of [[run.s1!, 1], [run.s2!, 2]] as const) {
+    for (const [dir, order] of [
+      [run.s1!, 1],
+      [run.s2!, 2],
+    ] as const) {
       const rec = await readJson(path.join(dir, "shared-start.json"));
       const id = (await fs.readFile(path.join(dir, "container.id"), "utf8")).trim();
-      expect(rec).toMatchObject({ status: "ready", backend: "container", launch_order: order, identity: { process: { container_id: id, image_id: inject("simImageId"), pid: expect.any(Number), args: expect.arrayContaining(["--gpu-memory-utilization"]) } } });
+      expect(rec).toMatchObject({
+        status: "ready",
+        backend: "container",
+        launch_order: order,
+        identity: {
+          process: {
+            container_id: id,
+            image_id: inject("simImageId"),
+            pid: expect.any(Number),
+            args: expect.arrayContaining(["--gpu-memory-utilization"]),
+          },
+        },
+      });
     }
-    expect((await readJson(path.join(run.s2!, "shared-start.json"))).increase_mib).toEqual({ engine: 16311, aggregate: 24466 });
+    expect((await readJson(path.join(run.s2!, "shared-start.json"))).increase_mib).toEqual({
+      engine: 16311,
+      aggregate: 24466,
+    });
     await removeAll();
   });
 
@@ -91,9 +144,18 @@ describe("narwhal engine on the container backend", () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/shared startup failed at engine-2/);
       expect(r.stderr).toMatch(/Cleanup errors: engine-2 \(container [0-9a-f]{64}\): .*injected fault/);
-      const [a, b] = [await readJson(path.join(run.f1!, "shared-start.json")), await readJson(path.join(run.f2!, "shared-start.json"))];
+      const [a, b] = [
+        await readJson(path.join(run.f1!, "shared-start.json")),
+        await readJson(path.join(run.f2!, "shared-start.json")),
+      ];
       const leftId = (await fs.readFile(path.join(run.f2!, "container.id"), "utf8")).trim();
-      expect(b).toMatchObject({ status: "failed", cleanup_status: "failed", cleanup_error: expect.stringMatching(/injected fault/), cause: expect.stringMatching(/out of memory/i), handle: { container_id: leftId } });
+      expect(b).toMatchObject({
+        status: "failed",
+        cleanup_status: "failed",
+        cleanup_error: expect.stringMatching(/injected fault/),
+        cause: expect.stringMatching(/out of memory/i),
+        handle: { container_id: leftId },
+      });
       expect(a).toMatchObject({ status: "failed", cleanup_status: "removed" });
       // Only the container whose removal failed is left, with its id in the run directory.
       const left = await ours();

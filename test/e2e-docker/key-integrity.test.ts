@@ -41,7 +41,11 @@ describe("API key file integrity (container backend)", () => {
   afterAll(async () => {
     await stopController();
     await runCli(["down", "--state", fleet.stateDir], env);
-    for (const c of await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+    for (const c of await docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`] },
+    }))
+      await docker.getContainer(c.Id).remove({ force: true });
   });
 
   it("a key file chmodded to 0644 is noticed on resync: the engine is replaced, the cause named", async () => {
@@ -58,12 +62,18 @@ describe("API key file integrity (container backend)", () => {
     const old = docker.getContainer(before["engine-1"]!.container_id!);
     expect(await exec(old, ["python3", "-c", `import os; os.chmod(${JSON.stringify(KEY_FILE)}, 0o644)`])).toBe(0);
 
-    const after = await waitFor("engine-1 replaced", async () => {
-      const e = await captured();
-      return e && e["engine-1"]!.container_id !== before["engine-1"]!.container_id ? e : undefined;
-    }, 120_000);
+    const after = await waitFor(
+      "engine-1 replaced",
+      async () => {
+        const e = await captured();
+        return e && e["engine-1"]!.container_id !== before["engine-1"]!.container_id ? e : undefined;
+      },
+      120_000,
+    );
     expect(log).toContain(`API key file ${KEY_FILE} has mode 0644, not 0400`);
-    expect(after["engine-1"]!.history.map((h) => h.note ?? "").join("\n")).toContain(`does not hold its API key as recorded: API key file ${KEY_FILE} has mode 0644, not 0400`);
+    expect(after["engine-1"]!.history.map((h) => h.note ?? "").join("\n")).toContain(
+      `does not hold its API key as recorded: API key file ${KEY_FILE} has mode 0644, not 0400`,
+    );
     await expect(old.inspect()).rejects.toMatchObject({ statusCode: 404 });
     expect(after["engine-2"]!.container_id, "the other engine is never touched").toBe(before["engine-2"]!.container_id);
     await assertKeyEnforced(after["engine-1"]!.run_dir!, "engine-1");
@@ -77,10 +87,14 @@ describe("API key file integrity (container backend)", () => {
     expect(await exec(c, ["python3", "-c", `import os; os.remove(${JSON.stringify(KEY_FILE)})`])).toBe(0);
     await c.restart({ t: 3 });
     // Fail closed: the wrapper exits (78) with a line naming the file, and nothing listens on the engine's port.
-    const exited = await waitFor("the keyless container exits", async () => {
-      const info = await c.inspect();
-      return info.State.Status === "exited" ? info : undefined;
-    }, 60_000);
+    const exited = await waitFor(
+      "the keyless container exits",
+      async () => {
+        const info = await c.inspect();
+        return info.State.Status === "exited" ? info : undefined;
+      },
+      60_000,
+    );
     expect(exited.State.ExitCode).toBe(78);
     const logs = (await c.logs({ stdout: true, stderr: true })).toString();
     expect(logs).toContain(`narwhal-engine: refusing to serve: API key file ${KEY_FILE} is missing or unreadable`);
@@ -103,7 +117,9 @@ describe("API key file integrity (container backend)", () => {
     // engine-1 was replaced moments ago (first test): a budget of 2 would call this a crash loop.
     const r = await reconcileOnce(fleet, { ...env, NARWHAL_RETRY_MAX_ATTEMPTS: "5" });
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
-    expect(r.stderr + r.stdout).toContain(`found at controller start without its API key as recorded: API key file ${KEY_FILE} has mode 0644, not 0400`);
+    expect(r.stderr + r.stdout).toContain(
+      `found at controller start without its API key as recorded: API key file ${KEY_FILE} has mode 0644, not 0400`,
+    );
     const after = await byEngine();
     expect(after["engine-1"]!.phase).toBe("captured");
     expect(after["engine-1"]!.container_id).not.toBe(before["engine-1"]!.container_id);

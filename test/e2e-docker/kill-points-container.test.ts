@@ -12,24 +12,43 @@ import { engineLabels } from "../../src/backends/container-labels.js";
 
 const ENGINES = ["engine-1", "engine-2"];
 const tally = { points: new Set<string>(), runs: 0 };
-const at = (names: string[], hits: number[]): KillPoint[] => names.flatMap((name) => hits.map((hit) => ({ name, hit })));
+const at = (names: string[], hits: number[]): KillPoint[] =>
+  names.flatMap((name) => hits.map((hit) => ({ name, hit })));
 
-const COLD = at(["docker:check:running", "docker:create:before", "docker:create:after", "docker:start:before", "docker:start:after"], [1]);
-const REPLACE = at(["docker:stop:before", "docker:stop:after", "docker:remove:before", "docker:remove:after", "docker:create:after"], [1]);
+const COLD = at(
+  ["docker:check:running", "docker:create:before", "docker:create:after", "docker:start:before", "docker:start:after"],
+  [1],
+);
+const REPLACE = at(
+  ["docker:stop:before", "docker:stop:after", "docker:remove:before", "docker:remove:after", "docker:create:after"],
+  [1],
+);
 
 describe("kill-point campaign (container)", () => {
   const docker = dockerClient(inject("dockerHost"));
   const env = { DOCKER_HOST: inject("dockerHost") };
-  const opts = (o: Partial<SimFleetOptions> = {}): SimFleetOptions => ({ container: { image: inject("simImage") }, ...o });
+  const opts = (o: Partial<SimFleetOptions> = {}): SimFleetOptions => ({
+    container: { image: inject("simImage") },
+    ...o,
+  });
   const containers = (stateDir: string) => async () =>
-    (await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${stateDir}`] } })).map((c) => ({ engine: c.Labels["io.narwhal.engine"]!, id: c.Id }));
+    (await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${stateDir}`] } })).map((c) => ({
+      engine: c.Labels["io.narwhal.engine"]!,
+      id: c.Id,
+    }));
   const cleanup = async (stateDir: string) => {
     await runCli(["down", "--state", stateDir], env);
-    for (const c of await containers(stateDir)()) await docker.getContainer(c.id).remove({ force: true }).catch(() => undefined);
+    for (const c of await containers(stateDir)())
+      await docker
+        .getContainer(c.id)
+        .remove({ force: true })
+        .catch(() => undefined);
   };
 
   afterAll(() => {
-    console.log(`kill-point campaign (container): ${tally.points.size} kill points, ${tally.runs} killed runs, each followed by a clean rerun`);
+    console.log(
+      `kill-point campaign (container): ${tally.points.size} kill points, ${tally.runs} killed runs, each followed by a clean rerun`,
+    );
   });
 
   for (const point of COLD) {
@@ -66,7 +85,10 @@ describe("kill-point campaign (container)", () => {
         const error = await failedAt(fleet, edit.engine);
         expect(error).toMatchObject({ step: "start", retryable: false, input: edit.planFile });
         for (const s of [edit.planFile, edit.checkedSha, edit.editedSha]) expect(error.message).toContain(s);
-        expect(await docker.listContainers({ all: true, filters: { label: [`io.narwhal.run=${edit.runDir}`] } }), "nothing was created from the edited plan").toEqual([]);
+        expect(
+          await docker.listContainers({ all: true, filters: { label: [`io.narwhal.run=${edit.runDir}`] } }),
+          "nothing was created from the edited plan",
+        ).toEqual([]);
       } finally {
         await cleanup(fleet.stateDir);
       }
@@ -80,12 +102,21 @@ describe("kill-point campaign (container)", () => {
         const runDir = victim.run_dir!;
         const plan = JSON.parse(await fs.readFile(path.join(runDir, "launch.json"), "utf8"));
         // A container planted with this run's labels (as a create by a tampered controller would leave it), wrapping the command.
-        const run = { engine: victim.engine, dir: runDir, input_hash: plan.input_hash, plan_sha256: victim.plan_sha256!, launch_token: plan.launch_token };
+        const run = {
+          engine: victim.engine,
+          dir: runDir,
+          input_hash: plan.input_hash,
+          plan_sha256: victim.plan_sha256!,
+          launch_token: plan.launch_token,
+        };
         const planted = await docker.createContainer({
           Image: plan.image.id,
           Entrypoint: ["/bin/sh", "-c", 'touch /tmp/planted-ran; exec "$@"', "sh"],
           Cmd: plan.command,
-          Env: [...Object.entries(plan.environment as Record<string, string>).map(([k, v]) => `${k}=${v}`), "PLANTED=1"],
+          Env: [
+            ...Object.entries(plan.environment as Record<string, string>).map(([k, v]) => `${k}=${v}`),
+            "PLANTED=1",
+          ],
           Labels: engineLabels(run, plan, fleet.stateDir),
           HostConfig: { NetworkMode: "host" },
         });

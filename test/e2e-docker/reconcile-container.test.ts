@@ -19,11 +19,19 @@ describe("reconcile --once with the container backend", () => {
   let proxy: DockerProxy;
   let fleet: SimFleet;
   const env = () => ({ DOCKER_HOST: proxy.host });
-  const opts = (o: Partial<SimFleetOptions> = {}): SimFleetOptions => ({ container: { image: inject("simImage") }, apiKey: KEY, ...o });
-  const once = (extra: Record<string, string> = {}) => runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { ...env(), ...extra });
+  const opts = (o: Partial<SimFleetOptions> = {}): SimFleetOptions => ({
+    container: { image: inject("simImage") },
+    apiKey: KEY,
+    ...o,
+  });
+  const once = (extra: Record<string, string> = {}) =>
+    runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { ...env(), ...extra });
   const byEngine = async () => Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
   const ours = async (purpose = "engine") =>
-    docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`, `io.narwhal.purpose=${purpose}`] } });
+    docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`, `io.narwhal.purpose=${purpose}`] },
+    });
 
   beforeAll(async () => {
     proxy = await startDockerProxy(inject("dockerHost"));
@@ -47,12 +55,24 @@ describe("reconcile --once with the container backend", () => {
       expect(info.Name).toBe(`/narwhal-${e.engine}`);
       expect(info.HostConfig.NetworkMode).toBe("host");
       expect(info.HostConfig.Binds).toContain(`${path.join(process.cwd(), "test/sim/models/tiny-llama")}:/model:ro`);
-      expect(info.Config.Labels).toMatchObject({ "io.narwhal.engine": e.engine, "io.narwhal.input-hash": e.desired_hash, "io.narwhal.run": e.run_dir });
+      expect(info.Config.Labels).toMatchObject({
+        "io.narwhal.engine": e.engine,
+        "io.narwhal.input-hash": e.desired_hash,
+        "io.narwhal.run": e.run_dir,
+      });
       expect(info.Config.Labels["io.narwhal.launch-token"]).toMatch(/^[0-9a-f]{32}$/);
       // The API key is nowhere in docker inspect (not in Config.Env, not on the command line).
       expect(JSON.stringify(info)).not.toContain(KEY);
       const files = await fs.readdir(e.run_dir!);
-      for (const f of ["launch.json", "checked.json", "image-check.log", "container.id", "metrics.txt", "cache-layout.json"]) expect(files).toContain(f);
+      for (const f of [
+        "launch.json",
+        "checked.json",
+        "image-check.log",
+        "container.id",
+        "metrics.txt",
+        "cache-layout.json",
+      ])
+        expect(files).toContain(f);
       const checked = JSON.parse(await fs.readFile(path.join(e.run_dir!, "checked.json"), "utf8"));
       expect(checked.image_id).toBe(inject("simImageId"));
       expect((await fs.readFile(path.join(e.run_dir!, "container.id"), "utf8")).trim()).toBe(e.container_id);
@@ -63,7 +83,8 @@ describe("reconcile --once with the container backend", () => {
     expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8")).not.toContain(KEY);
     expect(await fs.readFile(path.join(fleet.stateDir, "narwhal.log"), "utf8")).not.toContain(KEY);
     expect(r.stdout + r.stderr).not.toContain(KEY);
-    for (const e of Object.values(engines)) expect(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8")).not.toContain(KEY);
+    for (const e of Object.values(engines))
+      expect(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8")).not.toContain(KEY);
   });
 
   it("makes no Docker write calls on a second run", async () => {
@@ -85,12 +106,16 @@ describe("reconcile --once with the container backend", () => {
     const after = await byEngine();
     expect(after["engine-1"]!.container_id).toBe(before["engine-1"]!.container_id);
     expect(after["engine-2"]!.container_id).not.toBe(before["engine-2"]!.container_id);
-    expect((await ours()).map((c) => c.Id).sort()).toEqual([after["engine-1"]!.container_id, after["engine-2"]!.container_id].sort());
+    expect((await ours()).map((c) => c.Id).sort()).toEqual(
+      [after["engine-1"]!.container_id, after["engine-2"]!.container_id].sort(),
+    );
   });
 
   it("regroups and replaces both engines when the image changes", async () => {
     const before = await byEngine();
-    await fleet.write(opts({ container: { image: inject("simImageB") }, engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    await fleet.write(
+      opts({ container: { image: inject("simImageB") }, engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] }),
+    );
     const r = await once();
     expect(r.code, r.stderr).toBe(0);
     const after = await byEngine();
@@ -106,8 +131,18 @@ describe("reconcile --once with the container backend", () => {
     const before = await byEngine();
     await docker.getContainer(before["engine-1"]!.container_id!).remove({ force: true });
     const sleeper = (labels: Record<string, string>) =>
-      docker.createContainer({ Image: inject("simImage"), Entrypoint: ["python3", "-c", "import time; time.sleep(600)"], Labels: labels, HostConfig: { NetworkMode: "none" } });
-    const orphan = await sleeper({ "io.narwhal.engine": "engine-9", "io.narwhal.launch-token": "f".repeat(32), "io.narwhal.state": fleet.stateDir, "io.narwhal.purpose": "engine" });
+      docker.createContainer({
+        Image: inject("simImage"),
+        Entrypoint: ["python3", "-c", "import time; time.sleep(600)"],
+        Labels: labels,
+        HostConfig: { NetworkMode: "none" },
+      });
+    const orphan = await sleeper({
+      "io.narwhal.engine": "engine-9",
+      "io.narwhal.launch-token": "f".repeat(32),
+      "io.narwhal.state": fleet.stateDir,
+      "io.narwhal.purpose": "engine",
+    });
     const stranger = await sleeper({ purpose: "not narwhal" });
     await orphan.start();
     await stranger.start();
@@ -125,12 +160,21 @@ describe("reconcile --once with the container backend", () => {
   });
 
   it("after SIGKILL between create and the state write, a rerun adopts the container instead of creating another", async () => {
-    await fleet.write(opts({ container: { image: inject("simImageB") }, engines: [{ extraArgs: ["--max-num-seqs", "8"] }, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    await fleet.write(
+      opts({
+        container: { image: inject("simImageB") },
+        engines: [{ extraArgs: ["--max-num-seqs", "8"] }, { extraArgs: ["--max-num-seqs", "64"] }],
+      }),
+    );
     // The daemon creates the container, but its answer never reaches the controller.
     proxy.rules.push({ method: "POST", path: CREATE_ENGINE_1, action: "stall", times: 1 });
     const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env());
     try {
-      await waitFor("the container to exist", async () => (await ours()).some((c) => c.Labels["io.narwhal.engine"] === "engine-1" && c.State === "created"), 60_000);
+      await waitFor(
+        "the container to exist",
+        async () => (await ours()).some((c) => c.Labels["io.narwhal.engine"] === "engine-1" && c.State === "created"),
+        60_000,
+      );
     } finally {
       child.kill("SIGKILL");
       await new Promise((r) => child.once("close", r));
@@ -145,14 +189,22 @@ describe("reconcile --once with the container backend", () => {
   });
 
   it("fails a Docker call past its deadline with a retryable error naming it, and leaves no container behind", async () => {
-    await fleet.write(opts({ container: { image: inject("simImageB") }, engines: [{ extraArgs: ["--max-num-seqs", "4"] }, { extraArgs: ["--max-num-seqs", "64"] }] }));
+    await fleet.write(
+      opts({
+        container: { image: inject("simImageB") },
+        engines: [{ extraArgs: ["--max-num-seqs", "4"] }, { extraArgs: ["--max-num-seqs", "64"] }],
+      }),
+    );
     proxy.rules.push({ method: "POST", path: CREATE_ENGINE_1, action: "stall", times: 1 });
     const r = await once({ NARWHAL_DOCKER_CREATE_MS: "1500", NARWHAL_RETRY_MAX_ATTEMPTS: "3" });
     proxy.rules.length = 0;
     expect(r.code, r.stderr).toBe(0);
     const e1 = (await byEngine())["engine-1"]!;
     const failures = e1.history.filter((h) => h.to === "failed").map((h) => h.note ?? "");
-    expect(failures.some((n) => /docker container create narwhal-engine-1 exceeded its deadline of 1500 ms/.test(n)), failures.join("\n")).toBe(true);
+    expect(
+      failures.some((n) => /docker container create narwhal-engine-1 exceeded its deadline of 1500 ms/.test(n)),
+      failures.join("\n"),
+    ).toBe(true);
     expect(r.stderr).toMatch(/retry 1\/3/); // the retry policy of this run, not of the run that created the actor
     const containers = await ours();
     expect(containers.map((c) => c.Labels["io.narwhal.engine"]).sort()).toEqual(["engine-1", "engine-2"]);

@@ -14,7 +14,10 @@ describe("status of a container fleet with no controller running", () => {
   let fleet: SimFleet;
   const env = () => ({ DOCKER_HOST: proxy.host });
   const status = async (...extra: string[]) => {
-    const r = await runCli(["status", ...extra, "--desired", fleet.dir, "--state", fleet.stateDir, "--format", "json"], env());
+    const r = await runCli(
+      ["status", ...extra, "--desired", fleet.dir, "--state", fleet.stateDir, "--format", "json"],
+      env(),
+    );
     expect(r.code, r.stderr).toBe(0);
     return JSON.parse(r.stdout) as StatusView;
   };
@@ -25,7 +28,11 @@ describe("status of a container fleet with no controller running", () => {
   });
   afterAll(async () => {
     await runCli(["down", "--state", fleet.stateDir], env());
-    for (const c of await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+    for (const c of await docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`] },
+    }))
+      await docker.getContainer(c.Id).remove({ force: true });
     await proxy.close();
   });
 
@@ -47,7 +54,10 @@ describe("status of a container fleet with no controller running", () => {
     await docker.getContainer(victim.container_id!).kill();
     proxy.calls.length = 0;
     const after = await status();
-    expect(after.engines.find((e) => e.engine === "engine-2")).toMatchObject({ phase: "captured", live: { liveness: "gone", problem: `container ${victim.container_id!.slice(0, 12)} is exited` } });
+    expect(after.engines.find((e) => e.engine === "engine-2")).toMatchObject({
+      phase: "captured",
+      live: { liveness: "gone", problem: `container ${victim.container_id!.slice(0, 12)} is exited` },
+    });
     expect(after.engines.find((e) => e.engine === "engine-1")?.live?.liveness).toBe("alive");
     expect(proxy.writes()).toEqual([]);
 

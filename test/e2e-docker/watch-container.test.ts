@@ -12,7 +12,11 @@ describe("reconcile (watch mode) with the container backend", () => {
   const env = { DOCKER_HOST: inject("dockerHost") };
   let fleet: SimFleet;
   let controller: ChildProcess;
-  const stranger = docker.createContainer({ Image: inject("simImage"), Entrypoint: ["python3", "-c", "import time; time.sleep(600)"], HostConfig: { NetworkMode: "none" } });
+  const stranger = docker.createContainer({
+    Image: inject("simImage"),
+    Entrypoint: ["python3", "-c", "import time; time.sleep(600)"],
+    HostConfig: { NetworkMode: "none" },
+  });
 
   afterAll(async () => {
     if (controller && controller.exitCode === null) {
@@ -20,7 +24,11 @@ describe("reconcile (watch mode) with the container backend", () => {
       await new Promise((r) => controller.once("exit", r));
     }
     await runCli(["down", "--state", fleet.stateDir], env);
-    for (const c of await docker.listContainers({ all: true, filters: { label: [`io.narwhal.state=${fleet.stateDir}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+    for (const c of await docker.listContainers({
+      all: true,
+      filters: { label: [`io.narwhal.state=${fleet.stateDir}`] },
+    }))
+      await docker.getContainer(c.Id).remove({ force: true });
     await (await stranger).remove({ force: true });
   });
 
@@ -29,7 +37,9 @@ describe("reconcile (watch mode) with the container backend", () => {
     controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], env);
     const captured = async () => {
       const e = (await status(fleet.stateDir)).engines;
-      return e.length === 2 && e.every((x) => x.phase === "captured") ? Object.fromEntries(e.map((x) => [x.engine, x])) : undefined;
+      return e.length === 2 && e.every((x) => x.phase === "captured")
+        ? Object.fromEntries(e.map((x) => [x.engine, x]))
+        : undefined;
     };
     const before = await waitFor("both captured", captured, 90_000);
     const s = await stranger;
@@ -37,19 +47,36 @@ describe("reconcile (watch mode) with the container backend", () => {
     const orphan = await docker.createContainer({
       Image: inject("simImage"),
       Entrypoint: ["python3", "-c", "import time; time.sleep(600)"],
-      Labels: { "io.narwhal.engine": "engine-7", "io.narwhal.launch-token": "e".repeat(32), "io.narwhal.state": fleet.stateDir, "io.narwhal.purpose": "engine" },
+      Labels: {
+        "io.narwhal.engine": "engine-7",
+        "io.narwhal.launch-token": "e".repeat(32),
+        "io.narwhal.state": fleet.stateDir,
+        "io.narwhal.purpose": "engine",
+      },
       HostConfig: { NetworkMode: "none" },
     });
     await orphan.start();
     await docker.getContainer(before["engine-2"]!.container_id!).remove({ force: true });
 
-    const after = await waitFor("engine-2 recreated", async () => {
-      const e = await captured();
-      return e && e["engine-2"]!.container_id !== before["engine-2"]!.container_id ? e : undefined;
-    }, 90_000);
+    const after = await waitFor(
+      "engine-2 recreated",
+      async () => {
+        const e = await captured();
+        return e && e["engine-2"]!.container_id !== before["engine-2"]!.container_id ? e : undefined;
+      },
+      90_000,
+    );
     expect(after["engine-1"]!.container_id).toBe(before["engine-1"]!.container_id);
     expect((await docker.getContainer(after["engine-2"]!.container_id!).inspect()).State.Running).toBe(true);
-    await waitFor("the orphan removed", async () => orphan.inspect().then(() => false, (err) => err.statusCode === 404), 30_000);
+    await waitFor(
+      "the orphan removed",
+      async () =>
+        orphan.inspect().then(
+          () => false,
+          (err) => err.statusCode === 404,
+        ),
+      30_000,
+    );
     expect((await s.inspect()).State.Running).toBe(true);
   });
 });

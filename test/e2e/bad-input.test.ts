@@ -24,9 +24,11 @@ const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 /** Run `work` over `items`, at most `n` at a time. */
 async function pool<T>(items: T[], n: number, work: (item: T) => Promise<void>): Promise<void> {
   const queue = [...items];
-  await Promise.all(Array.from({ length: n }, async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
+    }),
+  );
 }
 
 describe("narwhal validate on the corpus", () => {
@@ -42,7 +44,9 @@ describe("narwhal validate on the corpus", () => {
       expect(r.code, c.name).toBe(1);
       expect(r.stderr, c.name).toContain(`is invalid (${issues.length} errors)`);
       for (const i of issues) expect(r.stderr, c.name).toContain(`  ${i.file} ${i.path}: ${i.message} [${i.rule}]`);
-      expect(r.stderr, c.name).toMatch(new RegExp(`  ${escape(want.file)} ${escape(want.path)}: .*${want.message.source}`));
+      expect(r.stderr, c.name).toMatch(
+        new RegExp(`  ${escape(want.file)} ${escape(want.path)}: .*${want.message.source}`),
+      );
       await removeTree(dir);
     });
     console.log(`validate CLI: ${sample.length} corpus trees (one per category), each exit 1 with every issue printed`);
@@ -59,7 +63,11 @@ describe("invalid desired input next to a running native fleet", () => {
     for (const [name, m] of Object.entries(running)) {
       expect(now[name], name).toEqual(m);
     }
-    expect((await engineProcesses(fleet.stateDir)).map((p) => p.pid).sort()).toEqual(Object.values(running).map((m) => m.pid).sort());
+    expect((await engineProcesses(fleet.stateDir)).map((p) => p.pid).sort()).toEqual(
+      Object.values(running)
+        .map((m) => m.pid)
+        .sort(),
+    );
   };
 
   beforeAll(async () => {
@@ -74,8 +82,14 @@ describe("invalid desired input next to a running native fleet", () => {
     await teardown(fleet.stateDir);
   });
 
-  const ONCE = ["fleet.json cut in half", "duplicate NIXL side-channel port on a host", "engine-launch.json symlinked through ../",
-    "extra_args overrides a launcher-managed flag: --port=1", "newline in a runtime.environment value", "__proto__ in a launch record"];
+  const ONCE = [
+    "fleet.json cut in half",
+    "duplicate NIXL side-channel port on a host",
+    "engine-launch.json symlinked through ../",
+    "extra_args overrides a launcher-managed flag: --port=1",
+    "newline in a runtime.environment value",
+    "__proto__ in a launch record",
+  ];
 
   it("reconcile --once exits 1 naming the file and path, and the engines and state file stay as they were", async () => {
     const stateFile = path.join(fleet.stateDir, "narwhal.json");
@@ -86,7 +100,9 @@ describe("invalid desired input next to a running native fleet", () => {
       const want = expectationOf(c, tree);
       const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
       expect(r.code, `${name}\n${r.stderr}`).toBe(1);
-      expect(r.stderr, name).toMatch(new RegExp(`  ${escape(want.file)} ${escape(want.path)}: .*${want.message.source}`));
+      expect(r.stderr, name).toMatch(
+        new RegExp(`  ${escape(want.file)} ${escape(want.path)}: .*${want.message.source}`),
+      );
       expect(r.stderr, name).toMatch(/nothing was started or stopped/);
       expect((await fs.readFile(stateFile)).equals(before), `${name}: state file unchanged`).toBe(true);
       await untouched();
@@ -94,8 +110,14 @@ describe("invalid desired input next to a running native fleet", () => {
     await writeDesired(fleet.dir, base);
   }, 60_000);
 
-  const WATCH = ["engine-launch.json cut inside a string", "two engines on one host share a GPU", "fleet.json symlinked to an absolute path outside the tree",
-    "fleet.json is a directory", "newline in the API key (\\n escape)", "extra_args overrides a launcher-managed flag: --kv-transfer-config.kv_role (dotted JSON key)"];
+  const WATCH = [
+    "engine-launch.json cut inside a string",
+    "two engines on one host share a GPU",
+    "fleet.json symlinked to an absolute path outside the tree",
+    "fleet.json is a directory",
+    "newline in the API key (\\n escape)",
+    "extra_args overrides a launcher-managed flag: --kv-transfer-config.kv_role (dotted JSON key)",
+  ];
 
   it("a watch-mode controller keeps the running engines through invalid trees and applies the valid one when it returns", async () => {
     // Started on an invalid tree: it must not act on the engines it finds in the state file.

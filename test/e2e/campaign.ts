@@ -81,7 +81,8 @@ export async function assertKeyEnforced(runDir: string, engine: string): Promise
   const key = parseEnvFile(await fs.readFile(path.join(runDir, "container.env"), "utf8")).VLLM_API_KEY;
   expect(key, `${engine}: the campaign's fleet has an API key`).toBeTruthy();
   const url = plan.endpoint.replace(/\/+$/, "") + "/v1/models";
-  const get = async (headers: Record<string, string>) => (await fetch(url, { headers, signal: AbortSignal.timeout(10_000) })).status;
+  const get = async (headers: Record<string, string>) =>
+    (await fetch(url, { headers, signal: AbortSignal.timeout(10_000) })).status;
   expect(await get({}), `${engine}: ${url} without the API key`).toBe(401);
   expect(await get({ Authorization: `Bearer ${key}` }), `${engine}: ${url} with the API key`).toBe(200);
 }
@@ -96,7 +97,10 @@ export async function assertConverged(
   const out: Record<string, { id: string; run_dir: string }> = {};
   for (const name of engines) {
     const e = view.engines.find((x) => x.engine === name);
-    expect(e?.phase, `${name} after rerun: ${JSON.stringify(e?.last_error)} ${JSON.stringify(e?.history.slice(-6))}`).toBe("captured");
+    expect(
+      e?.phase,
+      `${name} after rerun: ${JSON.stringify(e?.last_error)} ${JSON.stringify(e?.history.slice(-6))}`,
+    ).toBe("captured");
     const id = String(e!.pid ?? e!.container_id);
     out[name] = { id, run_dir: e!.run_dir! };
     const planBytes = await fs.readFile(path.join(e!.run_dir!, "launch.json"));
@@ -104,7 +108,10 @@ export async function assertConverged(
     await assertKeyEnforced(e!.run_dir!, name);
   }
   const live = await running();
-  expect(live.map((p) => p.engine).sort(), `exactly one engine per desired record, no orphans: ${JSON.stringify(live)}`).toEqual([...engines].sort());
+  expect(
+    live.map((p) => p.engine).sort(),
+    `exactly one engine per desired record, no orphans: ${JSON.stringify(live)}`,
+  ).toEqual([...engines].sort());
   for (const p of live) expect(p.id).toBe(out[p.engine]!.id);
   await assertEvidenceIntact(fleet.stateDir);
   return out;
@@ -127,11 +134,17 @@ export interface PlanEdit {
  * wrap its launch.json command in a shell that touches a marker file before exec'ing the original
  * (and, with `rebindChecked`, rewrite checked.json to bind the edited plan).
  */
-export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: boolean; phase?: "prepared" | "checked" } = {}): Promise<PlanEdit> {
+export async function editCheckedPlan(
+  fleet: SimFleet,
+  opts: { rebindChecked?: boolean; phase?: "prepared" | "checked" } = {},
+): Promise<PlanEdit> {
   const phase = opts.phase ?? "checked";
   const view = await status(fleet.stateDir);
   const victim = view.engines.find((e) => e.phase === phase);
-  expect(victim?.run_dir, `no engine is ${phase}: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`).toBeTruthy();
+  expect(
+    victim?.run_dir,
+    `no engine is ${phase}: ${JSON.stringify(view.engines.map((e) => [e.engine, e.phase]))}`,
+  ).toBeTruthy();
   const runDir = victim!.run_dir!;
   const planFile = path.join(runDir, "launch.json");
   const checkedFile = path.join(runDir, "checked.json");
@@ -147,7 +160,11 @@ export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: b
   await fs.writeFile(planFile, edited);
   // A thorough attacker re-binds checked.json to the edited plan: only the state's hash is left to tell.
   if (opts.rebindChecked) {
-    await fs.writeFile(checkedFile, JSON.stringify({ ...JSON.parse(await fs.readFile(checkedFile, "utf8")), plan_sha256: sha256(edited) }, null, 2) + "\n");
+    await fs.writeFile(
+      checkedFile,
+      JSON.stringify({ ...JSON.parse(await fs.readFile(checkedFile, "utf8")), plan_sha256: sha256(edited) }, null, 2) +
+        "\n",
+    );
   }
   return {
     engine: victim!.engine,
@@ -155,6 +172,10 @@ export async function editCheckedPlan(fleet: SimFleet, opts: { rebindChecked?: b
     planFile,
     checkedSha,
     editedSha: sha256(edited),
-    markerExists: () => fs.access(marker).then(() => true, () => false),
+    markerExists: () =>
+      fs.access(marker).then(
+        () => true,
+        () => false,
+      ),
   };
 }

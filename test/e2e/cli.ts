@@ -25,7 +25,10 @@ export interface CliResult {
 }
 
 export function startCli(args: string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  return spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ...TEST_ENV, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
 }
 
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
@@ -41,7 +44,10 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
  * `status --format json`. DESIRED is read from desired/: by default the test tree's own (beside its
  * state directory, as simFleet lays them out), never the repository's ./desired.
  */
-export async function status(stateDir: string, desiredDir = path.join(path.dirname(stateDir), "desired")): Promise<StatusView> {
+export async function status(
+  stateDir: string,
+  desiredDir = path.join(path.dirname(stateDir), "desired"),
+): Promise<StatusView> {
   const r = await runCli(["status", "--state", stateDir, "--desired", desiredDir, "--format", "json"]);
   if (r.code !== 0) throw new Error(`status failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as StatusView;
@@ -57,8 +63,11 @@ export async function engineProcesses(stateDir: string): Promise<Array<{ pid: nu
       const stat = await fs.readFile(`/proc/${name}/stat`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       if (fields[0] === "Z" || Number(fields[2]) !== Number(name)) continue;
-      const vars = Object.fromEntries(environ.split("\0").map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
-      if (vars.NARWHAL_STATE_DIR === stateDir && vars.NARWHAL_ENGINE) out.push({ pid: Number(name), engine: vars.NARWHAL_ENGINE });
+      const vars = Object.fromEntries(
+        environ.split("\0").map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+      );
+      if (vars.NARWHAL_STATE_DIR === stateDir && vars.NARWHAL_ENGINE)
+        out.push({ pid: Number(name), engine: vars.NARWHAL_ENGINE });
     } catch {
       /* gone or not ours */
     }
@@ -78,7 +87,11 @@ export async function teardown(stateDir: string): Promise<void> {
   }
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

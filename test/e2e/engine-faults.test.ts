@@ -27,12 +27,19 @@ describe("engine faults under watch mode", () => {
   it("restarts an engine that crashes after captured, then gives up on the crash loop with the cause", async () => {
     const fleet = await simFleet({ engines: [{ faults: "crash_after=2" }] });
     const child = watch(fleet);
-    cleanup.push(() => stopWatch(child), () => teardown(fleet.stateDir));
+    cleanup.push(
+      () => stopWatch(child),
+      () => teardown(fleet.stateDir),
+    );
     const failed = await waitFor(
       "a terminal failure",
       async () => {
         const [e] = (await status(fleet.stateDir)).engines as Engines;
-        return e && e.phase === "failed" && e.conditions.some((c) => c.type === "Failed" && c.status === "True" && c.reason === "Terminal") ? e : undefined;
+        return e &&
+          e.phase === "failed" &&
+          e.conditions.some((c) => c.type === "Failed" && c.status === "True" && c.reason === "Terminal")
+          ? e
+          : undefined;
       },
       90_000,
     );
@@ -47,11 +54,21 @@ describe("engine faults under watch mode", () => {
   it("stops and restarts an engine whose /health turns 503 while its process lives", async () => {
     const fleet = await simFleet({ engines: [{ faults: "dead_after=1" }] });
     const child = watch(fleet);
-    cleanup.push(() => stopWatch(child), () => teardown(fleet.stateDir));
-    const first = await waitFor("captured", async () => (await status(fleet.stateDir)).engines.find((e) => e.phase === "captured"), 30_000);
+    cleanup.push(
+      () => stopWatch(child),
+      () => teardown(fleet.stateDir),
+    );
+    const first = await waitFor(
+      "captured",
+      async () => (await status(fleet.stateDir)).engines.find((e) => e.phase === "captured"),
+      30_000,
+    );
     const after = await waitFor(
       "a restart for ill health",
-      async () => (await status(fleet.stateDir)).engines.find((e) => e.history.some((h) => (h.note ?? "").includes("unhealthy: /health answered 503"))),
+      async () =>
+        (await status(fleet.stateDir)).engines.find((e) =>
+          e.history.some((h) => (h.note ?? "").includes("unhealthy: /health answered 503")),
+        ),
       30_000,
     );
     expect(after.history.filter((h) => h.to === "failed").length).toBeGreaterThan(0);

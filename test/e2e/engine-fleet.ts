@@ -44,7 +44,11 @@ export async function engineFleet(opts: SimFleetOptions & { allowance?: string }
   const launchFile = path.join(base.dir, "engine-launch.json");
   const launch = JSON.parse(await fs.readFile(launchFile, "utf8"));
   Object.values(launch.engines as Record<string, Record<string, unknown>>).forEach((record, i) => {
-    record.shared_device = { gpu_uuid: SHARED_GPU, device_allowance: opts.allowance ?? "0.3", gpu_memory_utilization: i === 0 ? "0.1" : "0.2" };
+    record.shared_device = {
+      gpu_uuid: SHARED_GPU,
+      device_allowance: opts.allowance ?? "0.3",
+      gpu_memory_utilization: i === 0 ? "0.1" : "0.2",
+    };
   });
   await fs.writeFile(launchFile, JSON.stringify(launch, null, 2));
 

@@ -62,8 +62,16 @@ describe("narwhal engine on the native backend", () => {
 
   it("prepare writes launch.json and the backend environment, and refuses a reused --out", async () => {
     const plan = await readJson(path.join(run.main!, "launch.json"));
-    expect(plan).toMatchObject({ engine: "engine-1", backend: "native", model: { revision: "sim-0001", file_sha256: null } });
-    expect(plan.launch_record.shared_device).toEqual({ gpu_uuid: SHARED_GPU, device_allowance: "0.3", gpu_memory_utilization: "0.1" });
+    expect(plan).toMatchObject({
+      engine: "engine-1",
+      backend: "native",
+      model: { revision: "sim-0001", file_sha256: null },
+    });
+    expect(plan.launch_record.shared_device).toEqual({
+      gpu_uuid: SHARED_GPU,
+      device_allowance: "0.3",
+      gpu_memory_utilization: "0.1",
+    });
     expect(plan.command.join(" ")).toContain("--gpu-memory-utilization 0.1");
     expect((await fs.stat(path.join(run.main!, "container.env"))).mode & 0o777).toBe(0o600);
     // `--out runs/<name>` (the README's own example): runs/ is created private, and so is every file of the prepared and checked run.
@@ -77,14 +85,21 @@ describe("narwhal engine on the native backend", () => {
 
   it("prepare validates every record before creating --out, and reads NARWHAL_ENGINE_LAUNCH_CONFIG", async () => {
     const bad = path.join(f.runs, "never");
-    const invalid = await f.engine(["prepare", "--desired", f.dir, "--engine", "engine-2", "--out", bad], { NARWHAL_ENGINE_ARGS: "--port 1234" });
+    const invalid = await f.engine(["prepare", "--desired", f.dir, "--engine", "engine-2", "--out", bad], {
+      NARWHAL_ENGINE_ARGS: "--port 1234",
+    });
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/NARWHAL_ENGINE_ARGS sets --port/);
     await expect(fs.access(bad)).rejects.toThrow();
 
     const file = await f.roleRecord("engine-2", (r) => (r.runtime.extra_args = ["--max-num-seqs", "8"]));
     const out = path.join(f.runs, "e2-role-shell");
-    const result = ok(await f.engine(["prepare", "--desired", f.dir, "--out", out], { NARWHAL_ENGINE_LAUNCH_CONFIG: file, NARWHAL_MODEL_REVISION: "sim-0002" }));
+    const result = ok(
+      await f.engine(["prepare", "--desired", f.dir, "--out", out], {
+        NARWHAL_ENGINE_LAUNCH_CONFIG: file,
+        NARWHAL_MODEL_REVISION: "sim-0002",
+      }),
+    );
     expect(result).toMatchObject({ action: "prepare", engine: "engine-2", run: out, details: { record_source: file } });
     const plan = await readJson(path.join(out, "launch.json"));
     expect(plan.command.join(" ")).toContain("--max-num-seqs 8");
@@ -109,11 +124,29 @@ describe("narwhal engine on the native backend", () => {
 
   it("model-dimensions and handshake-policy inspect the checked runtime, once per run", async () => {
     const dims = ok(await f.engine(["model-dimensions", "--run", run.main!]));
-    expect(dims.details).toMatchObject({ num_hidden_layers: 4, num_kv_heads: 2, head_size: 64, dtype: "bfloat16", tensor_parallel_size: 1, block_size: 16 });
-    expect(await readJson(path.join(run.main!, "model-dimensions.json"))).toMatchObject({ schema: "narwhal.model-dimensions/v1", num_kv_heads: 2 });
+    expect(dims.details).toMatchObject({
+      num_hidden_layers: 4,
+      num_kv_heads: 2,
+      head_size: 64,
+      dtype: "bfloat16",
+      tensor_parallel_size: 1,
+      block_size: 16,
+    });
+    expect(await readJson(path.join(run.main!, "model-dimensions.json"))).toMatchObject({
+      schema: "narwhal.model-dimensions/v1",
+      num_kv_heads: 2,
+    });
     const policy = ok(await f.engine(["handshake-policy", "--run", run.main!]));
     expect(policy.details.compatibility).toEqual({
-      vllm_version: "0.11.0", connector_version: 1, model: "tiny-llama", dtype: "bfloat16", num_kv_heads: 2, head_size: 64, num_layers: 4, attn_backend: "auto", cache_dtype: "bfloat16",
+      vllm_version: "0.11.0",
+      connector_version: 1,
+      model: "tiny-llama",
+      dtype: "bfloat16",
+      num_kv_heads: 2,
+      head_size: 64,
+      num_layers: 4,
+      attn_backend: "auto",
+      cache_dtype: "bfloat16",
     });
     expect(policy.details.compatibility_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(policy.details.nixl).toMatchObject({ distribution: "nixl", version: "0.6.1" });
@@ -136,20 +169,52 @@ describe("narwhal engine on the native backend", () => {
     const neither = await f.engine(["cache-registration", "--run", run.main!]);
     expect(neither.code).toBe(1);
     expect(neither.stderr).toMatch(/choose one registration source/);
-    const both = await f.engine(["cache-registration", "--run", run.main!, "--startup-log", path.join(run.main!, "engine.log"), "--runtime-layout", path.join(run.main!, "cache-layout.json")]);
+    const both = await f.engine([
+      "cache-registration",
+      "--run",
+      run.main!,
+      "--startup-log",
+      path.join(run.main!, "engine.log"),
+      "--runtime-layout",
+      path.join(run.main!, "cache-layout.json"),
+    ]);
     expect(both.code).toBe(1);
     expect(both.stderr).toMatch(/exclusive/);
 
-    const fromLog = ok(await f.engine(["cache-registration", "--run", run.main!, "--startup-log", path.join(run.main!, "engine.log")]));
-    expect(fromLog.details).toMatchObject({ source: { kind: "startup-log" }, layout: { num_gpu_blocks: layout.num_gpu_blocks, block_size: 16 }, block_grouping: [{ kind: "full_attention", layers: [0, 1, 2, 3] }] });
+    const fromLog = ok(
+      await f.engine(["cache-registration", "--run", run.main!, "--startup-log", path.join(run.main!, "engine.log")]),
+    );
+    expect(fromLog.details).toMatchObject({
+      source: { kind: "startup-log" },
+      layout: { num_gpu_blocks: layout.num_gpu_blocks, block_size: 16 },
+      block_grouping: [{ kind: "full_attention", layers: [0, 1, 2, 3] }],
+    });
     // 2 (K, V) x 16 tokens x 2 KV heads x 64 x 2 bytes per block and layer.
-    expect(fromLog.details.registration[0]).toMatchObject({ page_size_bytes: 8192, bytes_per_rank: 8192 * layout.num_gpu_blocks * 4 });
-    const fromLayout = ok(await f.engine(["cache-registration", "--run", run.layout!, "--runtime-layout", path.join(run.main!, "cache-layout.json")]));
+    expect(fromLog.details.registration[0]).toMatchObject({
+      page_size_bytes: 8192,
+      bytes_per_rank: 8192 * layout.num_gpu_blocks * 4,
+    });
+    const fromLayout = ok(
+      await f.engine([
+        "cache-registration",
+        "--run",
+        run.layout!,
+        "--runtime-layout",
+        path.join(run.main!, "cache-layout.json"),
+      ]),
+    );
     expect(fromLayout.details.bytes_per_rank).toBe(fromLog.details.bytes_per_rank);
 
     const stopped = ok(await f.engine(["stop-native", "--run", run.main!]));
-    expect(stopped.details).toMatchObject({ pid: handle.pid, boot_id: handle.boot_id, start_ticks: handle.start_ticks });
-    expect(await readJson(path.join(run.main!, "native-stop.json"))).toMatchObject({ schema: "narwhal.native-stop/v1", pgid: handle.pid });
+    expect(stopped.details).toMatchObject({
+      pid: handle.pid,
+      boot_id: handle.boot_id,
+      start_ticks: handle.start_ticks,
+    });
+    expect(await readJson(path.join(run.main!, "native-stop.json"))).toMatchObject({
+      schema: "narwhal.native-stop/v1",
+      pgid: handle.pid,
+    });
     expect((await engineProcesses(f.stateDir)).map((p) => p.pid)).not.toContain(handle.pid);
     const twice = await f.engine(["stop-native", "--run", run.main!]);
     expect(twice.code).toBe(1);
@@ -161,16 +226,39 @@ describe("narwhal engine on the native backend", () => {
   it("start-shared starts two plans on one GPU within the allowance and records the readings", async () => {
     const r = ok(await f.engine(["start-shared", "--backend", "native", "--run", run.s1!, "--run", run.s2!]));
     expect(r.details.budget).toMatchObject({ gpu_uuid: SHARED_GPU, device_allowance: "0.3", sum: "0.3" });
-    const [a, b] = [await readJson(path.join(run.s1!, "shared-start.json")), await readJson(path.join(run.s2!, "shared-start.json"))];
+    const [a, b] = [
+      await readJson(path.join(run.s1!, "shared-start.json")),
+      await readJson(path.join(run.s2!, "shared-start.json")),
+    ];
     // floor(0.1 x 81559) = 8155 MiB, floor(0.2 x 81559) = 16311 MiB; allowance 0.3 x 81559 = 24467.7 MiB.
-    expect(a).toMatchObject({ status: "ready", launch_order: 1, gpu: { uuid: SHARED_GPU, selected: "0", total_mib: 81559 }, increase_mib: { engine: 8155, aggregate: 8155 }, allowance: { allowance_mib: "24467.7", engine_share_mib: "8155.9" } });
-    expect(b).toMatchObject({ status: "ready", launch_order: 2, increase_mib: { engine: 16311, aggregate: 24466 }, readings: { baseline: { used_mib: 0 }, before: { used_mib: 8155 }, after: { used_mib: 24466 } } });
-    expect(b.identity).toMatchObject({ vllm_version: "0.11.0", model_revision: "sim-0001", process: { boot_id: expect.any(String), start_ticks: expect.any(Number) } });
+    expect(a).toMatchObject({
+      status: "ready",
+      launch_order: 1,
+      gpu: { uuid: SHARED_GPU, selected: "0", total_mib: 81559 },
+      increase_mib: { engine: 8155, aggregate: 8155 },
+      allowance: { allowance_mib: "24467.7", engine_share_mib: "8155.9" },
+    });
+    expect(b).toMatchObject({
+      status: "ready",
+      launch_order: 2,
+      increase_mib: { engine: 16311, aggregate: 24466 },
+      readings: { baseline: { used_mib: 0 }, before: { used_mib: 8155 }, after: { used_mib: 24466 } },
+    });
+    expect(b.identity).toMatchObject({
+      vllm_version: "0.11.0",
+      model_revision: "sim-0001",
+      process: { boot_id: expect.any(String), start_ticks: expect.any(Number) },
+    });
     for (const dir of [run.s1!, run.s2!]) ok(await f.engine(["stop-native", "--run", dir]));
   });
 
   it("start-shared refuses nine --run's and an allowance exceeded by 0.01, before launching anything", async () => {
-    const nine = await f.engine(["start-shared", "--backend", "native", ...Array.from({ length: 9 }, () => ["--run", run.o1!]).flat()]);
+    const nine = await f.engine([
+      "start-shared",
+      "--backend",
+      "native",
+      ...Array.from({ length: 9 }, () => ["--run", run.o1!]).flat(),
+    ]);
     expect(nine.code).toBe(1);
     expect(nine.stderr).toMatch(/--run is given 9 time\(s\); start-shared takes 2 to 8/);
     const over = await f.engine(["start-shared", "--backend", "native", "--run", run.o1!, "--run", run.o2!]);
@@ -183,13 +271,29 @@ describe("narwhal engine on the native backend", () => {
     await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
     try {
       const port = (busy.address() as net.AddressInfo).port;
-      const taken = await f.engine(["start-shared", "--backend", "native", "--run", run.l1!, "--run", run.l2!], { NARWHAL_NODE_1_ATTESTATION_URL: `http://127.0.0.1:${port}/v1/attestation` });
+      const taken = await f.engine(["start-shared", "--backend", "native", "--run", run.l1!, "--run", run.l2!], {
+        NARWHAL_NODE_1_ATTESTATION_URL: `http://127.0.0.1:${port}/v1/attestation`,
+      });
       expect(taken.code).toBe(1);
-      expect(taken.stderr).toMatch(new RegExp(`engine-1 attestation port ${port} on 127.0.0.1 \\(NARWHAL_NODE_1_ATTESTATION_URL\\) already has a listener`));
+      expect(taken.stderr).toMatch(
+        new RegExp(
+          `engine-1 attestation port ${port} on 127.0.0.1 \\(NARWHAL_NODE_1_ATTESTATION_URL\\) already has a listener`,
+        ),
+      );
     } finally {
       busy.close();
     }
-    const zero = await f.engine(["start-shared", "--backend", "native", "--ready-seconds", "0", "--run", run.l1!, "--run", run.l2!]);
+    const zero = await f.engine([
+      "start-shared",
+      "--backend",
+      "native",
+      "--ready-seconds",
+      "0",
+      "--run",
+      run.l1!,
+      "--run",
+      run.l2!,
+    ]);
     expect(zero.code).toBe(1);
     expect(zero.stderr).toMatch(/--ready-seconds.*positive integer/);
     expect(await fs.readdir(run.l1!)).not.toContain("native-process.json");
@@ -199,9 +303,21 @@ describe("narwhal engine on the native backend", () => {
     const r = await f.engine(["start-shared", "--backend", "native", "--run", run.f1!, "--run", run.f2!]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/shared startup failed at engine-2/);
-    const [a, b] = [await readJson(path.join(run.f1!, "shared-start.json")), await readJson(path.join(run.f2!, "shared-start.json"))];
-    expect(b).toMatchObject({ status: "failed", cleanup_status: "exited", cause: expect.stringMatching(/out of memory|exited during startup/i), post_cleanup: { used_mib: 0 } });
-    expect(a).toMatchObject({ status: "failed", cleanup_status: "stopped", cause: expect.stringMatching(/failed at engine-2/) });
+    const [a, b] = [
+      await readJson(path.join(run.f1!, "shared-start.json")),
+      await readJson(path.join(run.f2!, "shared-start.json")),
+    ];
+    expect(b).toMatchObject({
+      status: "failed",
+      cleanup_status: "exited",
+      cause: expect.stringMatching(/out of memory|exited during startup/i),
+      post_cleanup: { used_mib: 0 },
+    });
+    expect(a).toMatchObject({
+      status: "failed",
+      cleanup_status: "stopped",
+      cause: expect.stringMatching(/failed at engine-2/),
+    });
     expect(await readJson(path.join(run.f1!, "native-stop.json"))).toMatchObject({ engine: "engine-1" });
     expect(await engineProcesses(f.stateDir)).toEqual([]);
   });
@@ -209,10 +325,23 @@ describe("narwhal engine on the native backend", () => {
   it("a measured increase above allowance x total memory fails the start and cleans up", async () => {
     const r = await f.engine(["start-shared", "--backend", "native", "--run", run.g1!, "--run", run.g2!]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/memory use rose by 24468 MiB since the baseline, above the allowance 0\.3 × 81559 MiB = 24467\.7 MiB/);
-    const [a, b] = [await readJson(path.join(run.g1!, "shared-start.json")), await readJson(path.join(run.g2!, "shared-start.json"))];
-    expect(b).toMatchObject({ status: "failed", cleanup_status: "terminated", increase_mib: { engine: 16313, aggregate: 24468 } });
-    expect(a).toMatchObject({ status: "failed", cleanup_status: "stopped", native_stop: path.join(run.g1!, "native-stop.json") });
+    expect(r.stderr).toMatch(
+      /memory use rose by 24468 MiB since the baseline, above the allowance 0\.3 × 81559 MiB = 24467\.7 MiB/,
+    );
+    const [a, b] = [
+      await readJson(path.join(run.g1!, "shared-start.json")),
+      await readJson(path.join(run.g2!, "shared-start.json")),
+    ];
+    expect(b).toMatchObject({
+      status: "failed",
+      cleanup_status: "terminated",
+      increase_mib: { engine: 16313, aggregate: 24468 },
+    });
+    expect(a).toMatchObject({
+      status: "failed",
+      cleanup_status: "stopped",
+      native_stop: path.join(run.g1!, "native-stop.json"),
+    });
     expect(await engineProcesses(f.stateDir)).toEqual([]);
   });
 });

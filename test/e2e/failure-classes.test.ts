@@ -30,8 +30,10 @@ async function devRoot(devices: string[]): Promise<string> {
   return root;
 }
 
-const inspectFailures = (e: Engine) => e.history.filter((h) => h.to === "failed" && (h.note ?? "").startsWith("inspect:")).length;
-const runDirs = async (fleet: SimFleet, engine: string) => (await fs.readdir(path.join(fleet.stateDir, "runs", engine)).catch(() => [])).filter((d) => !d.startsWith("."));
+const inspectFailures = (e: Engine) =>
+  e.history.filter((h) => h.to === "failed" && (h.note ?? "").startsWith("inspect:")).length;
+const runDirs = async (fleet: SimFleet, engine: string) =>
+  (await fs.readdir(path.join(fleet.stateDir, "runs", engine)).catch(() => [])).filter((d) => !d.startsWith("."));
 
 describe("failure classes on the native backend", () => {
   const cleanup: Array<() => Promise<unknown>> = [];
@@ -48,7 +50,10 @@ describe("failure classes on the native backend", () => {
     let log = "";
     controller.stderr!.on("data", (d) => (log += d));
     controller.stdout!.on("data", (d) => (log += d));
-    cleanup.push(() => teardown(fleet.stateDir), async () => controller.exitCode === null && controller.kill("SIGKILL"));
+    cleanup.push(
+      () => teardown(fleet.stateDir),
+      async () => controller.exitCode === null && controller.kill("SIGKILL"),
+    );
 
     const budget = Number(TEST_ENV.NARWHAL_RETRY_MAX_ATTEMPTS);
     // Either it re-checked twice the attempt budget, or it gave up (which it must not).
@@ -73,7 +78,11 @@ describe("failure classes on the native backend", () => {
     expect(deviceOnly.last_error).toMatchObject({ failure: "outwait", input: "launch.accelerator_devices[1]" });
 
     await fs.writeFile(path.join(root, "dev/nvidiactl"), "");
-    const captured = await waitFor("captured", async () => (await status(fleet.stateDir)).engines.find((e) => e.phase === "captured"), 60_000);
+    const captured = await waitFor(
+      "captured",
+      async () => (await status(fleet.stateDir)).engines.find((e) => e.phase === "captured"),
+      60_000,
+    );
     expect(captured.attempts).toBe(0);
     expect(controller.exitCode).toBeNull(); // the same controller, never restarted
     expect((await engineProcesses(fleet.stateDir)).length).toBe(1);
@@ -83,15 +92,27 @@ describe("failure classes on the native backend", () => {
   it("reconcile --once outwaits a stranger on the planned port up to NARWHAL_ONCE_OUTWAIT_MS, then exits 2 naming the bound", async () => {
     const fleet = await simFleet({ engines: [{}] });
     const stranger = await listen(fleet.ports[0]![0]!);
-    cleanup.push(async () => stranger.close(), () => teardown(fleet.stateDir));
+    cleanup.push(
+      async () => stranger.close(),
+      () => teardown(fleet.stateDir),
+    );
     const started = Date.now();
-    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { NARWHAL_ONCE_OUTWAIT_MS: "3000" });
+    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      NARWHAL_ONCE_OUTWAIT_MS: "3000",
+    });
     const seconds = (Date.now() - started) / 1000;
     expect(r.code, r.stderr.slice(-2000)).toBe(2);
     expect(seconds).toBeGreaterThanOrEqual(3);
     const [e] = (await status(fleet.stateDir)).engines;
-    expect(e).toMatchObject({ phase: "failed", attempts: 0, retry_at: null, last_error: { step: "inspect", failure: "outwait" } });
-    expect(e!.last_error!.message).toMatch(/already has a listener.*\(unchanged after outwaiting it for \d+ s, the bound of reconcile --once/s);
+    expect(e).toMatchObject({
+      phase: "failed",
+      attempts: 0,
+      retry_at: null,
+      last_error: { step: "inspect", failure: "outwait" },
+    });
+    expect(e!.last_error!.message).toMatch(
+      /already has a listener.*\(unchanged after outwaiting it for \d+ s, the bound of reconcile --once/s,
+    );
     expect(inspectFailures(e!)).toBeGreaterThan(Number(TEST_ENV.NARWHAL_RETRY_MAX_ATTEMPTS));
   });
 
@@ -99,10 +120,17 @@ describe("failure classes on the native backend", () => {
     const fleet = await simFleet({ engines: [{}], python: "/nonexistent/narwhal/python3" });
     cleanup.push(() => teardown(fleet.stateDir));
     // A budget of five would have meant five runs of a check that cannot start.
-    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { NARWHAL_RETRY_MAX_ATTEMPTS: "5" });
+    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      NARWHAL_RETRY_MAX_ATTEMPTS: "5",
+    });
     expect(r.code, r.stderr.slice(-2000)).toBe(2);
     const [e] = (await status(fleet.stateDir)).engines;
-    expect(e).toMatchObject({ phase: "failed", attempts: 1, retry_at: null, last_error: { failure: "terminal", retryable: false, input: "/nonexistent/narwhal/python3" } });
+    expect(e).toMatchObject({
+      phase: "failed",
+      attempts: 1,
+      retry_at: null,
+      last_error: { failure: "terminal", retryable: false, input: "/nonexistent/narwhal/python3" },
+    });
     expect(e!.last_error!.message).toMatch(/ENOENT/);
     expect(e!.history.filter((h) => h.to === "failed")).toHaveLength(1);
     expect(await runDirs(fleet, "engine-1")).toHaveLength(1);

@@ -9,25 +9,51 @@ import { engineProcesses, status, teardown } from "./cli.js";
 import { assertConverged, editCheckedPlan, killAt, killSpec, reconcileOnce, type KillPoint } from "./campaign.js";
 
 const ENGINES = ["engine-1", "engine-2"];
-const native = (stateDir: string) => async () => (await engineProcesses(stateDir)).map((p) => ({ engine: p.engine, id: String(p.pid) }));
+const native = (stateDir: string) => async () =>
+  (await engineProcesses(stateDir)).map((p) => ({ engine: p.engine, id: String(p.pid) }));
 const tally = { points: new Set<string>(), runs: 0 };
 
-const at = (names: string[], hits: number[]): KillPoint[] => names.flatMap((name) => hits.map((hit) => ({ name, hit })));
+const at = (names: string[], hits: number[]): KillPoint[] =>
+  names.flatMap((name) => hits.map((hit) => ({ name, hit })));
 
 const COLD: KillPoint[] = [
-  ...at(["transition:inspected", "transition:prepared", "transition:checked", "transition:started", "transition:probed", "transition:captured"], [1, 2]),
+  ...at(
+    [
+      "transition:inspected",
+      "transition:prepared",
+      "transition:checked",
+      "transition:started",
+      "transition:probed",
+      "transition:captured",
+    ],
+    [1, 2],
+  ),
   ...at(["native:check:running", "native:spawn:before", "native:spawn:after"], [1, 2]),
   ...at(["state:write:before", "state:write:after"], [1, 5, 9, 13]),
 ];
 
 const REPLACE: KillPoint[] = [
-  ...at(["transition:pending", "transition:replacing", "native:stop:before", "native:stop:after", "native:spawn:before", "native:spawn:after", "transition:checked", "transition:captured"], [1]),
+  ...at(
+    [
+      "transition:pending",
+      "transition:replacing",
+      "native:stop:before",
+      "native:stop:after",
+      "native:spawn:before",
+      "native:spawn:after",
+      "transition:checked",
+      "transition:captured",
+    ],
+    [1],
+  ),
   ...at(["state:write:after"], [2, 6]),
 ];
 
 describe("kill-point campaign (native)", () => {
   afterAll(() => {
-    console.log(`kill-point campaign (native): ${tally.points.size} kill points, ${tally.runs} killed runs, each followed by a clean rerun`);
+    console.log(
+      `kill-point campaign (native): ${tally.points.size} kill points, ${tally.runs} killed runs, each followed by a clean rerun`,
+    );
   });
 
   describe("cold start", () => {
@@ -115,7 +141,9 @@ describe("a launch.json edited while its engine is being checked (native)", () =
       const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === edit.engine)!;
       expect(e.phase).toBe("failed");
       expect(e.last_error).toMatchObject({ step: "check", retryable: false, input: edit.planFile });
-      expect(e.last_error!.message).toContain(`${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`);
+      expect(e.last_error!.message).toContain(
+        `${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`,
+      );
       await expect(fs.access(path.join(edit.runDir, "checked.json")), "the edited plan was checked").rejects.toThrow();
       expect(await edit.markerExists(), "the edited command ran").toBe(false);
       expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).not.toContain(edit.engine);

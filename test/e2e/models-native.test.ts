@@ -58,8 +58,16 @@ describe("checkpoint-driven launch rules", () => {
 describe("the runtime check refuses and writes no checked.json", () => {
   const cases: Array<{ name: string; opts: SimFleetOptions; cause: RegExp }> = [
     { name: "a tokenizer that fails to load", opts: { engines: [{ faults: "tokenizer_error" }] }, cause: /tokenizer/ },
-    { name: "a convolutional SSM checkpoint on a runtime that does not know VLLM_SSM_CONV_STATE_LAYOUT", opts: { model: "tiny-mamba", engines: [{ faults: "no_ssm_layout" }] }, cause: /VLLM_SSM_CONV_STATE_LAYOUT/ },
-    { name: "a package pin the runtime does not have", opts: { engines: [{ expectedPackages: { vllm: "0.10.2", nixl: "0.6.1" } }] }, cause: /vllm.*0\.10\.2.*0\.11\.0|vllm.*0\.11\.0.*0\.10\.2/ },
+    {
+      name: "a convolutional SSM checkpoint on a runtime that does not know VLLM_SSM_CONV_STATE_LAYOUT",
+      opts: { model: "tiny-mamba", engines: [{ faults: "no_ssm_layout" }] },
+      cause: /VLLM_SSM_CONV_STATE_LAYOUT/,
+    },
+    {
+      name: "a package pin the runtime does not have",
+      opts: { engines: [{ expectedPackages: { vllm: "0.10.2", nixl: "0.6.1" } }] },
+      cause: /vllm.*0\.10\.2.*0\.11\.0|vllm.*0\.11\.0.*0\.10\.2/,
+    },
   ];
   for (const c of cases) {
     it(c.name, async () => {
@@ -71,7 +79,9 @@ describe("the runtime check refuses and writes no checked.json", () => {
         expect(engine.last_error!.message).toMatch(c.cause);
         const files = await fs.readdir(engine.run_dir!);
         expect(files).not.toContain("checked.json");
-        expect(await fs.readFile(path.join(engine.run_dir!, "runtime-check.log"), "utf8")).toMatch(/=== inspection [0-9a-f-]{36} plan_sha256=[0-9a-f]{64}/);
+        expect(await fs.readFile(path.join(engine.run_dir!, "runtime-check.log"), "utf8")).toMatch(
+          /=== inspection [0-9a-f-]{36} plan_sha256=[0-9a-f]{64}/,
+        );
       } finally {
         await teardown(fleet.stateDir);
       }

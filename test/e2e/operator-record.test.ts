@@ -22,10 +22,14 @@ const allCaptured = async (stateDir: string) => {
 
 /** The CLI in a private mount namespace where `dir` is a read-only bind mount: root cannot write it either. */
 function runReadOnly(dir: string, args: string[]): Promise<CliResult> {
-  const child = spawn("unshare", ["-m", "sh", "-c", 'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", dir, process.execPath, CLI, ...args], {
-    env: { ...process.env, ...TEST_ENV },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    "unshare",
+    ["-m", "sh", "-c", 'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", dir, process.execPath, CLI, ...args],
+    {
+      env: { ...process.env, ...TEST_ENV },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d) => (stdout += d));
@@ -36,7 +40,10 @@ function runReadOnly(dir: string, args: string[]): Promise<CliResult> {
 /** A shell pipeline, as an operator types it; the exit code is narwhal's (PIPESTATUS), not the reader's. */
 function pipeline(narwhalArgs: string[], reader: string): Promise<{ code: number | null; read: string }> {
   const quoted = [process.execPath, CLI, ...narwhalArgs].map((a) => `'${a}'`).join(" ");
-  const child = spawn("bash", ["-c", `${quoted} ${reader}; exit "\${PIPESTATUS[0]}"`], { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "ignore"] });
+  const child = spawn("bash", ["-c", `${quoted} ${reader}; exit "\${PIPESTATUS[0]}"`], {
+    env: { ...process.env, ...TEST_ENV },
+    stdio: ["ignore", "pipe", "ignore"],
+  });
   let read = "";
   child.stdout.on("data", (d) => (read += d));
   return new Promise((resolve) => child.on("close", (code) => resolve({ code, read })));
@@ -84,7 +91,9 @@ describe("narwhal.log is the operator's record (item 4)", () => {
     await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"] }] });
     const grown = await waitFor("the edit applied in the log", async () => {
       const text = await fs.readFile(logFile(), "utf8");
-      return text.length > afterRefusals.length && /desired state applied/.test(text.slice(afterRefusals.length)) ? text : undefined;
+      return text.length > afterRefusals.length && /desired state applied/.test(text.slice(afterRefusals.length))
+        ? text
+        : undefined;
     });
     expect(grown.startsWith(afterRefusals)).toBe(true);
     expectWholeLines(grown);
@@ -126,7 +135,10 @@ describe("a state directory that cannot be written (item 5)", () => {
 
   it("reconcile --once on an empty read-only state directory exits 1 with the path and the errno, and starts nothing", async () => {
     await fs.mkdir(fleet.stateDir, { recursive: true });
-    expectIoFailure(await runReadOnly(fleet.stateDir, ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]), "reconcile --once");
+    expectIoFailure(
+      await runReadOnly(fleet.stateDir, ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]),
+      "reconcile --once",
+    );
     expect(await engineProcesses(fleet.stateDir)).toEqual([]);
   });
 
@@ -137,8 +149,14 @@ describe("a state directory that cannot be written (item 5)", () => {
     expect(running.length).toBe(2);
     await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"] }] }); // a change it would have to apply
     const stateBefore = await fs.readFile(path.join(fleet.stateDir, "narwhal.json"));
-    expectIoFailure(await runReadOnly(fleet.stateDir, ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]), "reconcile --once");
-    expectIoFailure(await runReadOnly(fleet.stateDir, ["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]), "reconcile (watch)");
+    expectIoFailure(
+      await runReadOnly(fleet.stateDir, ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]),
+      "reconcile --once",
+    );
+    expectIoFailure(
+      await runReadOnly(fleet.stateDir, ["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]),
+      "reconcile (watch)",
+    );
     expectIoFailure(await runReadOnly(fleet.stateDir, ["down", "--state", fleet.stateDir]), "down");
     expect((await engineProcesses(fleet.stateDir)).map((p) => p.pid).sort()).toEqual(running);
     expect((await fs.readFile(path.join(fleet.stateDir, "narwhal.json"))).equals(stateBefore)).toBe(true);
@@ -154,10 +172,14 @@ describe("a state directory that cannot be written (item 5)", () => {
     await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"], faults: "slow_start=4" }] });
     const run = runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
     try {
-      await waitFor("engine-2 starting from a new run", async () => {
-        const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
-        return e?.phase === "checked" && e.desired_hash !== e.running_hash;
-      }, 30_000);
+      await waitFor(
+        "engine-2 starting from a new run",
+        async () => {
+          const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
+          return e?.phase === "checked" && e.desired_hash !== e.running_hash;
+        },
+        30_000,
+      );
       // chattr +i: even root cannot replace it (rename → EPERM).
       execFileSync("chattr", ["+i", stateFile]);
       const r = await run;
@@ -186,7 +208,10 @@ describe("a reader that goes away (item 6)", () => {
   });
 
   it("reconcile --once 2>&1 | head -3: the work finishes and the exit code is 0", async () => {
-    const r = await pipeline(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], "2>&1 | head -3");
+    const r = await pipeline(
+      ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir],
+      "2>&1 | head -3",
+    );
     expect(r.read.trimEnd().split("\n").length).toBe(3);
     expect(r.code).toBe(0);
     expect(await allCaptured(fleet.stateDir)).toBeDefined();
@@ -194,10 +219,16 @@ describe("a reader that goes away (item 6)", () => {
   });
 
   it("reconcile --once | head -c 0 (the reader is gone before the report): still exit 0, and an unconverged run still exit 2", async () => {
-    const ok = await pipeline(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], "| head -c 0");
+    const ok = await pipeline(
+      ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir],
+      "| head -c 0",
+    );
     expect(ok.code).toBe(0);
     await fleet.write({ engines: [{}, { expectedPackages: { vllm: "0.0.1", nixl: "0.6.1" } }] }); // engine-2's check fails terminally
-    const failed = await pipeline(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], "| head -c 0");
+    const failed = await pipeline(
+      ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir],
+      "| head -c 0",
+    );
     expect(failed.code).toBe(2);
   });
 });
@@ -218,7 +249,9 @@ describe("output through a pipe arrives whole (item 6)", () => {
     const r = await pipeline(["status", "--state", stateDir, "--format", "json"], SLOW_READER);
     expect(r.code).toBe(0);
     expect(r.read.length).toBeGreaterThan(PIPE_BUFFER);
-    expect((JSON.parse(r.read) as { engines: Array<{ engine: string }> }).engines.map((e) => e.engine).sort()).toEqual([...names].sort());
+    expect((JSON.parse(r.read) as { engines: Array<{ engine: string }> }).engines.map((e) => e.engine).sort()).toEqual(
+      [...names].sort(),
+    );
   });
 
   it("validate --format json of a 1000-engine tree parses whole, with every issue", async () => {

@@ -7,7 +7,21 @@ import { simFleet, type SimFleet } from "./sim-fleet.js";
 import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
 import { readState } from "../../src/state/store.js";
 
-const RUN_FILES = ["launch.json", "container.env", "checked.json", "runtime-check.log", "health.txt", "version.json", "models.json", "metrics.txt", "completion.json", "cache-layout.json", "probed.json", "native-process.json", "engine.log"];
+const RUN_FILES = [
+  "launch.json",
+  "container.env",
+  "checked.json",
+  "runtime-check.log",
+  "health.txt",
+  "version.json",
+  "models.json",
+  "metrics.txt",
+  "completion.json",
+  "cache-layout.json",
+  "probed.json",
+  "native-process.json",
+  "engine.log",
+];
 
 describe("reconcile --once on the native backend", () => {
   let fleet: SimFleet;
@@ -32,7 +46,11 @@ describe("reconcile --once on the native backend", () => {
     for (const e of Object.values(engines)) {
       expect(e.phase).toBe("captured");
       expect(e.running_hash).toBe(e.desired_hash);
-      expect(Object.fromEntries(e.conditions.map((c) => [c.type, `${c.status}/${c.reason}`]))).toEqual({ Ready: "True/Captured", UpToDate: "True/HashMatches", Failed: "False/NoFailure" });
+      expect(Object.fromEntries(e.conditions.map((c) => [c.type, `${c.status}/${c.reason}`]))).toEqual({
+        Ready: "True/Captured",
+        UpToDate: "True/HashMatches",
+        Failed: "False/NoFailure",
+      });
       expect(e.group_signature).toMatch(/^[0-9a-f]{16}$/);
       expect(e.pid).toBeGreaterThan(0);
       const files = await fs.readdir(e.run_dir!);
@@ -45,11 +63,15 @@ describe("reconcile --once on the native backend", () => {
     // Both engines share image, model, accelerator and TP: one group, representative engine-1.
     expect(engines["engine-1"]!.group_signature).toBe(engines["engine-2"]!.group_signature);
     const groups = await runCli(["groups", "--state", fleet.stateDir]);
-    expect(groups.stdout.trim()).toBe(`${engines["engine-1"]!.group_signature}: representative=engine-1; roles=engine-1,engine-2`);
+    expect(groups.stdout.trim()).toBe(
+      `${engines["engine-1"]!.group_signature}: representative=engine-1; roles=engine-1,engine-2`,
+    );
     // The API key never reaches the state file or the plan.
     const stateText = await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8");
     expect(stateText).not.toContain("e2e-key-0123456789");
-    expect(await fs.readFile(path.join(engines["engine-1"]!.run_dir!, "launch.json"), "utf8")).not.toContain("e2e-key-0123456789");
+    expect(await fs.readFile(path.join(engines["engine-1"]!.run_dir!, "launch.json"), "utf8")).not.toContain(
+      "e2e-key-0123456789",
+    );
     expect((await engineProcesses(fleet.stateDir)).length).toBe(2);
     firstRuns = Object.fromEntries(Object.values(engines).map((e) => [e.engine, e.run_dir!]));
     firstPids = Object.fromEntries(Object.values(engines).map((e) => [e.engine, e.pid!]));
@@ -126,7 +148,9 @@ describe("reconcile --once on the native backend", () => {
   it("fails a flag the runtime's vLLM rejects at check, once, while the engine it would replace keeps serving", async () => {
     const before = await byEngine();
     const procsBefore = await engineProcesses(fleet.stateDir);
-    await fleet.write({ engines: [{ extraArgs: ["--max-num-seqs", "32"] }, { extraArgs: ["--max-num-seqs", "48", "--bogus-flag"] }] });
+    await fleet.write({
+      engines: [{ extraArgs: ["--max-num-seqs", "32"] }, { extraArgs: ["--max-num-seqs", "48", "--bogus-flag"] }],
+    });
     const r = await once();
     expect(r.code, r.stderr).toBe(2);
     const e = (await byEngine())["engine-2"]!;
@@ -140,7 +164,10 @@ describe("reconcile --once on the native backend", () => {
     expect((await byEngine())["engine-1"]!.pid).toBe(before["engine-1"]!.pid);
     // status names the engine still serving the old inputs, and says it serves them.
     expect(e).toMatchObject({ pid: before["engine-2"]!.pid, retiring: true });
-    expect(Object.fromEntries(e.conditions.map((c) => [c.type, `${c.status}/${c.reason}`]))).toMatchObject({ UpToDate: "False/HashDiffers", Failed: "True/Terminal" });
+    expect(Object.fromEntries(e.conditions.map((c) => [c.type, `${c.status}/${c.reason}`]))).toMatchObject({
+      UpToDate: "False/HashDiffers",
+      Failed: "True/Terminal",
+    });
     const since = e.history.slice(before["engine-2"]!.history.length).map((h) => h.to);
     expect(since).not.toContain("replacing");
     expect(since).not.toContain("checked");
@@ -163,8 +190,18 @@ describe("simulator faults end in failed with the step and the cause", () => {
   const cases = [
     // A probe or capture failure leaves the engine running from the desired inputs; a failed start leaves nothing running.
     { fault: "wrong_version", step: "probe", cause: /\/version returned/, upToDate: "True/HashMatches" },
-    { fault: "crash_at_start", step: "start", cause: /exited during startup|failed on its accelerator/, upToDate: "False/NotRunning" },
-    { fault: "missing_metric=vllm:cache_config_info", step: "capture", cause: /vllm:cache_config_info/, upToDate: "True/HashMatches" },
+    {
+      fault: "crash_at_start",
+      step: "start",
+      cause: /exited during startup|failed on its accelerator/,
+      upToDate: "False/NotRunning",
+    },
+    {
+      fault: "missing_metric=vllm:cache_config_info",
+      step: "capture",
+      cause: /vllm:cache_config_info/,
+      upToDate: "True/HashMatches",
+    },
   ];
   for (const c of cases) {
     it(`${c.fault} → failed at ${c.step}`, async () => {

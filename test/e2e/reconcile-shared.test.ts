@@ -16,7 +16,9 @@ describe("reconcile with a shared GPU", () => {
       expect(r.code, r.stderr.slice(-3000)).toBe(0);
       const engines = (await status(fleet.stateDir)).engines;
       expect(engines.map((e) => e.phase)).toEqual(["captured", "captured"]);
-      const records = await Promise.all(engines.map(async (e) => JSON.parse(await fs.readFile(path.join(e.run_dir!, "shared-start.json"), "utf8"))));
+      const records = await Promise.all(
+        engines.map(async (e) => JSON.parse(await fs.readFile(path.join(e.run_dir!, "shared-start.json"), "utf8"))),
+      );
       expect(records.map((x) => x.status)).toEqual(["ready", "ready"]);
       expect(records.map((x) => x.launch_order).sort()).toEqual([1, 2]);
       expect(new Set(records.map((x) => x.engines.join(",")))).toEqual(new Set(["engine-1,engine-2"]));
@@ -42,9 +44,13 @@ describe("reconcile with a shared GPU", () => {
       const victim = engines.find((e) => e.engine === edit.engine)!;
       expect(victim.phase).toBe("failed");
       expect(victim.last_error).toMatchObject({ step: "start", retryable: false, input: edit.planFile });
-      expect(victim.last_error!.message).toContain(`${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`);
+      expect(victim.last_error!.message).toContain(
+        `${edit.planFile} hashes to ${edit.editedSha}, but the state file's record of the prepared run binds ${edit.checkedSha}`,
+      );
       expect(await edit.markerExists(), "the edited command ran").toBe(false);
-      expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).toEqual(engines.filter((e) => e.engine !== edit.engine).map((e) => e.engine));
+      expect((await engineProcesses(fleet.stateDir)).map((p) => p.engine)).toEqual(
+        engines.filter((e) => e.engine !== edit.engine).map((e) => e.engine),
+      );
     } finally {
       await teardown(fleet.stateDir);
     }
@@ -55,7 +61,10 @@ describe("reconcile with a shared GPU", () => {
     const faults = "gpu_extra_mib=4096@engine-2";
     const fleet = await engineFleet({ engines: [{ faults }, { faults }] });
     try {
-      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { ...fleet.env, NARWHAL_RETRY_MAX_ATTEMPTS: "1" });
+      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+        ...fleet.env,
+        NARWHAL_RETRY_MAX_ATTEMPTS: "1",
+      });
       expect(r.code).toBe(2);
       const engines = (await status(fleet.stateDir)).engines;
       for (const e of engines) {

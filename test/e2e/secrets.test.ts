@@ -43,9 +43,17 @@ describe("the engine API key", () => {
     }
     // Replace engine-2 and remove it, so stop paths log too.
     await fleet.write({ apiKey: CANARY, engines: [{}, { extraArgs: ["--max-num-seqs", "12"] }] });
-    outputs.push(...Object.values(await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env)).map(String));
+    outputs.push(
+      ...Object.values(
+        await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env),
+      ).map(String),
+    );
     await fleet.write({ apiKey: CANARY, engines: [{}] });
-    outputs.push(...Object.values(await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env)).map(String));
+    outputs.push(
+      ...Object.values(
+        await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env),
+      ).map(String),
+    );
 
     for (const text of outputs) expect(text).not.toContain(CANARY);
     let holders = 0;
@@ -61,7 +69,8 @@ describe("the engine API key", () => {
     expect(holders).toBeGreaterThan(0); // the key did reach the engines' private environment
     const procs = await engineProcesses(fleet.stateDir);
     expect(procs.length).toBe(1);
-    for (const p of procs) expect((await fs.readFile(`/proc/${p.pid}/cmdline`, "utf8")).split("\0").join(" ")).not.toContain(CANARY);
+    for (const p of procs)
+      expect((await fs.readFile(`/proc/${p.pid}/cmdline`, "utf8")).split("\0").join(" ")).not.toContain(CANARY);
   });
 });
 
@@ -95,14 +104,31 @@ describe("an engine that serves without its API key (native)", () => {
     controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]);
     let log = "";
     controller.stderr!.on("data", (d) => (log += d));
-    const first = await waitFor("engine-2 captured", async () => (await status(fleet.stateDir)).engines.find((e) => e.engine === "engine-2" && e.phase === "captured"), 60_000);
+    const first = await waitFor(
+      "engine-2 captured",
+      async () => (await status(fleet.stateDir)).engines.find((e) => e.engine === "engine-2" && e.phase === "captured"),
+      60_000,
+    );
     await assertKeyEnforced(first.run_dir!, "engine-2");
-    const replaced = await waitFor("engine-2 replaced", async () => {
-      const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
-      return e && e.phase === "captured" && e.pid !== first.pid && e.history.some((h) => h.note?.includes("without the API key")) ? e : undefined;
-    }, 60_000);
-    expect(replaced.history.map((h) => h.note ?? "").join("\n")).toContain("does not hold its API key as recorded: /v1/models answered HTTP 200 without the API key");
+    const replaced = await waitFor(
+      "engine-2 replaced",
+      async () => {
+        const e = (await status(fleet.stateDir)).engines.find((x) => x.engine === "engine-2");
+        return e &&
+          e.phase === "captured" &&
+          e.pid !== first.pid &&
+          e.history.some((h) => h.note?.includes("without the API key"))
+          ? e
+          : undefined;
+      },
+      60_000,
+    );
+    expect(replaced.history.map((h) => h.note ?? "").join("\n")).toContain(
+      "does not hold its API key as recorded: /v1/models answered HTTP 200 without the API key",
+    );
     expect(log).toContain("does not hold its API key as recorded");
-    expect(await engineProcesses(fleet.stateDir).then((p) => p.filter((x) => x.engine === "engine-2").map((x) => x.pid))).not.toContain(first.pid);
+    expect(
+      await engineProcesses(fleet.stateDir).then((p) => p.filter((x) => x.engine === "engine-2").map((x) => x.pid)),
+    ).not.toContain(first.pid);
   });
 });

@@ -20,11 +20,15 @@ export const SIM_SITE = path.join(REPO, "test/sim/site");
  */
 export async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<net.Server>((resolve, reject) => {
-      const srv = net.createServer();
-      srv.once("error", reject);
-      srv.listen(0, "127.0.0.1", () => resolve(srv));
-    })),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<net.Server>((resolve, reject) => {
+          const srv = net.createServer();
+          srv.once("error", reject);
+          srv.listen(0, "127.0.0.1", () => resolve(srv));
+        }),
+    ),
   );
   const found = servers.map((s) => (s.address() as net.AddressInfo).port);
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
@@ -88,7 +92,9 @@ export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
 }
 
 function modelSha(dir: string): string {
-  return createHash("sha256").update(fsSync.readFileSync(path.join(dir, "config.json"))).digest("hex");
+  return createHash("sha256")
+    .update(fsSync.readFileSync(path.join(dir, "config.json")))
+    .digest("hex");
 }
 
 export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}, container?: { image: string }) {
@@ -110,7 +116,11 @@ export function launchRecord(role: string, gpu: string, e: SimEngineOptions = {}
       model_dtype: "bfloat16",
       kv_cache_dtype: "auto",
       block_size: 16,
-      environment: { ...(container ? {} : { PYTHONPATH: SIM_SITE }), ...(e.faults ? { NARWHAL_SIM_FAULTS: e.faults } : {}), ...(e.environment ?? {}) },
+      environment: {
+        ...(container ? {} : { PYTHONPATH: SIM_SITE }),
+        ...(e.faults ? { NARWHAL_SIM_FAULTS: e.faults } : {}),
+        ...(e.environment ?? {}),
+      },
       extra_args: e.extraArgs ?? [],
     },
   };
@@ -141,7 +151,12 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
   // The host fixture has two GPUs: every two engines get a node of their own (local, local-2, ...).
   const nodeCount = Math.ceil(engines.length / 2);
   const fleet = {
-    engines: engines.map((e, i) => ({ iid: `n${i + 1}`, url: `\${NARWHAL_NODE_${i + 1}_URL}`, attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`, role: role(e, i) })),
+    engines: engines.map((e, i) => ({
+      iid: `n${i + 1}`,
+      url: `\${NARWHAL_NODE_${i + 1}_URL}`,
+      attestation_url: `\${NARWHAL_NODE_${i + 1}_ATTESTATION_URL}`,
+      role: role(e, i),
+    })),
     nodes: Array.from({ length: nodeCount }, (_, k) => ({
       name: k === 0 ? "local" : `local-${k + 1}`,
       engines: engines.slice(2 * k, 2 * k + 2).map((_, j) => `n${2 * k + j + 1}`),
@@ -149,9 +164,17 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
       nvidia_smi: path.join(HOST_FIXTURE, "bin/nvidia-smi"),
       dev_root: o.devRoot ?? HOST_FIXTURE,
     })),
-    hardware: { accelerator: "NVIDIA H100 80GB HBM3", accelerators_per_engine: engines[0]!.gpus?.length ?? 1, tensor_parallel: engines[0]!.gpus?.length ?? 1 },
+    hardware: {
+      accelerator: "NVIDIA H100 80GB HBM3",
+      accelerators_per_engine: engines[0]!.gpus?.length ?? 1,
+      tensor_parallel: engines[0]!.gpus?.length ?? 1,
+    },
   };
-  const launch = { engines: Object.fromEntries(engines.map((e, i) => [`engine-${i + 1}`, launchRecord(role(e, i), String(i % 2), e, o.container)])) };
+  const launch = {
+    engines: Object.fromEntries(
+      engines.map((e, i) => [`engine-${i + 1}`, launchRecord(role(e, i), String(i % 2), e, o.container)]),
+    ),
+  };
   // Each file is replaced atomically, as an editor's save would.
   const put = async (name: string, text: string) => {
     const tmp = path.join(dir, `.${name}.tmp`);

@@ -48,7 +48,8 @@ describe("losing the state file", () => {
     const before = await byEngine();
     const file = path.join(fleet.stateDir, "narwhal.json");
     const state = JSON.parse(await fs.readFile(file, "utf8"));
-    for (const record of Object.values(state.engines) as Array<{ snapshot: { value: string } }>) record.snapshot.value = "a-state-this-machine-does-not-have";
+    for (const record of Object.values(state.engines) as Array<{ snapshot: { value: string } }>)
+      record.snapshot.value = "a-state-this-machine-does-not-have";
     await fs.writeFile(file, JSON.stringify(state));
     const r = await once();
     expect(r.code, r.stderr).toBe(0);
@@ -81,7 +82,9 @@ describe("losing the state file", () => {
       expect(shown.stderr).not.toMatch(/^\s+at /m); // a typed error, not a stack trace
       const r = await once();
       expect(r.code, r.stderr).toBe(0);
-      expect(r.stderr).toMatch(new RegExp(`is ${what}, not a regular file; moved aside to \\S+narwhal\\.json\\.refused-`));
+      expect(r.stderr).toMatch(
+        new RegExp(`is ${what}, not a regular file; moved aside to \\S+narwhal\\.json\\.refused-`),
+      );
       const after = await byEngine();
       for (const n of ["engine-1", "engine-2"]) {
         expect(after[n]!.phase).toBe("captured");
@@ -118,9 +121,15 @@ describe("losing the state file", () => {
     try {
       await new Promise((r) => unrelated.once("spawn", r));
       // Wait for exec: until then the child's command line and start ticks are still node's fork.
-      while (!(await fs.readFile(`/proc/${unrelated.pid}/cmdline`, "utf8")).startsWith("sleep")) await new Promise((r) => setImmediate(r));
+      while (!(await fs.readFile(`/proc/${unrelated.pid}/cmdline`, "utf8")).startsWith("sleep"))
+        await new Promise((r) => setImmediate(r));
       const ticks = (await readProcStat(unrelated.pid!))!.startTicks;
-      const holder = { pid: unrelated.pid, host: os.hostname(), boot_id: await readBootId(), since: new Date().toISOString() };
+      const holder = {
+        pid: unrelated.pid,
+        host: os.hostname(),
+        boot_id: await readBootId(),
+        since: new Date().toISOString(),
+      };
       await fs.writeFile(lock, JSON.stringify({ ...holder, start_ticks: ticks }));
       const held = await once();
       expect(held.code).toBe(1);

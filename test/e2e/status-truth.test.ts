@@ -31,7 +31,11 @@ describe("status tells the truth", () => {
     return r.stdout;
   };
   const row = (out: string, engine: string) => out.split("\n").find((l) => l.startsWith(`${engine} `)) ?? "";
-  const byEngine = async () => Object.fromEntries((await status(fleet.stateDir, fleet.dir)).engines.map((e) => [e.engine, e])) as Record<string, StatusEngine>;
+  const byEngine = async () =>
+    Object.fromEntries((await status(fleet.stateDir, fleet.dir)).engines.map((e) => [e.engine, e])) as Record<
+      string,
+      StatusEngine
+    >;
 
   it("with no controller running, checks each engine and shows a killed one gone", async () => {
     const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
@@ -64,7 +68,11 @@ describe("status tells the truth", () => {
     expect(now["engine-2"]!.desired_hash_now).not.toBe(now["engine-2"]!.applied_hash);
     for (const n of ["engine-1", "engine-2"]) {
       // Nothing was applied: APPLIED (and `desired_hash`, kept for compatibility) and RUNNING are unchanged.
-      expect(now[n]).toMatchObject({ applied_hash: applied[n]!.applied_hash, desired_hash: applied[n]!.applied_hash, running_hash: applied[n]!.running_hash });
+      expect(now[n]).toMatchObject({
+        applied_hash: applied[n]!.applied_hash,
+        desired_hash: applied[n]!.applied_hash,
+        running_hash: applied[n]!.running_hash,
+      });
     }
     const cells = (line: string) => line.split(/ {2,}/);
     const out = await text();
@@ -99,7 +107,10 @@ describe("status tells the truth", () => {
       "the watch controller converged",
       async () => {
         const e = Object.values(await byEngine());
-        return e.length === 2 && e.every((x) => x.phase === "captured" && x.running_hash === x.desired_hash_now && x.pid !== null) ? e : undefined;
+        return e.length === 2 &&
+          e.every((x) => x.phase === "captured" && x.running_hash === x.desired_hash_now && x.pid !== null)
+          ? e
+          : undefined;
       },
       150_000,
     );
@@ -129,8 +140,22 @@ describe("status tells the truth", () => {
     );
     const run = (stateDir: string) =>
       new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const args = ["--require", preload, CLI, "status", "--desired", fleet.dir, "--state", stateDir, "--format", "json"];
-        const child = spawn(process.execPath, args, { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "pipe"] });
+        const args = [
+          "--require",
+          preload,
+          CLI,
+          "status",
+          "--desired",
+          fleet.dir,
+          "--state",
+          stateDir,
+          "--format",
+          "json",
+        ];
+        const child = spawn(process.execPath, args, {
+          env: { ...process.env, ...TEST_ENV },
+          stdio: ["ignore", "pipe", "pipe"],
+        });
         let stdout = "";
         let stderr = "";
         child.stdout.on("data", (d) => (stdout += d));
@@ -148,12 +173,22 @@ describe("status tells the truth", () => {
     expect((JSON.parse(native.stdout) as StatusView).checked?.engines).toBe(2);
     expect(native.stderr).not.toContain("LOADED dockerode");
 
-    const handle = { kind: "container" as const, container_id: "c0ffee", launch_token: "t", docker_host: "unix:///nonexistent/docker.sock" };
-    const container = await run(await stateWith("state-container", [record("engine-1", { backend: "container", handle }), record("engine-2")]));
+    const handle = {
+      kind: "container" as const,
+      container_id: "c0ffee",
+      launch_token: "t",
+      docker_host: "unix:///nonexistent/docker.sock",
+    };
+    const container = await run(
+      await stateWith("state-container", [record("engine-1", { backend: "container", handle }), record("engine-2")]),
+    );
     expect(container.code, container.stderr).toBe(0);
     expect(container.stderr).toContain("LOADED dockerode");
     const [e] = (JSON.parse(container.stdout) as StatusView).engines;
-    expect(e!.live).toMatchObject({ liveness: "unknown", problem: expect.stringContaining("unix:///nonexistent/docker.sock") });
+    expect(e!.live).toMatchObject({
+      liveness: "unknown",
+      problem: expect.stringContaining("unix:///nonexistent/docker.sock"),
+    });
   });
 
   it("shows when the controller last observed each engine", async () => {

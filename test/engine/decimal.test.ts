@@ -2,7 +2,15 @@
 // binary floating point (0.1 + 0.2 !== 0.3 in IEEE doubles).
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { addDecimals, compareDecimals, formatDecimal, integerDecimal, multiplyDecimals, parseDecimal, type Decimal } from "../../src/phases/decimal.js";
+import {
+  addDecimals,
+  compareDecimals,
+  formatDecimal,
+  integerDecimal,
+  multiplyDecimals,
+  parseDecimal,
+  type Decimal,
+} from "../../src/phases/decimal.js";
 
 const d = (s: string): Decimal => {
   const v = parseDecimal(s);
@@ -39,7 +47,9 @@ describe("decimal arithmetic", () => {
   });
 
   it("agrees with integer arithmetic on scaled values", () => {
-    const frac = fc.tuple(fc.nat(10_000), fc.integer({ min: 0, max: 6 })).map(([n, scale]) => ({ n, scale, text: formatDecimal({ units: BigInt(n), scale }) }));
+    const frac = fc
+      .tuple(fc.nat(10_000), fc.integer({ min: 0, max: 6 }))
+      .map(([n, scale]) => ({ n, scale, text: formatDecimal({ units: BigInt(n), scale }) }));
     fc.assert(
       fc.property(fc.array(frac, { minLength: 1, maxLength: 8 }), frac, (parts, limit) => {
         const sum = addDecimals(parts.map((p) => d(p.text)));

@@ -18,12 +18,20 @@ describe("GPU memory readings", () => {
 
   it("refuses output that is not the query's shape", () => {
     expect(() => parseGpuMemoryCsv("GPU-aaa, 81559 MiB, 4 MiB\n")).toThrow(/uuid, total MiB, used MiB/);
-    expect(() => parseGpuMemoryCsv("uuid, memory.total [MiB], memory.used [MiB]\n")).toThrow(/not "uuid, total MiB, used MiB"/);
+    expect(() => parseGpuMemoryCsv("uuid, memory.total [MiB], memory.used [MiB]\n")).toThrow(
+      /not "uuid, total MiB, used MiB"/,
+    );
   });
 
   it("reads the simulator's nvidia-smi, which counts nothing outside its pool", async () => {
     const reading = await readGpuMemory(STAND_IN, { signal: new AbortController().signal, timeoutMs: 10_000 });
-    expect(reading.gpus.map((g) => g.uuid)).toEqual(["GPU-4f1a7c2e-8b3d-4e6f-9a0b-1c2d3e4f5a6b", "GPU-9e8d7c6b-5a4f-4e2d-8c0b-a9f8e7d6c5b4"]);
-    expect(gpuByUuid(reading, "gpu-9E8D7C6B-5a4f-4e2d-8c0b-a9f8e7d6c5b4")).toMatchObject({ index: 1, total_mib: 81559 });
+    expect(reading.gpus.map((g) => g.uuid)).toEqual([
+      "GPU-4f1a7c2e-8b3d-4e6f-9a0b-1c2d3e4f5a6b",
+      "GPU-9e8d7c6b-5a4f-4e2d-8c0b-a9f8e7d6c5b4",
+    ]);
+    expect(gpuByUuid(reading, "gpu-9E8D7C6B-5a4f-4e2d-8c0b-a9f8e7d6c5b4")).toMatchObject({
+      index: 1,
+      total_mib: 81559,
+    });
   });
 });

@@ -8,7 +8,12 @@ import path from "node:path";
 import { createLogger } from "../../src/log.js";
 
 const fresh = () => fs.mkdtemp(path.join(os.tmpdir(), "narwhal-logfile-"));
-const lines = async (file: string) => (await fs.readFile(file, "utf8")).trimEnd().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { message: string });
+const lines = async (file: string) =>
+  (await fs.readFile(file, "utf8"))
+    .trimEnd()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { message: string });
 
 describe("narwhal.log", () => {
   it("appends to what an earlier run wrote and narrows a wider mode to 0600", async () => {
@@ -48,7 +53,9 @@ describe("narwhal.log", () => {
     // Oldest file first: the kept lines are the last ones logged, contiguous and in order.
     const last = Number(kept.at(-1)!.slice(5));
     expect(last).toBe(199);
-    expect(kept).toEqual(Array.from({ length: kept.length }, (_, i) => `line ${String(last - kept.length + 1 + i).padStart(3, "0")}`));
+    expect(kept).toEqual(
+      Array.from({ length: kept.length }, (_, i) => `line ${String(last - kept.length + 1 + i).padStart(3, "0")}`),
+    );
     expect(kept.length).toBeGreaterThan(20);
   });
 

@@ -11,12 +11,19 @@ describe("logger redaction", () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-log-"));
     const log = createLogger({ level: "debug", stateDir: dir, console: false });
     log.addSecrets(["canary-key-4242"]);
-    log.child({ engine: "engine-1" }).info("starting with canary-key-4242 in the message", { env: { VLLM_API_KEY: "canary-key-4242", other: "x canary-key-4242 y" }, api_key: "anything" });
+    log.child({ engine: "engine-1" }).info("starting with canary-key-4242 in the message", {
+      env: { VLLM_API_KEY: "canary-key-4242", other: "x canary-key-4242 y" },
+      api_key: "anything",
+    });
     await log.close();
     const text = await fs.readFile(path.join(dir, "narwhal.log"), "utf8");
     expect(text).toContain("starting with <redacted> in the message");
     expect(text).not.toContain("canary-key-4242");
-    expect(JSON.parse(text.trim().split("\n")[0]!)).toMatchObject({ engine: "engine-1", api_key: "<redacted>", env: { other: "x <redacted> y" } });
+    expect(JSON.parse(text.trim().split("\n")[0]!)).toMatchObject({
+      engine: "engine-1",
+      api_key: "<redacted>",
+      env: { other: "x <redacted> y" },
+    });
     expect((await fs.stat(path.join(dir, "narwhal.log"))).mode & 0o777).toBe(0o600);
   });
 

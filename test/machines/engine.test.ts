@@ -5,7 +5,14 @@ import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor, type Snapshot } from "xstate";
 import { engineMachine, isSettled, type RetryPolicy, type StepInput } from "../../machines/engine.js";
 import { PhaseError, type FailureClass, type Step } from "../../src/errors.js";
-import type { CacheLayout, CheckResult, EngineHandle, Inspection, PreparedRun, ProbeResult } from "../../src/phases/types.js";
+import type {
+  CacheLayout,
+  CheckResult,
+  EngineHandle,
+  Inspection,
+  PreparedRun,
+  ProbeResult,
+} from "../../src/phases/types.js";
 
 interface World {
   calls: Array<{ step: string; input: StepInput }>;
@@ -28,9 +35,22 @@ function actors(w: World) {
     });
   return {
     inspect: step("inspect", (i) => ({ engine: i.engine, group_signature: "0123456789abcdef" }) as Inspection),
-    prepare: step("prepare", (i): PreparedRun => ({ engine: i.engine, dir: `/runs/${++w.runs}`, input_hash: i.desiredHash, plan_sha256: "p", launch_token: `t${w.runs}` })),
+    prepare: step("prepare", (i): PreparedRun => ({
+      engine: i.engine,
+      dir: `/runs/${++w.runs}`,
+      input_hash: i.desiredHash,
+      plan_sha256: "p",
+      launch_token: `t${w.runs}`,
+    })),
     check: step("check", () => ({ plan_sha256: "p", vllm_api_version: "0.11.0" }) as CheckResult),
-    start: step("start", (i): EngineHandle => ({ kind: "native", pid: 100 + w.runs, pgid: 100 + w.runs, boot_id: "b", start_ticks: 1, launch_token: i.run!.launch_token })),
+    start: step("start", (i): EngineHandle => ({
+      kind: "native",
+      pid: 100 + w.runs,
+      pgid: 100 + w.runs,
+      boot_id: "b",
+      start_ticks: 1,
+      launch_token: i.run!.launch_token,
+    })),
     probe: step("probe", () => ({}) as ProbeResult),
     capture: step("capture", () => ({ block_size: 16 }) as CacheLayout),
     stop: step<void>("stop", () => undefined),
@@ -47,7 +67,8 @@ function spawnEngine(w: World, snapshot?: Snapshot<unknown>, policy: RetryPolicy
   return actor;
 }
 
-const settled = (a: ReturnType<typeof spawnEngine>) => waitFor(a, (s) => isSettled(String(s.value), s.context), { timeout: 5000 });
+const settled = (a: ReturnType<typeof spawnEngine>) =>
+  waitFor(a, (s) => isSettled(String(s.value), s.context), { timeout: 5000 });
 const steps = (w: World) => w.calls.map((c) => c.step);
 
 describe("engine machine", () => {
@@ -91,7 +112,18 @@ describe("engine machine", () => {
     const w = world({ start: [{ retryable: true }] });
     const s = await settled(spawnEngine(w));
     expect(s.value).toBe("captured");
-    expect(steps(w)).toEqual(["inspect", "prepare", "check", "start", "inspect", "prepare", "check", "start", "probe", "capture"]);
+    expect(steps(w)).toEqual([
+      "inspect",
+      "prepare",
+      "check",
+      "start",
+      "inspect",
+      "prepare",
+      "check",
+      "start",
+      "probe",
+      "capture",
+    ]);
     expect(w.calls[5]!.input.run).toBeNull(); // prepare did not get the spent run
     expect(s.context.run!.dir).toBe("/runs/2");
   });
@@ -142,7 +174,11 @@ describe("engine machine", () => {
     await settled(a);
     a.send({ type: "ENGINE_LOST", reason: "exited with status 1" });
     expect(a.getSnapshot().value).toBe("failed");
-    expect(a.getSnapshot().context.error).toMatchObject({ step: "observe", message: "the engine is no longer running: exited with status 1", retryable: true });
+    expect(a.getSnapshot().context.error).toMatchObject({
+      step: "observe",
+      message: "the engine is no longer running: exited with status 1",
+      retryable: true,
+    });
     const s = await settled(a);
     expect(s.value).toBe("captured");
     expect(steps(w).filter((x) => x === "stop")).toEqual([]);
@@ -186,7 +222,11 @@ describe("engine machine: what retrying can and cannot fix (failure classes)", (
     const a = spawnEngine(w);
     const s = await settled(a);
     expect(s.value).toBe("failed");
-    expect(s.context).toMatchObject({ terminal: true, attempts: 1, error: { step: "start", failure: "terminal", retryable: false } });
+    expect(s.context).toMatchObject({
+      terminal: true,
+      attempts: 1,
+      error: { step: "start", failure: "terminal", retryable: false },
+    });
     expect(steps(w)).toEqual(["inspect", "prepare", "check", "start"]);
     a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
     const after = await settled(a);
@@ -199,7 +239,11 @@ describe("engine machine: what retrying can and cannot fix (failure classes)", (
     const w = world({ inspect: [...outwaits] });
     const a = spawnEngine(w);
     const waiting = await waitFor(a, (s) => s.value === "failed" && (s.context.waits ?? 0) === 2, { timeout: 5000 });
-    expect(waiting.context).toMatchObject({ attempts: 0, terminal: false, error: { failure: "outwait", retryable: true } });
+    expect(waiting.context).toMatchObject({
+      attempts: 0,
+      terminal: false,
+      error: { failure: "outwait", retryable: true },
+    });
     expect(waiting.context.waitingSince).toBeTypeOf("number");
     expect(isSettled("failed", waiting.context)).toBe(false);
     const s = await settled(a);
@@ -224,12 +268,17 @@ describe("engine machine: what retrying can and cannot fix (failure classes)", (
     const s = await settled(spawnEngine(w, undefined, policy));
     expect(s.value).toBe("failed");
     expect(s.context).toMatchObject({ terminal: true, attempts: 0, error: { step: "inspect", failure: "outwait" } });
-    expect(s.context.error!.message).toMatch(/^inspect broke \(unchanged after outwaiting it for \d+ s, the bound of reconcile --once/);
+    expect(s.context.error!.message).toMatch(
+      /^inspect broke \(unchanged after outwaiting it for \d+ s, the bound of reconcile --once/,
+    );
     expect(steps(w).length).toBeGreaterThan(retry.maxAttempts);
   });
 
   it("counts retryable failures after an outwaited cause cleared from a fresh streak", async () => {
-    const w = world({ inspect: [{ failure: "outwait" }, { failure: "outwait" }], check: [{ retryable: true }, { retryable: true }, { retryable: true }] });
+    const w = world({
+      inspect: [{ failure: "outwait" }, { failure: "outwait" }],
+      check: [{ retryable: true }, { retryable: true }, { retryable: true }],
+    });
     const s = await settled(spawnEngine(w));
     expect(s.value).toBe("failed");
     expect(s.context).toMatchObject({ terminal: true, attempts: 3, waits: 0, waitingSince: null });
@@ -256,7 +305,9 @@ describe("engine machine when the desired state reverts mid-replacement", () => 
     const m2 = engineMachine.provide({
       actors: {
         ...actors(w2),
-        check: fromPromise<CheckResult, StepInput>(() => (++checks === 1 ? Promise.resolve({ plan_sha256: "p" } as CheckResult) : new Promise(() => undefined))),
+        check: fromPromise<CheckResult, StepInput>(() =>
+          ++checks === 1 ? Promise.resolve({ plan_sha256: "p" } as CheckResult) : new Promise(() => undefined),
+        ),
       },
     });
     const b = createActor(m2, { input: { engine: "engine-1", desiredHash: "h1", retry } });
@@ -290,7 +341,14 @@ describe("engine machine: steps that are not abandoned halfway", () => {
         start: fromPromise<EngineHandle, StepInput>(async ({ input }) => {
           w.calls.push({ step: "start", input });
           await gate;
-          return { kind: "native", pid: 100 + w.runs, pgid: 100 + w.runs, boot_id: "b", start_ticks: 1, launch_token: input.run!.launch_token };
+          return {
+            kind: "native",
+            pid: 100 + w.runs,
+            pgid: 100 + w.runs,
+            boot_id: "b",
+            start_ticks: 1,
+            launch_token: input.run!.launch_token,
+          };
         }),
       },
     });

@@ -16,7 +16,12 @@ const SITE = path.join(packageRoot(), "test/sim/site");
 const MODEL = path.join(packageRoot(), "test/sim/models/tiny-llama");
 
 function nativePlan(extraArgs: string[]): LaunchPlan {
-  const spec = engineSpec({ backend: "native", python: "/usr/bin/python3", model: { dir: MODEL, config_sha256: "c".repeat(64), served_name: "tiny", revision: "r1" }, launch: launchRecord({ backend: "native", image: undefined }) });
+  const spec = engineSpec({
+    backend: "native",
+    python: "/usr/bin/python3",
+    model: { dir: MODEL, config_sha256: "c".repeat(64), served_name: "tiny", revision: "r1" },
+    launch: launchRecord({ backend: "native", image: undefined }),
+  });
   return buildLaunchPlan(planInputs({ spec: withRuntime(spec, { extra_args: extraArgs, environment: {} }) })).plan;
 }
 
@@ -33,14 +38,24 @@ async function runCheck(plan: LaunchPlan, command = plan.command) {
   const input = path.join(dir, `input-${Math.random().toString(16).slice(2)}.json`);
   await fs.writeFile(input, JSON.stringify({ ...checkInput(plan, "a".repeat(64)), serve_command: command }));
   const { code, stdout } = await new Promise<{ code: number; stdout: string }>((resolve) => {
-    execFile("/usr/bin/python3", [checkScriptPath(), input], { env: { PATH: process.env.PATH ?? "", PYTHONPATH: SITE } }, (err, out) => {
-      resolve({ code: err ? Number((err as { code?: number }).code) : 0, stdout: String(out) });
-    });
+    execFile(
+      "/usr/bin/python3",
+      [checkScriptPath(), input],
+      { env: { PATH: process.env.PATH ?? "", PYTHONPATH: SITE } },
+      (err, out) => {
+        resolve({ code: err ? Number((err as { code?: number }).code) : 0, stdout: String(out) });
+      },
+    );
   });
   const result = parseScriptResult(stdout);
   expect(result, stdout).not.toBeNull();
   const argFailures = result!.failures.filter((f) => f.check === "serve_args");
-  return { code, stdout, result: result!, argFailures: argFailures as Array<{ message: string; fix: string; input?: string }> };
+  return {
+    code,
+    stdout,
+    result: result!,
+    argFailures: argFailures as Array<{ message: string; fix: string; input?: string }>,
+  };
 }
 
 describe("check: the serving command, parsed as the runtime's vLLM parses it", () => {
@@ -48,15 +63,42 @@ describe("check: the serving command, parsed as the runtime's vLLM parses it", (
     const r = await runCheck(nativePlan(["--max_num_seqs=8", "--max-model-len", "4096", "-O3"]));
     expect(r.argFailures).toEqual([]);
     expect(r.code, r.stdout).toBe(0);
-    expect(r.stdout).toMatch(/ok {3}serving command \(\d+ arguments\) parses with this runtime's vLLM api_server parser/);
+    expect(r.stdout).toMatch(
+      /ok {3}serving command \(\d+ arguments\) parses with this runtime's vLLM api_server parser/,
+    );
   });
 
   const rejected = [
-    { name: "an unknown flag", args: ["--bogus-flag"], says: /unrecognized arguments: --bogus-flag/, flag: "--bogus-flag" },
-    { name: "an unknown flag spelled with underscores and a value", args: ["--bogus_flag=3"], says: /unrecognized arguments: --bogus-flag=3/, flag: "--bogus-flag" },
-    { name: "a known flag with a value its type refuses", args: ["--max-num-seqs", "many"], says: /argument --max-num-seqs: invalid int value: 'many'/, flag: "--max-num-seqs" },
-    { name: "a choice the parser does not offer", args: ["--dtype=fp4"], says: /argument --dtype: invalid choice: 'fp4'/, flag: "--dtype" },
-    { name: "flags validate_parsed_serve_args refuses together", args: ["--enable-auto-tool-choice"], says: /TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser/, flag: "--enable-auto-tool-choice" },
+    {
+      name: "an unknown flag",
+      args: ["--bogus-flag"],
+      says: /unrecognized arguments: --bogus-flag/,
+      flag: "--bogus-flag",
+    },
+    {
+      name: "an unknown flag spelled with underscores and a value",
+      args: ["--bogus_flag=3"],
+      says: /unrecognized arguments: --bogus-flag=3/,
+      flag: "--bogus-flag",
+    },
+    {
+      name: "a known flag with a value its type refuses",
+      args: ["--max-num-seqs", "many"],
+      says: /argument --max-num-seqs: invalid int value: 'many'/,
+      flag: "--max-num-seqs",
+    },
+    {
+      name: "a choice the parser does not offer",
+      args: ["--dtype=fp4"],
+      says: /argument --dtype: invalid choice: 'fp4'/,
+      flag: "--dtype",
+    },
+    {
+      name: "flags validate_parsed_serve_args refuses together",
+      args: ["--enable-auto-tool-choice"],
+      says: /TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser/,
+      flag: "--enable-auto-tool-choice",
+    },
   ];
   for (const c of rejected) {
     it(`fails on ${c.name}, naming the flag, runtime.extra_args and the fix`, async () => {
@@ -65,7 +107,9 @@ describe("check: the serving command, parsed as the runtime's vLLM parses it", (
       expect(r.result.ok).toBe(false);
       expect(r.argFailures).toHaveLength(1);
       const [f] = r.argFailures;
-      expect(f!.message).toMatch(/vLLM argument parser \(-m vllm\.entrypoints\.openai\.api_server\) rejects the serving command/);
+      expect(f!.message).toMatch(
+        /vLLM argument parser \(-m vllm\.entrypoints\.openai\.api_server\) rejects the serving command/,
+      );
       expect(f!.message).toMatch(c.says);
       expect(f!.input).toBe("runtime.extra_args");
       expect(f!.fix).toContain(`Remove or correct ${c.flag} in runtime.extra_args`);
@@ -91,8 +135,14 @@ describe("check: the serving command, parsed as the runtime's vLLM parses it", (
     expect(ok.stdout).toMatch(/parses with this runtime's vLLM serve parser/);
     // FlexibleArgumentParser moved --model to the positional model tag, and said so (kept in the check log).
     expect(ok.stdout).toMatch(/\| .*With `vllm serve`, you should provide the model as a positional argument/);
-    const bad = await runCheck(nativePlan(["--bogus-flag"]), ["/opt/venv/bin/vllm", "serve", ...nativePlan(["--bogus-flag"]).command.slice(3)]);
-    expect(bad.argFailures[0]!.message).toMatch(/\(vllm serve\) rejects the serving command: unrecognized arguments: --bogus-flag/);
+    const bad = await runCheck(nativePlan(["--bogus-flag"]), [
+      "/opt/venv/bin/vllm",
+      "serve",
+      ...nativePlan(["--bogus-flag"]).command.slice(3),
+    ]);
+    expect(bad.argFailures[0]!.message).toMatch(
+      /\(vllm serve\) rejects the serving command: unrecognized arguments: --bogus-flag/,
+    );
     expect(bad.argFailures[0]!.input).toBe("runtime.extra_args");
   });
 

@@ -92,7 +92,9 @@ describe("GPU identity tools", () => {
     const script = path.join(tmp, "hung-rocminfo");
     await writeFile(script, "#!/bin/sh\nexec sleep 30\n");
     await chmod(script, 0o755);
-    const timedOut = await queryRocmGpus(script, { signal: new AbortController().signal, timeoutMs: 200 }).catch((e: unknown) => e);
+    const timedOut = await queryRocmGpus(script, { signal: new AbortController().signal, timeoutMs: 200 }).catch(
+      (e: unknown) => e,
+    );
     expect(timedOut).toMatchObject({ retryable: true, input: "node.rocminfo" });
     expect((timedOut as Error).message).toMatch(/did not finish within 200 ms/);
 

@@ -12,8 +12,18 @@ const recorded = (rel: string) => readFileSync(new URL(rel, hosts), "utf8");
 describe("parseNvidiaSmiCsv", () => {
   it("parses the recorded H100 query output in index order", () => {
     expect(parseNvidiaSmiCsv(recorded("h100x2/tool-output/nvidia-smi-query.csv"))).toEqual([
-      { index: 0, bus_id: "00000000:18:00.0", name: "NVIDIA H100 80GB HBM3", uuid: "GPU-4f1a7c2e-8b3d-4e6f-9a0b-1c2d3e4f5a6b" },
-      { index: 1, bus_id: "00000000:2A:00.0", name: "NVIDIA H100 80GB HBM3", uuid: "GPU-9e8d7c6b-5a4f-4e2d-8c0b-a9f8e7d6c5b4" },
+      {
+        index: 0,
+        bus_id: "00000000:18:00.0",
+        name: "NVIDIA H100 80GB HBM3",
+        uuid: "GPU-4f1a7c2e-8b3d-4e6f-9a0b-1c2d3e4f5a6b",
+      },
+      {
+        index: 1,
+        bus_id: "00000000:2A:00.0",
+        name: "NVIDIA H100 80GB HBM3",
+        uuid: "GPU-9e8d7c6b-5a4f-4e2d-8c0b-a9f8e7d6c5b4",
+      },
     ]);
   });
 
@@ -39,8 +49,13 @@ describe("parseRocminfoAgents / parseRocminfoGpus", () => {
   it("reads every agent's top-level fields, not the nested ISA/Pool ones", () => {
     const agents = parseRocminfoAgents(text);
     expect(agents).toHaveLength(3);
-    expect(agents[0]).toMatchObject({ "Device Type": "CPU", "Uuid": "CPU-XX" });
-    expect(agents[1]).toMatchObject({ Name: "gfx942", "Device Type": "GPU", "Marketing Name": "AMD Instinct MI300X", BDFID: "6912" });
+    expect(agents[0]).toMatchObject({ "Device Type": "CPU", Uuid: "CPU-XX" });
+    expect(agents[1]).toMatchObject({
+      Name: "gfx942",
+      "Device Type": "GPU",
+      "Marketing Name": "AMD Instinct MI300X",
+      BDFID: "6912",
+    });
     // "Packet Processor uCode:: 166": a value may itself start with a colon.
     expect(agents[1]?.["Packet Processor uCode"]).toBe(": 166");
   });
@@ -53,9 +68,15 @@ describe("parseRocminfoAgents / parseRocminfoGpus", () => {
   });
 
   it("keeps colons inside values and drops the GPU-XX placeholder uuid", () => {
-    const text2 = ["*******", "Agent 1", "*******", "  Name:                    gfx942   ",
-      "  Uuid:                    GPU-XX", "  Marketing Name:          AMD Instinct MI300X OAM: 750W SKU   ",
-      "  Device Type:             GPU"].join("\n");
+    const text2 = [
+      "*******",
+      "Agent 1",
+      "*******",
+      "  Name:                    gfx942   ",
+      "  Uuid:                    GPU-XX",
+      "  Marketing Name:          AMD Instinct MI300X OAM: 750W SKU   ",
+      "  Device Type:             GPU",
+    ].join("\n");
     expect(parseRocminfoGpus(text2)).toEqual([{ index: 0, name: "AMD Instinct MI300X OAM: 750W SKU" }]);
   });
 

@@ -30,31 +30,63 @@ afterAll(async () => {
   await rm(modelDir, { recursive: true, force: true });
 });
 
-type Overrides = { launch?: Partial<EngineSpec["launch"]>; node?: Partial<EngineSpec["node"]>; model?: Partial<EngineSpec["model"]> } & Partial<
-  Omit<EngineSpec, "launch" | "node" | "model">
->;
+type Overrides = {
+  launch?: Partial<EngineSpec["launch"]>;
+  node?: Partial<EngineSpec["node"]>;
+  model?: Partial<EngineSpec["model"]>;
+} & Partial<Omit<EngineSpec, "launch" | "node" | "model">>;
 
 /** A minimal engine spec on the h100x2 fixture host (fields per src/desired/types.ts). */
 function spec(o: Overrides = {}): EngineSpec {
   const [http = 0, attestation = 0, nixl = 0, transfer = 0] = ports;
   const { launch, node, model, ...rest } = o;
   return {
-    name: "engine-1", index: 1, iid: "n1", role: "prefill", backend: "native",
-    url: `http://127.0.0.1:${http}`, attestation_url: `http://127.0.0.1:${attestation}`,
-    host: "127.0.0.1", http_port: http, attestation_port: attestation, nixl_port: nixl, nixl_host: "127.0.0.1",
-    transfer_ports: [transfer], fabric_interface: "lo",
-    python: "python3", ready_seconds: 180, input_hash: "0".repeat(64),
+    name: "engine-1",
+    index: 1,
+    iid: "n1",
+    role: "prefill",
+    backend: "native",
+    url: `http://127.0.0.1:${http}`,
+    attestation_url: `http://127.0.0.1:${attestation}`,
+    host: "127.0.0.1",
+    http_port: http,
+    attestation_port: attestation,
+    nixl_port: nixl,
+    nixl_host: "127.0.0.1",
+    transfer_ports: [transfer],
+    fabric_interface: "lo",
+    python: "python3",
+    ready_seconds: 180,
+    input_hash: "0".repeat(64),
     ...rest,
     node: {
-      name: "h100-node", sysfs_root: path.join(hosts, "h100x2", "sys"), nvidia_smi: path.join(hosts, "h100x2", "bin", "nvidia-smi"),
-      rocminfo: "rocminfo", dev_root: path.join(hosts, "h100x2"), ...node,
+      name: "h100-node",
+      sysfs_root: path.join(hosts, "h100x2", "sys"),
+      nvidia_smi: path.join(hosts, "h100x2", "bin", "nvidia-smi"),
+      rocminfo: "rocminfo",
+      dev_root: path.join(hosts, "h100x2"),
+      ...node,
     },
     launch: {
-      role: "prefill", backend: "native", accelerator: H100, gpu_ids: ["0", "1"], tensor_parallel_size: 2,
-      gpu_visibility_env: "CUDA_VISIBLE_DEVICES", accelerator_devices: ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"],
-      network_mode: "host", transfer: { transport: "ucx_rdma", net_devices: ["mlx5_0:1"], devices: ["/dev/infiniband/uverbs0"] },
-      runtime: { expected_packages: { vllm: "0.11.0" }, model_dtype: "bfloat16", kv_cache_dtype: "auto", block_size: 16, environment: {}, extra_args: [] },
-      sources: {}, ...launch,
+      role: "prefill",
+      backend: "native",
+      accelerator: H100,
+      gpu_ids: ["0", "1"],
+      tensor_parallel_size: 2,
+      gpu_visibility_env: "CUDA_VISIBLE_DEVICES",
+      accelerator_devices: ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"],
+      network_mode: "host",
+      transfer: { transport: "ucx_rdma", net_devices: ["mlx5_0:1"], devices: ["/dev/infiniband/uverbs0"] },
+      runtime: {
+        expected_packages: { vllm: "0.11.0" },
+        model_dtype: "bfloat16",
+        kv_cache_dtype: "auto",
+        block_size: 16,
+        environment: {},
+        extra_args: [],
+      },
+      sources: {},
+      ...launch,
     },
     model: { dir: modelDir, config_sha256: CONFIG_SHA, served_name: "m", ...model },
   };
@@ -63,7 +95,10 @@ function spec(o: Overrides = {}): EngineSpec {
 const opts = () => ({ signal: new AbortController().signal, imageId: "sha256:" + "a".repeat(64) });
 
 async function failure(p: Promise<unknown>): Promise<InspectionError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(InspectionError);
   return err as InspectionError;
 }
@@ -72,9 +107,17 @@ describe("inspect on h100x2", () => {
   it("passes and records what it observed", async () => {
     const r = await inspect(spec(), opts());
     expect(r).toMatchObject({
-      engine: "engine-1", node: "h100-node", vendors: ["nvidia"], accelerator: H100, physical_gpu_count: 2,
-      selected: [{ id: "0", index: 0 }, { id: "1", index: 1, uuid: UUID1 }],
-      model_config_sha256: CONFIG_SHA, image_id: "sha256:" + "a".repeat(64),
+      engine: "engine-1",
+      node: "h100-node",
+      vendors: ["nvidia"],
+      accelerator: H100,
+      physical_gpu_count: 2,
+      selected: [
+        { id: "0", index: 0 },
+        { id: "1", index: 1, uuid: UUID1 },
+      ],
+      model_config_sha256: CONFIG_SHA,
+      image_id: "sha256:" + "a".repeat(64),
     });
     expect(r.devices.every((d) => d.present)).toBe(true);
     expect(r.ports.map((p) => p.purpose)).toEqual(["http", "attestation", "nixl side channel", "transfer"]);
@@ -134,7 +177,9 @@ describe("inspect on h100x2", () => {
   });
 
   it("outwaits a missing device alone: the host's to restore, not a desired edit", async () => {
-    const err = await failure(inspect(spec({ launch: { accelerator_devices: ["/dev/nvidia0", "/dev/nvidia5"] } }), opts()));
+    const err = await failure(
+      inspect(spec({ launch: { accelerator_devices: ["/dev/nvidia0", "/dev/nvidia5"] } }), opts()),
+    );
     expect(err.problems).toHaveLength(1);
     expect(err).toMatchObject({ retryable: true, failure: "outwait", input: "launch.accelerator_devices[1]" });
   });
@@ -165,22 +210,39 @@ describe("inspect on other hosts", () => {
     const mi = path.join(hosts, "mi300x");
     const r = await inspect(
       spec({
-        node: { name: "mi300x-node", sysfs_root: path.join(mi, "sys"), rocminfo: path.join(mi, "bin", "rocminfo"), nvidia_smi: "nvidia-smi", dev_root: mi },
+        node: {
+          name: "mi300x-node",
+          sysfs_root: path.join(mi, "sys"),
+          rocminfo: path.join(mi, "bin", "rocminfo"),
+          nvidia_smi: "nvidia-smi",
+          dev_root: mi,
+        },
         launch: {
-          accelerator: "AMD Instinct MI300X", gpu_visibility_env: "ROCR_VISIBLE_DEVICES", gpu_ids: ["GPU-c14abb436c69353f"], tensor_parallel_size: 1,
+          accelerator: "AMD Instinct MI300X",
+          gpu_visibility_env: "ROCR_VISIBLE_DEVICES",
+          gpu_ids: ["GPU-c14abb436c69353f"],
+          tensor_parallel_size: 1,
           accelerator_devices: ["/dev/kfd", "/dev/dri/renderD129"],
           transfer: { transport: "ucx_tcp", net_devices: ["eth0"], devices: [] },
         },
       }),
       opts(),
     );
-    expect(r).toMatchObject({ vendors: ["amd"], accelerator: "AMD Instinct MI300X", physical_gpu_count: 2, selected: [{ index: 1 }] });
+    expect(r).toMatchObject({
+      vendors: ["amd"],
+      accelerator: "AMD Instinct MI300X",
+      physical_gpu_count: 2,
+      selected: [{ index: 1 }],
+    });
     expect(r.tool_output).toContain("Marketing Name:");
   });
 
   it("reports the seed's PCI wording on nogpu, together with the other problems", async () => {
     const err = await failure(
-      inspect(spec({ node: { sysfs_root: path.join(hosts, "nogpu", "sys"), dev_root: path.join(hosts, "nogpu") } }), opts()),
+      inspect(
+        spec({ node: { sysfs_root: path.join(hosts, "nogpu", "sys"), dev_root: path.join(hosts, "nogpu") } }),
+        opts(),
+      ),
     );
     expect(err.message).toContain("Inspect GPU PCI device exposure on this engine host.");
     expect(err.problems.filter((p) => p.input.startsWith("launch.")).length).toBe(5); // 4 accelerator + 1 transfer device
@@ -188,7 +250,9 @@ describe("inspect on other hosts", () => {
 
   it("reports a CUDA launch record on an AMD-only host", async () => {
     const mi = path.join(hosts, "mi300x");
-    const err = await failure(inspect(spec({ node: { sysfs_root: path.join(mi, "sys"), dev_root: path.join(hosts, "h100x2") } }), opts()));
+    const err = await failure(
+      inspect(spec({ node: { sysfs_root: path.join(mi, "sys"), dev_root: path.join(hosts, "h100x2") } }), opts()),
+    );
     expect(err.problems.map((p) => p.input)).toEqual(["launch.gpu_visibility_env"]);
   });
 });

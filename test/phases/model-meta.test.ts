@@ -47,7 +47,10 @@ describe("readModelMeta with a separate tokenizer", () => {
   it("finds auto_map in the tokenizer dir's tokenizer_config.json", async () => {
     const tok = path.join(tmp, "tok-remote");
     await mkdir(tok);
-    await writeFile(path.join(tok, "tokenizer_config.json"), JSON.stringify({ auto_map: { AutoTokenizer: ["tok.Tok", null] } }));
+    await writeFile(
+      path.join(tok, "tokenizer_config.json"),
+      JSON.stringify({ auto_map: { AutoTokenizer: ["tok.Tok", null] } }),
+    );
     const meta = await readModelMeta(model("tiny-llama"), tok);
     expect(meta.auto_map).toBe(true);
     expect(meta.model_type).toBe("llama");

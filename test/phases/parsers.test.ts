@@ -32,9 +32,14 @@ describe("parsePrometheus", () => {
 
   it("skips HELP/TYPE lines and blank lines", () => {
     expect(samples.map((s) => s.name)).toEqual([
-      "python_gc_objects_collected_total", "process_start_time_seconds", "vllm:cache_config_info",
-      "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:e2e_request_latency_seconds_bucket",
-      "vllm:nixl_num_failed_transfers_total", "weird_inf",
+      "python_gc_objects_collected_total",
+      "process_start_time_seconds",
+      "vllm:cache_config_info",
+      "vllm:kv_cache_usage_perc",
+      "vllm:num_requests_running",
+      "vllm:e2e_request_latency_seconds_bucket",
+      "vllm:nixl_num_failed_transfers_total",
+      "weird_inf",
     ]);
   });
 
@@ -47,19 +52,27 @@ describe("parsePrometheus", () => {
 
   it("reads vllm:cache_config_info's labels with colons in the name", () => {
     const info = sampleLabels(samples, "vllm:cache_config_info");
-    expect(info).toMatchObject({ block_size: "16", num_gpu_blocks: "2048", cache_dtype: "auto", num_cpu_blocks: "None" });
+    expect(info).toMatchObject({
+      block_size: "16",
+      num_gpu_blocks: "2048",
+      cache_dtype: "auto",
+      num_cpu_blocks: "None",
+    });
     expect(Object.keys(info!)).toHaveLength(10);
     expect(sampleValue(samples, "vllm:cache_config_info")).toBe(1);
   });
 
   it("unescapes quotes, backslashes and newlines in label values", () => {
-    expect(sampleLabels(samples, "vllm:kv_cache_usage_perc")).toEqual({ engine: "0", model_name: 'tiny "quoted" name' });
+    expect(sampleLabels(samples, "vllm:kv_cache_usage_perc")).toEqual({
+      engine: "0",
+      model_name: 'tiny "quoted" name',
+    });
     expect(sampleLabels(samples, "vllm:num_requests_running")).toEqual({ engine: "0", model_name: "a\\b\nc" });
     expect(sampleLabels(samples, "vllm:e2e_request_latency_seconds_bucket")?.le).toBe("+Inf");
   });
 
   it("ignores lines that are not samples", () => {
-    expect(parsePrometheus("garbage line with words\n{no_name=\"x\"} 1\n")).toEqual([]);
+    expect(parsePrometheus('garbage line with words\n{no_name="x"} 1\n')).toEqual([]);
   });
 });
 
@@ -95,7 +108,8 @@ describe("parseStartupLog", () => {
   });
 
   it("does not read ranks from unrelated parentheses", () => {
-    const log = "(APIServer pid=7) INFO started\n(EngineCore_DP0 pid=8) INFO GPU KV cache size: 10 tokens\nrank 4 of (8)";
+    const log =
+      "(APIServer pid=7) INFO started\n(EngineCore_DP0 pid=8) INFO GPU KV cache size: 10 tokens\nrank 4 of (8)";
     const parsed = parseStartupLog(log);
     expect([...parsed.ranks]).toEqual([]);
     expect(parsed.tokens).toBe(10);
@@ -111,25 +125,56 @@ describe("parseStartupLog", () => {
 
 describe("layoutKey", () => {
   const layout = (over: Partial<CacheLayout> = {}): CacheLayout => ({
-    captured_at: "2025-01-01T00:00:00Z", engine: "engine-1", group_signature: "0123456789abcdef",
-    block_size: 16, num_gpu_blocks: 2048, gpu_kv_cache_tokens: 32768, cache_dtype: "auto", tensor_parallel_size: 2, ...over,
+    captured_at: "2025-01-01T00:00:00Z",
+    engine: "engine-1",
+    group_signature: "0123456789abcdef",
+    block_size: 16,
+    num_gpu_blocks: 2048,
+    gpu_kv_cache_tokens: 32768,
+    cache_dtype: "auto",
+    tensor_parallel_size: 2,
+    ...over,
   });
 
   it("ignores who captured it and when", () => {
-    expect(layoutKey(layout({ engine: "engine-2", captured_at: "2026-01-01T00:00:00Z", max_concurrency: { tokens_per_request: 4096, factor: 8 } })))
-      .toBe(layoutKey(layout()));
+    expect(
+      layoutKey(
+        layout({
+          engine: "engine-2",
+          captured_at: "2026-01-01T00:00:00Z",
+          max_concurrency: { tokens_per_request: 4096, factor: 8 },
+        }),
+      ),
+    ).toBe(layoutKey(layout()));
   });
 
   it("differs on any geometry field", () => {
     const base = layoutKey(layout());
-    for (const over of [{ block_size: 32 }, { num_gpu_blocks: 2047 }, { gpu_kv_cache_tokens: 1 }, { cache_dtype: "fp8" }, { tensor_parallel_size: 4 }]) {
+    for (const over of [
+      { block_size: 32 },
+      { num_gpu_blocks: 2047 },
+      { gpu_kv_cache_tokens: 1 },
+      { cache_dtype: "fp8" },
+      { tensor_parallel_size: 4 },
+    ]) {
       expect(layoutKey(layout(over))).not.toBe(base);
     }
   });
 });
 
 describe("parseScriptResult and checkLogName", () => {
-  const result = (version: string) => RESULT_PREFIX + JSON.stringify({ ok: true, vllm_api_version: version, packages: {}, connector: {}, tokenizer: {}, requires_trust_remote_code: false, ssm: { required: false, layout: null }, failures: [] });
+  const result = (version: string) =>
+    RESULT_PREFIX +
+    JSON.stringify({
+      ok: true,
+      vllm_api_version: version,
+      packages: {},
+      connector: {},
+      tokenizer: {},
+      requires_trust_remote_code: false,
+      ssm: { required: false, layout: null },
+      failures: [],
+    });
 
   it("takes the last result line, ignoring other output around it", () => {
     const out = ["loading...", result("0.10.0"), "warning: something", result("0.11.0"), "bye", ""].join("\n");
@@ -151,11 +196,14 @@ describe("parseScriptResult and checkLogName", () => {
 
 describe("diagnoseStartupLog", () => {
   // Every start logs its config; the setting named there is not a request for it.
-  const CONFIG_LINE = "(EngineCore_DP0 pid=9) INFO [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='/model', trust_remote_code=True, dtype=torch.bfloat16";
+  const CONFIG_LINE =
+    "(EngineCore_DP0 pid=9) INFO [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='/model', trust_remote_code=True, dtype=torch.bfloat16";
 
   it("trust_remote_code requested by vLLM or transformers", () => {
-    const vllm = "ValueError: Failed to load the model config. If the model is a custom model not yet available in the HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or using the `--trust-remote-code` flag in the CLI.";
-    const hf = "ValueError: The repository /model contains custom code which must be executed to correctly load the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run.";
+    const vllm =
+      "ValueError: Failed to load the model config. If the model is a custom model not yet available in the HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or using the `--trust-remote-code` flag in the CLI.";
+    const hf =
+      "ValueError: The repository /model contains custom code which must be executed to correctly load the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run.";
     for (const log of [vllm, hf]) {
       const d = diagnoseStartupLog(`INFO starting\n${log}\n`);
       expect(d.cause).toMatch(/trust_remote_code=True/);
@@ -164,7 +212,9 @@ describe("diagnoseStartupLog", () => {
   });
 
   it("the DS conv-state layout", () => {
-    const d = diagnoseStartupLog("(Worker_TP0 pid=3) AssertionError: 3-read Mamba conv transfer requires DS conv state layout. Set VLLM_SSM_CONV_STATE_LAYOUT=DS");
+    const d = diagnoseStartupLog(
+      "(Worker_TP0 pid=3) AssertionError: 3-read Mamba conv transfer requires DS conv state layout. Set VLLM_SSM_CONV_STATE_LAYOUT=DS",
+    );
     expect(d.cause).toMatch(/VLLM_SSM_CONV_STATE_LAYOUT=DS/);
     expect(d.input).toMatch(/SSM/);
   });
@@ -175,12 +225,18 @@ describe("diagnoseStartupLog", () => {
   });
 
   it("a rejected command line", () => {
-    expect(diagnoseStartupLog("api_server.py: error: unrecognized arguments: --bogus").input).toBe("runtime.extra_args");
-    expect(diagnoseStartupLog("api_server.py: error: argument --max-model-len: invalid int value: 'x'").input).toBe("runtime.extra_args");
+    expect(diagnoseStartupLog("api_server.py: error: unrecognized arguments: --bogus").input).toBe(
+      "runtime.extra_args",
+    );
+    expect(diagnoseStartupLog("api_server.py: error: argument --max-model-len: invalid int value: 'x'").input).toBe(
+      "runtime.extra_args",
+    );
   });
 
   it("an accelerator failure", () => {
-    expect(diagnoseStartupLog("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").input).toMatch(/gpu/);
+    expect(diagnoseStartupLog("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").input).toMatch(
+      /gpu/,
+    );
     expect(diagnoseStartupLog("RuntimeError: HIP error: invalid device ordinal").input).toMatch(/gpu/);
   });
 

@@ -11,8 +11,23 @@ import { PhaseError } from "../../src/errors.js";
 import type { PreparedRun } from "../../src/phases/types.js";
 
 let dir: string;
-const PLAN = JSON.stringify({ schema: "narwhal.launch/v1", engine: "engine-1", command: ["python3", "-m", "vllm.entrypoints.openai.api_server"] }, null, 2) + "\n";
-const run = (planSha = sha256(PLAN)): PreparedRun => ({ engine: "engine-1", dir, input_hash: "i".repeat(64), plan_sha256: planSha, launch_token: "t" });
+const PLAN =
+  JSON.stringify(
+    {
+      schema: "narwhal.launch/v1",
+      engine: "engine-1",
+      command: ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+    },
+    null,
+    2,
+  ) + "\n";
+const run = (planSha = sha256(PLAN)): PreparedRun => ({
+  engine: "engine-1",
+  dir,
+  input_hash: "i".repeat(64),
+  plan_sha256: planSha,
+  launch_token: "t",
+});
 
 beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "narwhal-binding-"));
@@ -22,7 +37,10 @@ beforeEach(async () => {
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
 const refusal = async (p: Promise<unknown>): Promise<PhaseError> => {
-  const err = await p.then(() => null, (e: unknown) => e);
+  const err = await p.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(PhaseError);
   return err as PhaseError;
 };
@@ -39,7 +57,12 @@ describe("readVerifiedPlan", () => {
     await chmod(path.join(dir, "launch.json"), 0o600);
     await writeFile(path.join(dir, "launch.json"), edited);
     const err = await refusal(readVerifiedPlan(run(), "start"));
-    expect(err).toMatchObject({ engine: "engine-1", step: "start", retryable: false, input: path.join(dir, "launch.json") });
+    expect(err).toMatchObject({
+      engine: "engine-1",
+      step: "start",
+      retryable: false,
+      input: path.join(dir, "launch.json"),
+    });
     expect(err.message).toContain(sha256(edited));
     expect(err.message).toContain(sha256(PLAN));
     expect(err.message).toContain(path.join(dir, "checked.json"));

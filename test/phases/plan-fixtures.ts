@@ -89,7 +89,12 @@ export function meta(over: Partial<ModelMeta> = {}): ModelMeta {
   return { auto_map: false, conv_ssm: false, model_type: "llama", ...over };
 }
 
-export const APP: AppIdentity = { name: "narwhal", version: "0.1.0", revision: "abc123", check_script_sha256: "f".repeat(64) };
+export const APP: AppIdentity = {
+  name: "narwhal",
+  version: "0.1.0",
+  revision: "abc123",
+  check_script_sha256: "f".repeat(64),
+};
 
 /** Everything buildLaunchPlan needs; override any part. */
 export function planInputs(over: Partial<PlanInputs> = {}): PlanInputs {

@@ -2,10 +2,23 @@
 // 003 §15.1/§16, asserted on buildLaunchPlan's pure output.
 import { describe, expect, it } from "vitest";
 import {
-  buildLaunchPlan, CONTAINER_MODEL_DIR, lastFlagValue, parseEnvFile, renderEnvFile, ucxTls,
+  buildLaunchPlan,
+  CONTAINER_MODEL_DIR,
+  lastFlagValue,
+  parseEnvFile,
+  renderEnvFile,
+  ucxTls,
 } from "../../src/phases/plan.js";
 import {
-  API_KEY, engineSpec, IMAGE_ID, launchRecord, meta, MODEL_DIR, planInputs, withLaunch, withRuntime,
+  API_KEY,
+  engineSpec,
+  IMAGE_ID,
+  launchRecord,
+  meta,
+  MODEL_DIR,
+  planInputs,
+  withLaunch,
+  withRuntime,
 } from "./plan-fixtures.js";
 
 /** The value following `flag` in argv (the plan writes `--flag V` pairs). */
@@ -66,13 +79,21 @@ describe("buildLaunchPlan: GPU allocation", () => {
     expect(plan.environment.CUDA_VISIBLE_DEVICES).toBe("0,1");
     expect(plan.environment).not.toHaveProperty("ROCR_VISIBLE_DEVICES");
     expect(argAfter(plan.command, "--tensor-parallel-size")).toBe("2");
-    expect(plan.gpu).toEqual({ visibility_env: "CUDA_VISIBLE_DEVICES", ids: ["0", "1"], tensor_parallel_size: 2, accelerator: "NVIDIA H100 80GB HBM3" });
+    expect(plan.gpu).toEqual({
+      visibility_env: "CUDA_VISIBLE_DEVICES",
+      ids: ["0", "1"],
+      tensor_parallel_size: 2,
+      accelerator: "NVIDIA H100 80GB HBM3",
+    });
   });
 
   it("uses ROCR_VISIBLE_DEVICES for ROCm records", () => {
     const spec = withLaunch(engineSpec(), {
-      accelerator: "AMD Instinct MI300X", gpu_ids: ["GPU-aa", "GPU-bb", "GPU-cc", "GPU-dd"], tensor_parallel_size: 4,
-      gpu_visibility_env: "ROCR_VISIBLE_DEVICES", accelerator_devices: ["/dev/kfd", "/dev/dri/renderD128"],
+      accelerator: "AMD Instinct MI300X",
+      gpu_ids: ["GPU-aa", "GPU-bb", "GPU-cc", "GPU-dd"],
+      tensor_parallel_size: 4,
+      gpu_visibility_env: "ROCR_VISIBLE_DEVICES",
+      accelerator_devices: ["/dev/kfd", "/dev/dri/renderD128"],
     });
     const { plan } = buildLaunchPlan(planInputs({ spec }));
     expect(plan.environment.ROCR_VISIBLE_DEVICES).toBe("GPU-aa,GPU-bb,GPU-cc,GPU-dd");
@@ -82,7 +103,9 @@ describe("buildLaunchPlan: GPU allocation", () => {
   });
 
   it("keeps derived settings when runtime.environment supplies the same names", () => {
-    const spec = withRuntime(engineSpec(), { environment: { CUDA_VISIBLE_DEVICES: "7", UCX_TLS: "all", NCCL_DEBUG: "INFO" } });
+    const spec = withRuntime(engineSpec(), {
+      environment: { CUDA_VISIBLE_DEVICES: "7", UCX_TLS: "all", NCCL_DEBUG: "INFO" },
+    });
     const { plan } = buildLaunchPlan(planInputs({ spec }));
     expect(plan.environment.CUDA_VISIBLE_DEVICES).toBe("0,1");
     expect(plan.environment.UCX_TLS).toBe("tcp,sm,self,cuda_copy");
@@ -171,7 +194,9 @@ describe("buildLaunchPlan: backends and paths", () => {
   });
 
   it("container: maps a host --tokenizer inside the model dir to its /model path, in the command and the check", () => {
-    const spec = withRuntime(engineSpec(), { extra_args: ["--tokenizer", `${MODEL_DIR}/tok`, "--max-model-len", "4096"] });
+    const spec = withRuntime(engineSpec(), {
+      extra_args: ["--tokenizer", `${MODEL_DIR}/tok`, "--max-model-len", "4096"],
+    });
     const { plan } = buildLaunchPlan(planInputs({ spec }));
     expect(plan.check.tokenizer).toBe("/model/tok");
     expect(argAfter(plan.command, "--tokenizer")).toBe("/model/tok");
@@ -179,7 +204,9 @@ describe("buildLaunchPlan: backends and paths", () => {
   });
 
   it("container: maps --tokenizer=PATH and --hf-config-path too", () => {
-    const spec = withRuntime(engineSpec(), { extra_args: [`--tokenizer=${MODEL_DIR}/tok`, "--hf-config-path", `${MODEL_DIR}/cfg`] });
+    const spec = withRuntime(engineSpec(), {
+      extra_args: [`--tokenizer=${MODEL_DIR}/tok`, "--hf-config-path", `${MODEL_DIR}/cfg`],
+    });
     const { plan } = buildLaunchPlan(planInputs({ spec }));
     expect(plan.check.tokenizer).toBe("/model/tok");
     expect(plan.check.hf_config_path).toBe("/model/cfg");
@@ -196,7 +223,14 @@ describe("buildLaunchPlan: backends and paths", () => {
   });
 
   it("container: a GGUF file inside the model dir is served from /model", () => {
-    const spec = engineSpec({ model: { dir: MODEL_DIR, config_sha256: "c".repeat(64), served_name: "tiny", path: `${MODEL_DIR}/tiny.Q8_0.gguf` } });
+    const spec = engineSpec({
+      model: {
+        dir: MODEL_DIR,
+        config_sha256: "c".repeat(64),
+        served_name: "tiny",
+        path: `${MODEL_DIR}/tiny.Q8_0.gguf`,
+      },
+    });
     const { plan } = buildLaunchPlan(planInputs({ spec }));
     expect(argAfter(plan.command, "--model")).toBe("/model/tiny.Q8_0.gguf");
     expect(plan.model.path).toBe("/model/tiny.Q8_0.gguf");
@@ -207,7 +241,9 @@ describe("buildLaunchPlan: backends and paths", () => {
     const spec = withRuntime(engineSpec({ launch: launchRecord({ backend: "native", image: undefined }) }), {
       extra_args: ["--tokenizer", "/srv/tok"],
     });
-    const { plan } = buildLaunchPlan(planInputs({ spec, inspection: { ...planInputs().inspection, image_id: "native:" + "9".repeat(64) } }));
+    const { plan } = buildLaunchPlan(
+      planInputs({ spec, inspection: { ...planInputs().inspection, image_id: "native:" + "9".repeat(64) } }),
+    );
     expect(plan.backend).toBe("native");
     expect(plan.command[0]).toBe("/opt/venv/bin/python3");
     expect(plan.command.slice(1, 3)).toEqual(["-m", "vllm.entrypoints.openai.api_server"]);
@@ -245,7 +281,13 @@ describe("container.env", () => {
   it("renders sorted KEY=VALUE lines that parse back to the same environment", () => {
     const env = { VLLM_API_KEY: API_KEY, A_URL: "http://h/?a=b=c", CUDA_VISIBLE_DEVICES: "0,1", EMPTY: "" };
     const text = renderEnvFile(env);
-    expect(text.split("\n")).toEqual(["A_URL=http://h/?a=b=c", "CUDA_VISIBLE_DEVICES=0,1", "EMPTY=", `VLLM_API_KEY=${API_KEY}`, ""]);
+    expect(text.split("\n")).toEqual([
+      "A_URL=http://h/?a=b=c",
+      "CUDA_VISIBLE_DEVICES=0,1",
+      "EMPTY=",
+      `VLLM_API_KEY=${API_KEY}`,
+      "",
+    ]);
     expect(parseEnvFile(text)).toEqual(env);
   });
 

@@ -11,14 +11,19 @@ import { REPO, SIM_SITE, freePort } from "../e2e/sim-fleet.js";
 const model = (name: string) => path.join(REPO, "test/sim/models", name);
 
 /** Run the simulated vLLM server until it exits; its combined output is the startup log. */
-async function startupLog(args: string[], env: Record<string, string> = {}, port?: number): Promise<{ code: number | null; log: string }> {
+async function startupLog(
+  args: string[],
+  env: Record<string, string> = {},
+  port?: number,
+): Promise<{ code: number | null; log: string }> {
   const p = port ?? (await freePort());
   return new Promise((resolve) => {
     execFile(
       "/usr/bin/python3",
       ["-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", String(p), ...args],
       { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", PYTHONPATH: SIM_SITE, ...env }, timeout: 30_000 },
-      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, log: `${stdout}${stderr}` }),
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, log: `${stdout}${stderr}` }),
     );
   });
 }
@@ -27,7 +32,11 @@ describe("a failed start, traced from the engine's own log", () => {
   it("is terminal at once when vLLM rejects its command line (argparse), naming runtime.extra_args", async () => {
     const { code, log } = await startupLog(["--model", model("tiny-llama"), "--bogus-flag"]);
     expect(code).toBe(2);
-    expect(diagnoseStartupLog(log)).toMatchObject({ cause: "vLLM rejected its command line", input: "runtime.extra_args", failure: "terminal" });
+    expect(diagnoseStartupLog(log)).toMatchObject({
+      cause: "vLLM rejected its command line",
+      input: "runtime.extra_args",
+      failure: "terminal",
+    });
   });
 
   it("is terminal at once when vLLM requests trust_remote_code=True, with the seed's fix", async () => {
@@ -35,7 +44,9 @@ describe("a failed start, traced from the engine's own log", () => {
     expect(code).toBe(1);
     const d = diagnoseStartupLog(log);
     expect(d).toMatchObject({ cause: "vLLM exited requesting trust_remote_code=True", failure: "terminal" });
-    expect(d.fix).toMatch(/^Retain the failed attempt's evidence, rerun discovery from the corrected approved revision into fresh outputs, prepare a new deployment run/);
+    expect(d.fix).toMatch(
+      /^Retain the failed attempt's evidence, rerun discovery from the corrected approved revision into fresh outputs, prepare a new deployment run/,
+    );
   });
 
   it("is terminal at once on the DS conv-state layout assertion, with the seed's fix", async () => {
@@ -50,7 +61,11 @@ describe("a failed start, traced from the engine's own log", () => {
     const stranger = net.createServer();
     await new Promise<void>((r) => stranger.listen(0, "127.0.0.1", r));
     try {
-      const { code, log } = await startupLog(["--model", model("tiny-llama")], {}, (stranger.address() as net.AddressInfo).port);
+      const { code, log } = await startupLog(
+        ["--model", model("tiny-llama")],
+        {},
+        (stranger.address() as net.AddressInfo).port,
+      );
       expect(code).toBe(1);
       expect(diagnoseStartupLog(log)).toMatchObject({ cause: "a planned port is already in use", failure: "outwait" });
     } finally {

@@ -8,8 +8,15 @@ import { MAX_SHARED, MIN_SHARED } from "../../phases/shared-budget.js";
 import { refusal } from "../../phases/action-error.js";
 import { prepareAction } from "./prepare-action.js";
 import {
-  cacheRegistrationAction, captureCacheAction, checkAction, handshakePolicyAction, measureCacheAction,
-  modelDimensionsAction, startAction, startSharedAction, stopNativeAction,
+  cacheRegistrationAction,
+  captureCacheAction,
+  checkAction,
+  handshakePolicyAction,
+  measureCacheAction,
+  modelDimensionsAction,
+  startAction,
+  startSharedAction,
+  stopNativeAction,
 } from "./actions.js";
 import { withActionContext, type ActionContext } from "./context.js";
 import { renderResult, type EngineResult } from "./result.js";
@@ -19,16 +26,52 @@ export type Act = (fn: (opts: Opts, ...args: unknown[]) => Promise<number>) => (
 
 /** seed 001 "Actions": name, backends, and what it does in the seed's words. */
 export const ENGINE_ACTIONS = [
-  ["prepare", "container, native", "Read NARWHAL_ENGINE_LAUNCH_CONFIG and the deployment environment, verify model and hook hashes, then write a fresh launch directory with launch.json and the backend environment."],
-  ["check", "container, native", "Read the prepared plan, check the pinned packages, model, tokenizer and NIXL connector, then bind checked.json to that plan. Repeated checks append their attempts to the backend check log."],
-  ["measure-cache", "container", "Start a temporary sizing container from a checked, unused plan, write cache-layout.json, then remove the completed sizing container."],
+  [
+    "prepare",
+    "container, native",
+    "Read NARWHAL_ENGINE_LAUNCH_CONFIG and the deployment environment, verify model and hook hashes, then write a fresh launch directory with launch.json and the backend environment.",
+  ],
+  [
+    "check",
+    "container, native",
+    "Read the prepared plan, check the pinned packages, model, tokenizer and NIXL connector, then bind checked.json to that plan. Repeated checks append their attempts to the backend check log.",
+  ],
+  [
+    "measure-cache",
+    "container",
+    "Start a temporary sizing container from a checked, unused plan, write cache-layout.json, then remove the completed sizing container.",
+  ],
   ["model-dimensions", "container", "Inspect the model through the checked runtime and write model-dimensions.json."],
-  ["handshake-policy", "container, native", "Inspect the installed NIXL worker against the checked connector settings and write handshake-policy.json."],
-  ["start", "container", "Start one serving container from a checked plan and record container.id. Verify its HTTP readiness after launch."],
-  ["capture-cache", "container", "Read the running container recorded in a checked launch directory and retain its live cache pages in cache-layout.json."],
-  ["cache-registration", "container, native", "Resolve block grouping from the checked runtime plus either a serving startup log or captured runtime layout; write cache-registration.json."],
-  ["start-shared", "container, native", "Validate two to eight checked plans sharing one GPU, start them sequentially, and retain readiness, identity and memory readings in each shared-start.json."],
-  ["stop-native", "native", "Validate recorded boot ID and process start ticks, then stop the owned process groups and write native-stop.json."],
+  [
+    "handshake-policy",
+    "container, native",
+    "Inspect the installed NIXL worker against the checked connector settings and write handshake-policy.json.",
+  ],
+  [
+    "start",
+    "container",
+    "Start one serving container from a checked plan and record container.id. Verify its HTTP readiness after launch.",
+  ],
+  [
+    "capture-cache",
+    "container",
+    "Read the running container recorded in a checked launch directory and retain its live cache pages in cache-layout.json.",
+  ],
+  [
+    "cache-registration",
+    "container, native",
+    "Resolve block grouping from the checked runtime plus either a serving startup log or captured runtime layout; write cache-registration.json.",
+  ],
+  [
+    "start-shared",
+    "container, native",
+    "Validate two to eight checked plans sharing one GPU, start them sequentially, and retain readiness, identity and memory readings in each shared-start.json.",
+  ],
+  [
+    "stop-native",
+    "native",
+    "Validate recorded boot ID and process start ticks, then stop the owned process groups and write native-stop.json.",
+  ],
 ] as const;
 
 function positiveInteger(value: string): number {
@@ -42,23 +85,51 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 function oneRun(action: string, runs: unknown): string {
   const list = (runs as string[] | undefined) ?? [];
   if (list.length !== 1) {
-    throw refusal(action, list.length ? `--run is given ${list.length} times; ${action} takes one launch directory` : "--run is required after preparation", {
-      input: "--run", fix: `Select an existing launch directory with --run DIR (repeat --run only for start-shared).`,
-    });
+    throw refusal(
+      action,
+      list.length
+        ? `--run is given ${list.length} times; ${action} takes one launch directory`
+        : "--run is required after preparation",
+      {
+        input: "--run",
+        fix: `Select an existing launch directory with --run DIR (repeat --run only for start-shared).`,
+      },
+    );
   }
   return list[0]!;
 }
 
 export function engineCommand(act: Act, out: (s: string) => void, err: (s: string) => void): Command {
   const engine = new Command("engine")
-    .description("Prepare and run vLLM engines from the narwhal.engine-launch record (seed 001 narwhal-engine): the native backend runs the checked Python environment, container the Docker launch path; both use the same model, GPU allocation, ports, NIXL connector and runtime argument checks. Each run directory is immutable; a fresh start needs a fresh directory. Actions the seed lists for container only take native plans too.")
+    .description(
+      "Prepare and run vLLM engines from the narwhal.engine-launch record (seed 001 narwhal-engine): the native backend runs the checked Python environment, container the Docker launch path; both use the same model, GPU allocation, ports, NIXL connector and runtime argument checks. Each run directory is immutable; a fresh start needs a fresh directory. Actions the seed lists for container only take native plans too.",
+    )
     .version(appIdentity().version, "--version", "Print the installed distribution version.")
-    .addHelpText("after", `\nPreparation requires a fresh --out; subsequent actions use --run. Each inspection output is retained in its launch directory, so select a fresh prepared and checked directory when recapturing it.`);
+    .addHelpText(
+      "after",
+      `\nPreparation requires a fresh --out; subsequent actions use --run. Each inspection output is retained in its launch directory, so select a fresh prepared and checked directory when recapturing it.`,
+    );
 
-  const formatOpt = () => new Option("--format <format>", "Select json for versioned command results.").choices(["text", "json"]).default("text");
-  const stateOpt = () => new Option("--state <dir>", "ownership scope of the engines and containers an action starts (default: the launch directory's parent, so a reconciler's state never adopts or removes them)");
-  const runOpt = (many = false) => new Option("--run <dir>", many ? "Select an existing launch directory; repeat two to eight times for start-shared." : "Select an existing launch directory (required after preparation).").argParser(collect);
-  const readyOpt = () => new Option("--ready-seconds <n>", "Positive integer seconds allowed per engine's readiness and identity checks.").argParser(positiveInteger).default(180);
+  const formatOpt = () =>
+    new Option("--format <format>", "Select json for versioned command results.")
+      .choices(["text", "json"])
+      .default("text");
+  const stateOpt = () =>
+    new Option(
+      "--state <dir>",
+      "ownership scope of the engines and containers an action starts (default: the launch directory's parent, so a reconciler's state never adopts or removes them)",
+    );
+  const runOpt = (many = false) =>
+    new Option(
+      "--run <dir>",
+      many
+        ? "Select an existing launch directory; repeat two to eight times for start-shared."
+        : "Select an existing launch directory (required after preparation).",
+    ).argParser(collect);
+  const readyOpt = () =>
+    new Option("--ready-seconds <n>", "Positive integer seconds allowed per engine's readiness and identity checks.")
+      .argParser(positiveInteger)
+      .default(180);
   const backendOpt = (what: string) => new Option("--backend <backend>", what).choices(["container", "native"]);
 
   const run = (result: (ctx: ActionContext, opts: Opts) => Promise<EngineResult>) =>
@@ -79,39 +150,90 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
   action("prepare")
     .addOption(new Option("--out <dir>", "Create a fresh launch directory (required).").makeOptionMandatory())
     .addOption(backendOpt("Select container or native for this record (default: the launch record's backend)."))
-    .addOption(new Option("--desired <dir>", "desired-state directory with fleet.json, engine-launch.json and deployment.env (env NARWHAL_DESIRED)").default(undefined, "./desired"))
+    .addOption(
+      new Option(
+        "--desired <dir>",
+        "desired-state directory with fleet.json, engine-launch.json and deployment.env (env NARWHAL_DESIRED)",
+      ).default(undefined, "./desired"),
+    )
     .addOption(new Option("--engine <name>", "launch record to prepare, engine-<n> (env NARWHAL_ENGINE)"))
-    .action(run((ctx, o) => prepareAction(ctx, {
-      out: String(o.out),
-      desired: (o.desired as string | undefined) ?? ctx.env.NARWHAL_DESIRED ?? "desired",
-      ...(o.backend ? { backend: o.backend as "container" | "native" } : {}),
-      ...(o.engine ? { engine: String(o.engine) } : {}),
-    })));
-  action("check").addOption(runOpt()).action(run((ctx, o) => checkAction(ctx, oneRun("check", o.run))));
-  action("measure-cache").addOption(runOpt()).addOption(readyOpt()).action(run((ctx, o) => measureCacheAction(ctx, oneRun("measure-cache", o.run), o.readySeconds as number)));
-  action("model-dimensions").addOption(runOpt()).action(run((ctx, o) => modelDimensionsAction(ctx, oneRun("model-dimensions", o.run))));
-  action("handshake-policy").addOption(runOpt()).action(run((ctx, o) => handshakePolicyAction(ctx, oneRun("handshake-policy", o.run))));
-  action("start").addOption(runOpt()).addOption(readyOpt()).action(run((ctx, o) => startAction(ctx, oneRun("start", o.run), o.readySeconds as number)));
-  action("capture-cache").addOption(runOpt()).action(run((ctx, o) => captureCacheAction(ctx, oneRun("capture-cache", o.run))));
+    .action(
+      run((ctx, o) =>
+        prepareAction(ctx, {
+          out: String(o.out),
+          desired: (o.desired as string | undefined) ?? ctx.env.NARWHAL_DESIRED ?? "desired",
+          ...(o.backend ? { backend: o.backend as "container" | "native" } : {}),
+          ...(o.engine ? { engine: String(o.engine) } : {}),
+        }),
+      ),
+    );
+  action("check")
+    .addOption(runOpt())
+    .action(run((ctx, o) => checkAction(ctx, oneRun("check", o.run))));
+  action("measure-cache")
+    .addOption(runOpt())
+    .addOption(readyOpt())
+    .action(run((ctx, o) => measureCacheAction(ctx, oneRun("measure-cache", o.run), o.readySeconds as number)));
+  action("model-dimensions")
+    .addOption(runOpt())
+    .action(run((ctx, o) => modelDimensionsAction(ctx, oneRun("model-dimensions", o.run))));
+  action("handshake-policy")
+    .addOption(runOpt())
+    .action(run((ctx, o) => handshakePolicyAction(ctx, oneRun("handshake-policy", o.run))));
+  action("start")
+    .addOption(runOpt())
+    .addOption(readyOpt())
+    .action(run((ctx, o) => startAction(ctx, oneRun("start", o.run), o.readySeconds as number)));
+  action("capture-cache")
+    .addOption(runOpt())
+    .action(run((ctx, o) => captureCacheAction(ctx, oneRun("capture-cache", o.run))));
   action("cache-registration")
     .addOption(runOpt())
-    .addOption(new Option("--startup-log <file>", "Serving log with one resolved KV layout, used by cache-registration; exclusive with --runtime-layout."))
-    .addOption(new Option("--runtime-layout <file>", "Captured runtime cache-layout JSON used by cache-registration; exclusive with --startup-log."))
-    .action(run((ctx, o) => cacheRegistrationAction(ctx, oneRun("cache-registration", o.run), {
-      ...(o.startupLog ? { startupLog: String(o.startupLog) } : {}),
-      ...(o.runtimeLayout ? { runtimeLayout: String(o.runtimeLayout) } : {}),
-    })));
+    .addOption(
+      new Option(
+        "--startup-log <file>",
+        "Serving log with one resolved KV layout, used by cache-registration; exclusive with --runtime-layout.",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--runtime-layout <file>",
+        "Captured runtime cache-layout JSON used by cache-registration; exclusive with --startup-log.",
+      ),
+    )
+    .action(
+      run((ctx, o) =>
+        cacheRegistrationAction(ctx, oneRun("cache-registration", o.run), {
+          ...(o.startupLog ? { startupLog: String(o.startupLog) } : {}),
+          ...(o.runtimeLayout ? { runtimeLayout: String(o.runtimeLayout) } : {}),
+        }),
+      ),
+    );
   action("start-shared")
     .addOption(runOpt(true))
-    .addOption(backendOpt("Select container or native; shared startup requires every selected plan to use that backend.").default("container"))
+    .addOption(
+      backendOpt(
+        "Select container or native; shared startup requires every selected plan to use that backend.",
+      ).default("container"),
+    )
     .addOption(readyOpt())
-    .action(run((ctx, o) => {
-      const runs = (o.run as string[] | undefined) ?? [];
-      if (runs.length < MIN_SHARED || runs.length > MAX_SHARED) {
-        throw refusal("start-shared", `--run is given ${runs.length} time(s); start-shared takes ${MIN_SHARED} to ${MAX_SHARED} launch directories`, { input: "--run", fix: "Repeat --run two to eight times, once per checked plan sharing the GPU." });
-      }
-      return startSharedAction(ctx, runs, o.backend as "container" | "native", o.readySeconds as number, (s) => (o.format === "json" ? undefined : err(s)));
-    }));
-  action("stop-native").addOption(runOpt()).action(run((ctx, o) => stopNativeAction(ctx, oneRun("stop-native", o.run))));
+    .action(
+      run((ctx, o) => {
+        const runs = (o.run as string[] | undefined) ?? [];
+        if (runs.length < MIN_SHARED || runs.length > MAX_SHARED) {
+          throw refusal(
+            "start-shared",
+            `--run is given ${runs.length} time(s); start-shared takes ${MIN_SHARED} to ${MAX_SHARED} launch directories`,
+            { input: "--run", fix: "Repeat --run two to eight times, once per checked plan sharing the GPU." },
+          );
+        }
+        return startSharedAction(ctx, runs, o.backend as "container" | "native", o.readySeconds as number, (s) =>
+          o.format === "json" ? undefined : err(s),
+        );
+      }),
+    );
+  action("stop-native")
+    .addOption(runOpt())
+    .action(run((ctx, o) => stopNativeAction(ctx, oneRun("stop-native", o.run))));
   return engine;
 }

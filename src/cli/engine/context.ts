@@ -22,7 +22,10 @@ export interface ActionContext {
 }
 
 /** Run `fn` with a context whose signal aborts on SIGINT/SIGTERM. */
-export async function withActionContext<T>(opts: { state?: string }, fn: (ctx: ActionContext) => Promise<T>): Promise<T> {
+export async function withActionContext<T>(
+  opts: { state?: string },
+  fn: (ctx: ActionContext) => Promise<T>,
+): Promise<T> {
   const config = configFrom({ state: opts.state });
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => controller.abort(new Error(`interrupted by ${sig}`));

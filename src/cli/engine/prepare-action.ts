@@ -31,17 +31,37 @@ export interface PrepareActionOptions {
 /** The role shell's record: a bare launch record, or {"engines": {"engine-<n>": record}} with exactly one. */
 async function recordFromEnv(file: string): Promise<{ record: Record<string, unknown>; engine?: string }> {
   const text = await fs.readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
-    throw refusal(ACTION, `NARWHAL_ENGINE_LAUNCH_CONFIG=${file} cannot be read (${err.code ?? err.message})`, { input: "NARWHAL_ENGINE_LAUNCH_CONFIG", fix: "Point NARWHAL_ENGINE_LAUNCH_CONFIG at the role's transferred launch record." });
+    throw refusal(ACTION, `NARWHAL_ENGINE_LAUNCH_CONFIG=${file} cannot be read (${err.code ?? err.message})`, {
+      input: "NARWHAL_ENGINE_LAUNCH_CONFIG",
+      fix: "Point NARWHAL_ENGINE_LAUNCH_CONFIG at the role's transferred launch record.",
+    });
   });
   const parsed = parseJsonSafely(text, file);
-  if (parsed.issues.length || parsed.value === null || typeof parsed.value !== "object" || Array.isArray(parsed.value)) {
-    throw new DesiredStateError(parsed.issues.length ? parsed.issues : [{ file, path: "$", message: "must be a JSON object holding one launch record", rule: "syntax" }]);
+  if (
+    parsed.issues.length ||
+    parsed.value === null ||
+    typeof parsed.value !== "object" ||
+    Array.isArray(parsed.value)
+  ) {
+    throw new DesiredStateError(
+      parsed.issues.length
+        ? parsed.issues
+        : [{ file, path: "$", message: "must be a JSON object holding one launch record", rule: "syntax" }],
+    );
   }
   const value = parsed.value as Record<string, unknown>;
   const engines = value.engines;
   if (engines && typeof engines === "object" && !Array.isArray(engines)) {
     const entries = Object.entries(engines as Record<string, unknown>);
-    if (entries.length !== 1) throw new DesiredStateError([{ file, path: "$.engines", message: `holds ${entries.length} launch records; a role's NARWHAL_ENGINE_LAUNCH_CONFIG holds exactly one`, rule: "schema" }]);
+    if (entries.length !== 1)
+      throw new DesiredStateError([
+        {
+          file,
+          path: "$.engines",
+          message: `holds ${entries.length} launch records; a role's NARWHAL_ENGINE_LAUNCH_CONFIG holds exactly one`,
+          rule: "schema",
+        },
+      ]);
     return { engine: entries[0]![0], record: entries[0]![1] as Record<string, unknown> };
   }
   return { record: value };
@@ -49,23 +69,34 @@ async function recordFromEnv(file: string): Promise<{ record: Record<string, unk
 
 /** The engine a bare record belongs to: the only engine, or the one whose desired record has its role. */
 async function inferEngine(desiredDir: string, role: unknown): Promise<string> {
-  const doc = JSON.parse(await fs.readFile(path.join(desiredDir, RECORDS_FILE), "utf8").catch(() => "{}")) as { engines?: Record<string, { role?: unknown }> };
+  const doc = JSON.parse(await fs.readFile(path.join(desiredDir, RECORDS_FILE), "utf8").catch(() => "{}")) as {
+    engines?: Record<string, { role?: unknown }>;
+  };
   const names = Object.keys(doc.engines ?? {});
   const byRole = names.filter((n) => doc.engines![n]!.role === role);
   if (names.length === 1) return names[0]!;
   if (byRole.length === 1) return byRole[0]!;
-  throw refusal(ACTION, `cannot tell which engine the launch record is for (${names.length} engines in ${desiredDir}, ${byRole.length} with role ${JSON.stringify(role)})`, { input: "--engine", fix: "Name it with --engine engine-<n> (or NARWHAL_ENGINE)." });
+  throw refusal(
+    ACTION,
+    `cannot tell which engine the launch record is for (${names.length} engines in ${desiredDir}, ${byRole.length} with role ${JSON.stringify(role)})`,
+    { input: "--engine", fix: "Name it with --engine engine-<n> (or NARWHAL_ENGINE)." },
+  );
 }
 
 export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptions): Promise<EngineResult> {
   const out = path.resolve(opts.out);
   if (await exists(out)) {
-    throw refusal(ACTION, `--out ${out} already exists`, { run: out, input: "--out", fix: "Preparation requires a fresh --out: name a directory that does not exist yet. Each run directory is immutable." });
+    throw refusal(ACTION, `--out ${out} already exists`, {
+      run: out,
+      input: "--out",
+      fix: "Preparation requires a fresh --out: name a directory that does not exist yet. Each run directory is immutable.",
+    });
   }
   const desiredDir = path.resolve(opts.desired);
   const variables: Record<string, string> = {};
   for (const [k, v] of Object.entries(ctx.env)) {
-    if (v !== undefined && v !== "" && STARTUP_VARIABLE.test(k)) variables[k] = k === "NARWHAL_MODEL_PATH" ? path.resolve(v) : v;
+    if (v !== undefined && v !== "" && STARTUP_VARIABLE.test(k))
+      variables[k] = k === "NARWHAL_MODEL_PATH" ? path.resolve(v) : v;
   }
   const configFile = ctx.env.NARWHAL_ENGINE_LAUNCH_CONFIG;
   const fromEnv = configFile ? await recordFromEnv(path.resolve(configFile)) : undefined;
@@ -85,19 +116,32 @@ export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptio
     },
   };
   const state = await loadDesired(desiredDir, overrides);
-  const spec = engine ? state.specs.find((s) => s.name === engine) : state.specs.length === 1 ? state.specs[0] : undefined;
+  const spec = engine
+    ? state.specs.find((s) => s.name === engine)
+    : state.specs.length === 1
+      ? state.specs[0]
+      : undefined;
   if (!spec) {
-    throw refusal(ACTION, engine ? `${desiredDir} has no engine ${engine}` : `${desiredDir} has ${state.specs.length} engines; say which to prepare`, {
-      input: "--engine",
-      fix: `Name one of ${state.specs.map((s) => s.name).join(", ")} with --engine.`,
-    });
+    throw refusal(
+      ACTION,
+      engine
+        ? `${desiredDir} has no engine ${engine}`
+        : `${desiredDir} has ${state.specs.length} engines; say which to prepare`,
+      {
+        input: "--engine",
+        fix: `Name one of ${state.specs.map((s) => s.name).join(", ")} with --engine.`,
+      },
+    );
   }
   const backend = ctx.backends[spec.backend];
   const imageId = await backend.runtimeIdentity(spec, ctx.signal);
   const inspection = await inspect(spec, { signal: ctx.signal, imageId });
   const prepared = await prepare(spec, inspection, { stateDir: ctx.config.stateDir, app: ctx.app, out });
   const { plan } = await readPlan(prepared.dir);
-  const files: Record<string, string> = { [LAUNCH_FILE]: path.join(prepared.dir, LAUNCH_FILE), [ENV_FILE]: path.join(prepared.dir, ENV_FILE) };
+  const files: Record<string, string> = {
+    [LAUNCH_FILE]: path.join(prepared.dir, LAUNCH_FILE),
+    [ENV_FILE]: path.join(prepared.dir, ENV_FILE),
+  };
   if (await exists(path.join(prepared.dir, API_KEY_FILE))) files[API_KEY_FILE] = path.join(prepared.dir, API_KEY_FILE);
   return engineResult(ACTION, prepared.dir, {
     engine: spec.name,

@@ -17,14 +17,29 @@ export interface EngineResult {
   details: Record<string, unknown>;
 }
 
-export function engineResult(action: string, run: string | string[], parts: Partial<Pick<EngineResult, "engine" | "files" | "summary" | "details">>): EngineResult {
-  return { schema: ENGINE_RESULT_SCHEMA, action, ok: true, run, ...(parts.engine ? { engine: parts.engine } : {}), files: parts.files ?? {}, summary: parts.summary ?? [], details: parts.details ?? {} };
+export function engineResult(
+  action: string,
+  run: string | string[],
+  parts: Partial<Pick<EngineResult, "engine" | "files" | "summary" | "details">>,
+): EngineResult {
+  return {
+    schema: ENGINE_RESULT_SCHEMA,
+    action,
+    ok: true,
+    run,
+    ...(parts.engine ? { engine: parts.engine } : {}),
+    files: parts.files ?? {},
+    summary: parts.summary ?? [],
+    details: parts.details ?? {},
+  };
 }
 
 export function renderResult(result: EngineResult, format: string): string {
   if (format === "json") return JSON.stringify(result, null, 2);
   const runs = Array.isArray(result.run) ? result.run.join(", ") : result.run;
-  const lines = [`${result.action}: ${[result.engine].flat().filter(Boolean).join(", ")} ${runs}`.replace(/\s+/g, " ").trim()];
+  const lines = [
+    `${result.action}: ${[result.engine].flat().filter(Boolean).join(", ")} ${runs}`.replace(/\s+/g, " ").trim(),
+  ];
   lines.push(...result.summary.map((s) => `  ${s}`));
   for (const [name, file] of Object.entries(result.files)) lines.push(`  wrote ${name}: ${file}`);
   return lines.join("\n");

@@ -21,7 +21,8 @@ export function resolveGpuId(id: string, gpus: ObservedGpu[]): GpuIdResolution {
   }
   const lower = wanted.toLowerCase();
   const exact = gpus.filter((g) => g.uuid?.toLowerCase() === lower);
-  const matches = exact.length > 0 ? exact : gpus.filter((g) => lower !== "" && g.uuid?.toLowerCase().startsWith(lower));
+  const matches =
+    exact.length > 0 ? exact : gpus.filter((g) => lower !== "" && g.uuid?.toLowerCase().startsWith(lower));
   if (matches.length === 1 && matches[0]) return { id, ok: true, gpu: matches[0] };
   return { id, ok: false, reason: matches.length === 0 ? "not-visible" : "ambiguous", matches };
 }

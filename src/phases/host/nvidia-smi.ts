@@ -17,7 +17,10 @@ const COLUMNS = ["pci.bus_id", "name", "uuid"] as const;
  * guessing at a GPU's identity is worse than stopping.
  */
 export function parseNvidiaSmiCsv(text: string): ObservedGpu[] {
-  const lines = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== "");
+  const lines = text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== "");
   const header = lines.shift();
   if (header === undefined) throw malformed("no output");
   const names = header.split(",").map((h) => h.trim());
@@ -27,7 +30,8 @@ export function parseNvidiaSmiCsv(text: string): ObservedGpu[] {
 
   return lines.map((line, index) => {
     const values = line.split(", ").map((v) => v.trim());
-    if (values.length !== names.length) throw malformed(`line ${index + 2} "${line}" has ${values.length} fields, header has ${names.length}`);
+    if (values.length !== names.length)
+      throw malformed(`line ${index + 2} "${line}" has ${values.length} fields, header has ${names.length}`);
     const busId = values[at["pci.bus_id"]] ?? "";
     const name = values[at.name] ?? "";
     const uuid = values[at.uuid] ?? "";

@@ -54,12 +54,15 @@ export async function readPciDevices(sysfsRoot: string): Promise<PciDevice[]> {
   try {
     names = await readdir(dir);
   } catch (err) {
-    throw new NarwhalError(`${NO_PCI_ACCELERATOR} ${dir} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`, {
-      input: "node.sysfs_root",
-      fix: "Point node.sysfs_root at the host's sysfs (default /sys) and make sure it is mounted.",
-      retryable: false,
-      cause: err,
-    });
+    throw new NarwhalError(
+      `${NO_PCI_ACCELERATOR} ${dir} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`,
+      {
+        input: "node.sysfs_root",
+        fix: "Point node.sysfs_root at the host's sysfs (default /sys) and make sure it is mounted.",
+        retryable: false,
+        cause: err,
+      },
+    );
   }
   const devices = await Promise.all(
     names.sort().map(async (address): Promise<PciDevice | undefined> => {
@@ -85,11 +88,14 @@ export async function scanPciAccelerators(sysfsRoot: string): Promise<PciScan> {
     if (gpuVendor) accelerators.push({ ...device, gpu_vendor: gpuVendor });
   }
   if (accelerators.length === 0) {
-    throw new NarwhalError(`${NO_PCI_ACCELERATOR} No NVIDIA or AMD display/accelerator device under ${sysfsRoot}/bus/pci/devices.`, {
-      input: "node.sysfs_root",
-      fix: "Expose the host's GPUs (PCI passthrough, driver binding) or place this engine on a GPU host.",
-      retryable: false,
-    });
+    throw new NarwhalError(
+      `${NO_PCI_ACCELERATOR} No NVIDIA or AMD display/accelerator device under ${sysfsRoot}/bus/pci/devices.`,
+      {
+        input: "node.sysfs_root",
+        fix: "Expose the host's GPUs (PCI passthrough, driver binding) or place this engine on a GPU host.",
+        retryable: false,
+      },
+    );
   }
   const vendors = [...new Set(accelerators.map((a) => a.gpu_vendor))];
   return { vendors, accelerators };

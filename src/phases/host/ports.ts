@@ -52,15 +52,18 @@ export function portFree(host: string, port: number): Promise<boolean> {
     server.once("error", (err: NodeJS.ErrnoException) => {
       if (err.code === "EADDRINUSE") return resolve(false);
       reject(
-        new NarwhalError(`cannot bind ${address.includes(":") ? `[${address}]` : address}:${port} (${err.code ?? err.message})`, {
-          input: `port ${port} on ${address || "*"}`,
-          fix:
-            err.code === "EADDRNOTAVAIL"
-              ? `Configure ${address} on this host or correct the engine URL's host.`
-              : `Choose a port the engine's user may bind, or grant it that right.`,
-          retryable: false,
-          cause: err,
-        }),
+        new NarwhalError(
+          `cannot bind ${address.includes(":") ? `[${address}]` : address}:${port} (${err.code ?? err.message})`,
+          {
+            input: `port ${port} on ${address || "*"}`,
+            fix:
+              err.code === "EADDRNOTAVAIL"
+                ? `Configure ${address} on this host or correct the engine URL's host.`
+                : `Choose a port the engine's user may bind, or grant it that right.`,
+            retryable: false,
+            cause: err,
+          },
+        ),
       );
     });
     server.listen({ host: address, port, exclusive: true }, () => server.close(() => resolve(true)));
@@ -103,7 +106,8 @@ export async function checkPlannedPorts(
     try {
       results.push({ ...planned, free: await portFreeEverywhere(host, planned.port) });
     } catch (err) {
-      const error = err instanceof NarwhalError ? err : new NarwhalError(String(err), { input: planned.input, cause: err });
+      const error =
+        err instanceof NarwhalError ? err : new NarwhalError(String(err), { input: planned.input, cause: err });
       results.push({ ...planned, free: false, error });
     }
   }

@@ -28,7 +28,13 @@ export function runTool(tool: string, args: string[], input: string, opts: ToolR
     execFile(
       tool,
       args,
-      { signal: opts.signal, timeout: opts.timeoutMs, maxBuffer: MAX_OUTPUT_BYTES, encoding: "utf8", windowsHide: true },
+      {
+        signal: opts.signal,
+        timeout: opts.timeoutMs,
+        maxBuffer: MAX_OUTPUT_BYTES,
+        encoding: "utf8",
+        windowsHide: true,
+      },
       (err, stdout, stderr) => {
         if (!err) return resolve(stdout);
         reject(classifyToolFailure(tool, args, input, opts, err, stdout, stderr));
