@@ -20,6 +20,15 @@ export function inService(o: ObservedEngine | undefined): o is ObservedEngine {
   );
 }
 
+/**
+ * The URL the engine that runs answers on: while its change is held by a rollout it still runs
+ * the inputs it was applied with, which may name another port than desired/ does now.
+ */
+function servedUrl(d: DesiredEngine, o: ObservedEngine): string {
+  const applied = o.applied_inputs?.["url"];
+  return o.applied_hash !== d.input_hash && typeof applied === "string" ? applied : d.url;
+}
+
 /** Engines that could be listed, with what the list needs: name, role and group. */
 export interface Candidate {
   engine: string;
@@ -91,7 +100,7 @@ export function servingFleet(
     .sort((a, b) => compareNames(a.d.engine, b.d.engine))
     .map(({ d, o }) => ({
       iid: d.iid,
-      url: d.url,
+      url: servedUrl(d, o),
       attestation_url: d.attestation_url,
       role: d.role,
       engine: d.engine,

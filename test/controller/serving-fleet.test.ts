@@ -85,6 +85,17 @@ describe("servingFleet", () => {
     expect(names(f)).toEqual(["engine-1", "engine-3", "engine-4"]);
   });
 
+  it("lists a held engine at the URL it runs on, not the one desired/ names for its replacement", () => {
+    const moved = ds.map((d) =>
+      d.engine === "engine-2"
+        ? desiredOf({ ...specOf(2, "decode"), url: "http://10.0.0.12:9999", input_hash: "moved" })
+        : d,
+    );
+    const f = servingFleet(moved, observedOf(ds.map((d) => captured(d))), new Set());
+    expect(f.engines.find((e) => e.engine === "engine-2")?.url).toBe(ds[1]!.url);
+    expect(ds[1]!.url).not.toBe("http://10.0.0.12:9999");
+  });
+
   it("leaves out engines the plan disrupts, and engines not desired", () => {
     const extra = desiredOf(specOf(9, "decode"));
     const f = servingFleet(ds, observedOf([...ds, extra].map((d) => captured(d))), new Set(["engine-3"]));
