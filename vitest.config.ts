@@ -18,6 +18,19 @@ export default defineConfig({
         test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
+          // The native kill-point campaign is a third of the e2e time: its own project, run beside this one.
+          exclude: ["test/e2e/kill-points.test.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+          pool: "forks",
+        },
+      },
+      {
+        // SIGKILLs at every kill point of the native procedure, then reruns (test/e2e/campaign.ts).
+        test: {
+          name: "campaign",
+          include: ["test/e2e/kill-points.test.ts"],
           testTimeout: 180_000,
           hookTimeout: 120_000,
           fileParallelism: false,

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// `npm test` after the type-checks: the unit project first (fast, every core), then
-// the e2e project (real processes) and the docker project (a real Docker Engine) side
-// by side. Each runs its files one at a time, and their time is mostly spent waiting
-// on engines and daemons, so two vitest processes run them in about half the wall
-// time on two cores (one vitest process ran all files one after another: its wall
-// time was the sum of the files' times, 14.5 min). Output lines are prefixed with the project; the exit code
+// `npm test` after the lint, format and type checks: the unit project first (fast, every
+// core), then the e2e project (real processes), the native kill-point campaign and the
+// docker project (a real Docker Engine) side by side. Each runs its files one at a time,
+// and their time is mostly spent waiting on engines and daemons, so three vitest
+// processes run them in about the time of the longest (one vitest process ran all files
+// one after another: its wall time was the sum of the files' times). Output lines are prefixed with the project; the exit code
 // is the first failure's.
 import { spawn } from "node:child_process";
 import path from "node:path";
@@ -51,12 +51,12 @@ function run(project) {
 }
 
 const unit = await run("unit");
-const [e2e, docker] = await Promise.all([run("e2e"), run("docker")]);
-const codes = { unit, e2e, docker };
+const [e2e, campaign, docker] = await Promise.all([run("e2e"), run("campaign"), run("docker")]);
+const codes = { unit, e2e, campaign, docker };
 console.log(`tests: ${totals.passed} passed, ${totals.failed} failed`);
 console.log(
   `test projects: ${Object.entries(codes)
     .map(([p, c]) => `${p} ${c === 0 ? "passed" : `failed (exit ${c})`}`)
     .join(", ")}`,
 );
-process.exitCode = [unit, e2e, docker].find((c) => c !== 0) ?? 0;
+process.exitCode = [unit, e2e, campaign, docker].find((c) => c !== 0) ?? 0;
