@@ -169,7 +169,7 @@ describe("Docker daemon faults", () => {
     const cap = 256 * 1024;
     const { r, engines, fleet } = await converge(
       { NARWHAL_ENGINE_LOG_CAP_BYTES: String(cap) },
-      { ...opts(), engines: [{ faults: "log_flood=8" }] },
+      { ...opts(), engines: [{ faults: "log_flood=2" }] },
     );
     expect(r.code, r.stderr.slice(-2000)).toBe(0);
     const [engine] = engines;
@@ -177,8 +177,9 @@ describe("Docker daemon faults", () => {
     const container = docker.getContainer((engine!.handle as { container_id: string }).container_id);
     await waitFor(
       "the log flood to end",
-      async () => /log flood of 8 MiB done/.test(String(await container.logs({ stdout: true, stderr: true, tail: 3 }))),
-      120_000,
+      async () => /log flood of 2 MiB done/.test(String(await container.logs({ stdout: true, stderr: true, tail: 3 }))),
+      // Bounded generously: a loaded two-core machine writes and reads container logs slowly.
+      240_000,
     );
     const down = await runCli(["down", "--state", fleet.stateDir], {
       DOCKER_HOST: inject("dockerHost"),
@@ -192,7 +193,7 @@ describe("Docker daemon faults", () => {
     expect(text).toMatch(
       /\[narwhal: \d+ bytes of this \d+-byte log omitted; the cap is 262144 bytes \(NARWHAL_ENGINE_LOG_CAP_BYTES\)\]\n/,
     );
-    expect(text).toMatch(/log flood of 8 MiB done/);
+    expect(text).toMatch(/log flood of 2 MiB done/);
     // The log ends with the engine's shutdown (its stdout and stderr lines interleave in either order).
     const last = text
       .trimEnd()
