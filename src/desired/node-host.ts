@@ -19,7 +19,7 @@ export interface Destination {
 // Neither may start with "-": ssh would read the destination as an option.
 const USER = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
-const IPV6 = /^[0-9A-Fa-f]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
+const IPV6 = /^[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$/;
 
 /** Parse `[user@]host`; a string is what is wrong with it, with the fix. */
 export function parseDestination(text: string): Destination | string {
@@ -37,6 +37,8 @@ export function parseDestination(text: string): Destination | string {
     return `"${text}" carries a port; write [user@]host and put the port in ssh.port (default ${DEFAULT_SSH_PORT})`;
   if (host.startsWith("[") && host.endsWith("]"))
     return `"${text}" puts the address in brackets; write an IPv6 address bare, e.g. user@fd00::1`;
+  if (host.includes("%"))
+    return `"${text}" names a link-local address with a zone, which a Docker ssh:// endpoint cannot carry; use a routable address or a host name`;
   if (host.startsWith("-"))
     return `host "${host}" in "${text}" starts with "-": ssh would read it as an option; write [user@]host`;
   if (!HOST_NAME.test(host) && !IPV6.test(host))

@@ -64,11 +64,11 @@ export const addressRules: FleetRule[] = [
       const out: ValidationIssue[] = [];
       const hostOwner = new Map<string, string>();
       for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
-        const hosts = new Set<string>();
+        const addresses = new Set<string>();
         for (const p of pairs) {
           const url = parseEndpoint(p.fleet.url);
           if (typeof url === "string") continue;
-          hosts.add(url.host);
+          addresses.add(url.host);
           const other = hostOwner.get(url.host);
           if (other !== undefined && other !== host && !isLoopback(url.host)) {
             out.push(
@@ -80,12 +80,12 @@ export const addressRules: FleetRule[] = [
             );
           }
           hostOwner.set(url.host, host);
-          if (hosts.size > 1) {
+          if (addresses.size > 1) {
             out.push(
               fleetIssue(
                 "host-consistency",
                 ["engines", p.fleetIndex, "url"],
-                `${p.iid} uses host ${url.host} but other engines on ${host} use ${[...hosts][0]}; one host has one engine address`,
+                `${p.iid} uses host ${url.host} but other engines on ${host} use ${[...addresses][0]}; one host has one engine address`,
               ),
             );
           }

@@ -21,6 +21,7 @@ describe("node-ssh-destination", () => {
     ["al!ce@gpu-b", /user "al!ce" .* is not a user name/],
     ["alice@gpu/b", /host "gpu\/b" .* is not a host name or address/],
     ["a@b@gpu-b", /user "a@b" .* is not a user name/],
+    ["fe80::1%eth0", /link-local address with a zone/],
   ])("refuses %j, naming the node and the fix", async (destination, message) => {
     const issues = await issuesOf((t) => {
       nodes(t)[0]!["ssh"] = { destination };
@@ -35,7 +36,7 @@ describe("node-ssh-destination", () => {
     ]);
   });
 
-  it.each(["alice@gpu-b.example.org", "10.20.0.12", "narwhal@fd00::12", "fe80::1%eth0", "gpu_b", "a.b-c_d@GPU-B"])(
+  it.each(["alice@gpu-b.example.org", "10.20.0.12", "narwhal@fd00::12", "::1", "gpu_b", "a.b-c_d@GPU-B"])(
     "accepts %j",
     async (destination) => {
       expect(
