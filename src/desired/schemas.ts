@@ -100,7 +100,9 @@ export const FleetNodeSchema = z
       .describe(
         "Docker endpoint (DOCKER_HOST syntax) for the container backend; default ssh://<destination>[:port] with ssh, else the local socket",
       ),
-    ssh: NodeSshSchema.optional(),
+    ssh: NodeSshSchema.optional().describe(
+      "How the controller reaches the node over OpenSSH; absent: the controller's own host",
+    ),
     work_dir: nonEmpty
       .optional()
       .describe(
