@@ -7,6 +7,9 @@ import type { DockerConfig } from "../config.js";
 
 export const DEFAULT_SOCKET = "/var/run/docker.sock";
 
+/** A URL's host as a socket wants it: an IPv6 address without the URL's brackets. */
+const bareHost = (url: URL) => url.hostname.replace(/^\[|\]$/g, "");
+
 export function dockerOptions(
   host: string | undefined,
   cfg: Pick<DockerConfig, "tlsVerify" | "certPath">,
@@ -21,7 +24,7 @@ export function dockerOptions(
     case "https:": {
       const tls = cfg.tlsVerify || url.protocol === "https:";
       const opts: Docker.DockerOptions = {
-        host: url.hostname.replace(/^\[|\]$/g, ""),
+        host: bareHost(url),
         port: url.port || (tls ? 2376 : 2375),
         protocol: tls ? "https" : "http",
       };
@@ -35,7 +38,7 @@ export function dockerOptions(
     case "ssh:":
       return {
         protocol: "ssh",
-        host: url.hostname,
+        host: bareHost(url),
         port: url.port || 22,
         username: url.username || undefined,
       } as Docker.DockerOptions;

@@ -12,6 +12,7 @@ import {
   type FleetNode,
   type ParsedLaunchRecord,
 } from "./schemas.js";
+import { hostKeyOf } from "./node-host.js";
 import { DEFAULT_NIXL_PORT, nodeVar, parsePort, perNode, perNodeSource } from "./urls.js";
 
 export interface EnginePair {
@@ -100,12 +101,26 @@ export function transferPortsOf(
   return { ports, variable, bad };
 }
 
-/** Pairs grouped by the node that lists them; pairs on no node are left out. */
-export function byNode(pairs: EnginePair[]): Map<string, EnginePair[]> {
-  const m = new Map<string, EnginePair[]>();
+/**
+ * Pairs grouped by the host they run on, keyed by how messages name it: "node
+ * gpu-a", or "nodes a, b (one host: ssh h port 22)" when several node records
+ * reach one host (node-host.ts hostKeyOf): their engines share its GPUs and
+ * ports. Pairs on no node are left out.
+ */
+export function byHost(pairs: EnginePair[]): Map<string, EnginePair[]> {
+  const hosts = new Map<string, { nodes: Set<string>; pairs: EnginePair[] }>();
   for (const p of pairs) {
     if (!p.node) continue;
-    m.set(p.node.name, [...(m.get(p.node.name) ?? []), p]);
+    const key = hostKeyOf(p.node);
+    const h = hosts.get(key) ?? { nodes: new Set<string>(), pairs: [] };
+    h.nodes.add(p.node.name);
+    h.pairs.push(p);
+    hosts.set(key, h);
   }
-  return m;
+  return new Map(
+    [...hosts].map(([key, h]) => [
+      h.nodes.size === 1 ? `node ${[...h.nodes].join("")}` : `nodes ${[...h.nodes].join(", ")} (one host: ${key})`,
+      h.pairs,
+    ]),
+  );
 }

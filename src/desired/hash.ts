@@ -7,11 +7,18 @@
 
 import { createHash } from "node:crypto";
 import type { EngineSpec, GpuVisibilityEnv, RuntimeRecord, Transport } from "./types.js";
+import { DEFAULT_WORK_DIR } from "./node-host.js";
 import { compareCodePoints, pythonJsonDumps } from "./python-json.js";
 
 export { pythonJsonDumps, pythonFloatRepr, compareCodePoints, type PythonJsonOptions } from "./python-json.js";
 
-/** Bumped whenever the set of hashed fields changes, so old and new hashes never collide. */
+/**
+ * Bumped whenever the set of hashed fields changes, so old and new hashes never
+ * collide. A new field that is hashed only when set to something other than
+ * what engines ran with before it existed (node.ssh: the local host; node.work_dir:
+ * the default) needs no bump: every hash made before it is the hash of that
+ * value, and bumping would replace every engine of every fleet on upgrade.
+ */
 export const INPUT_HASH_VERSION = 1;
 
 export const sha256Hex = (data: string | Uint8Array): string => createHash("sha256").update(data).digest("hex");
@@ -41,13 +48,26 @@ export function canonicalJson(value: unknown): string {
  * The part of a spec that can change the launch, as hashed. Left out:
  * `input_hash` itself; `ready_seconds` (only how long readiness is awaited);
  * `attestation_url`/`attestation_port` (the attestation sidecar is served
- * beside the engine and never reaches vLLM's command line or environment).
+ * beside the engine and never reaches vLLM's command line or environment);
+ * the node's ssh `identity_file`/`known_hosts_file` (how the controller logs
+ * in, not what runs). The ssh destination and port say which host the engine
+ * runs on, so they count; so does a `work_dir` other than the default (where
+ * the plan lives on the node), left out at the default (see INPUT_HASH_VERSION).
  * The API key changes `--api-key`, so it counts — as the sha256 of its value,
  * never in clear, because the hash is a visible container label.
  */
 export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): Record<string, unknown> {
-  const { api_key, ready_seconds: _r, attestation_url: _a, attestation_port: _p, ...rest } = spec as EngineSpec;
-  const material: Record<string, unknown> = { ...rest, hash_version: INPUT_HASH_VERSION };
+  const { api_key, ready_seconds: _r, attestation_url: _a, attestation_port: _p, node, ...rest } = spec as EngineSpec;
+  const { ssh, work_dir, ...nodeRest } = node;
+  const material: Record<string, unknown> = {
+    ...rest,
+    node: {
+      ...nodeRest,
+      ...(ssh === undefined ? {} : { ssh: { destination: ssh.destination, port: ssh.port } }),
+      ...(work_dir === DEFAULT_WORK_DIR ? {} : { work_dir }),
+    },
+    hash_version: INPUT_HASH_VERSION,
+  };
   delete material["input_hash"];
   material["api_key_sha256"] = api_key === undefined ? null : sha256Hex(api_key.reveal());
   return material;

@@ -14,6 +14,7 @@ import { DesiredStateError, type ValidationIssue } from "../errors.js";
 import { indexOfEngineName, indexOfIid } from "./engine-pairs.js";
 import { parseEnvFile } from "./env-file.js";
 import { parseJsonSafely, readTextFile } from "./json-safe.js";
+import { inspectNodeFiles } from "./node-files.js";
 import { recordsForRules } from "./records-for-rules.js";
 import { ENV_FILE, FLEET_FILE, LAUNCH_FILE, runRules, SECRET_VARIABLES } from "./rules.js";
 import { zodIssues } from "./schema-issues.js";
@@ -113,8 +114,9 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
   const launch = launchChecked?.parsed as EngineLaunchFile | undefined;
 
   const records = recordsForRules(fleetChecked?.doc, fleet, launchChecked?.doc, launch);
+  const nodeFiles = await inspectNodeFiles(absDir, records.fleet?.nodes ?? []);
   issues.push(
-    ...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices }).filter(
+    ...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices, nodeFiles }).filter(
       (i) => !underFailed(i, failed),
     ),
   );

@@ -4,6 +4,7 @@
 // same way.
 
 import type { ValidationIssue } from "../errors.js";
+import type { NodeFiles } from "./node-files.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { jsonPath, type EngineLaunchFile, type ParsedLaunchRecord } from "./schemas.js";
 
@@ -17,6 +18,8 @@ export interface LaunchContext {
 export interface FullContext extends LaunchContext {
   fleet: FleetForRules;
   failures: SchemaFailures;
+  /** What the nodes' ssh files are (node-files.ts); a file not in it is not judged. */
+  nodeFiles?: NodeFiles;
 }
 /** The context of a rule about fleet.json alone: it runs even when engine-launch.json cannot be read. */
 export type FleetContext = Omit<FullContext, "launch">;

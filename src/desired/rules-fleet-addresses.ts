@@ -3,7 +3,7 @@
 // attestation, NIXL side channel, transfer ports).
 
 import type { ValidationIssue } from "../errors.js";
-import { byNode, indexOfIid, nixlPortOf, pairEngines, transferPortsOf } from "./engine-pairs.js";
+import { byHost, indexOfIid, nixlPortOf, pairEngines, transferPortsOf } from "./engine-pairs.js";
 import { FLEET_FILE, fleetIssue, type FleetRule } from "./rule-context.js";
 import { ENV_FILE } from "./rules-variables.js";
 import { jsonPath } from "./schemas.js";
@@ -63,29 +63,29 @@ export const addressRules: FleetRule[] = [
     check: ({ fleet, launch }) => {
       const out: ValidationIssue[] = [];
       const hostOwner = new Map<string, string>();
-      for (const [node, pairs] of byNode(pairEngines(fleet, launch))) {
-        const hosts = new Set<string>();
+      for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
+        const addresses = new Set<string>();
         for (const p of pairs) {
           const url = parseEndpoint(p.fleet.url);
           if (typeof url === "string") continue;
-          hosts.add(url.host);
+          addresses.add(url.host);
           const other = hostOwner.get(url.host);
-          if (other !== undefined && other !== node && !isLoopback(url.host)) {
+          if (other !== undefined && other !== host && !isLoopback(url.host)) {
             out.push(
               fleetIssue(
                 "host-consistency",
                 ["engines", p.fleetIndex, "url"],
-                `${p.iid} on node ${node} uses host ${url.host}, which belongs to node ${other}; engines sharing an address share a node`,
+                `${p.iid} on ${host} uses address ${url.host}, which belongs to ${other}; engines sharing an address share a host`,
               ),
             );
           }
-          hostOwner.set(url.host, node);
-          if (hosts.size > 1) {
+          hostOwner.set(url.host, host);
+          if (addresses.size > 1) {
             out.push(
               fleetIssue(
                 "host-consistency",
                 ["engines", p.fleetIndex, "url"],
-                `${p.iid} uses host ${url.host} but other engines on node ${node} use ${[...hosts][0]}; one node has one engine address`,
+                `${p.iid} uses host ${url.host} but other engines on ${host} use ${[...addresses][0]}; one host has one engine address`,
               ),
             );
           }
@@ -99,7 +99,7 @@ export const addressRules: FleetRule[] = [
     needs: "both",
     check: ({ fleet, launch, vars }) => {
       const out: ValidationIssue[] = [];
-      for (const [node, pairs] of byNode(pairEngines(fleet, launch))) {
+      for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
         const taken = new Map<number, string>();
         const claim = (port: number | undefined, what: string, file: string, path: string) => {
           if (port === undefined) return;
@@ -109,7 +109,7 @@ export const addressRules: FleetRule[] = [
               file,
               path,
               rule: "ports-unique-per-host",
-              message: `${what} port ${port} on node ${node} is already planned for ${other}; give each listener its own port`,
+              message: `${what} port ${port} on ${host} is already planned for ${other}; give each listener its own port`,
             });
           } else taken.set(port, what);
         };

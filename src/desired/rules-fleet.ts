@@ -1,11 +1,13 @@
 // Rules across records: fleet ↔ launch pairing, node membership, roles, and the
-// GPUs engines sharing a host must not share; then the addresses and listening
-// ports of rules-fleet-addresses.ts, in that order.
+// GPUs engines sharing a host must not share; then where nodes are
+// (rules-fleet-nodes.ts) and the addresses and listening ports of
+// rules-fleet-addresses.ts, in that order.
 
 import type { ValidationIssue } from "../errors.js";
-import { byNode, indexOfEngineName, indexOfIid, pairEngines } from "./engine-pairs.js";
+import { byHost, indexOfEngineName, indexOfIid, pairEngines } from "./engine-pairs.js";
 import { FLEET_FILE, LAUNCH_FILE, fleetIssue, recPath, type FleetContext, type FleetRule } from "./rule-context.js";
 import { addressRules } from "./rules-fleet-addresses.js";
+import { nodeRules } from "./rules-fleet-nodes.js";
 import { closestName } from "./did-you-mean.js";
 
 export type { FleetContext } from "./rule-context.js";
@@ -144,7 +146,7 @@ const membershipRules: FleetRule[] = [
     needs: "both",
     check: ({ fleet, launch }) => {
       const out: ValidationIssue[] = [];
-      for (const [node, pairs] of byNode(pairEngines(fleet, launch))) {
+      for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
         const owner = new Map<string, { name: string; shared?: string }>();
         for (const p of pairs) {
           // Engines that declare the same shared_device GPU share it on purpose (start-shared checks their budget).
@@ -156,7 +158,7 @@ const membershipRules: FleetRule[] = [
                 file: LAUNCH_FILE,
                 path: recPath(p.name, "gpu_ids", i),
                 rule: "gpu-ids-disjoint-per-host",
-                message: `${p.name}: GPU "${id}" on node ${node} is already allocated to ${other.name}; concurrent engines need disjoint GPUs (or the same shared_device)`,
+                message: `${p.name}: GPU "${id}" on ${host} is already allocated to ${other.name}; concurrent engines need disjoint GPUs (or the same shared_device)`,
               });
             } else if (other === undefined)
               owner.set(id, { name: p.name, ...(shared === undefined ? {} : { shared }) });
@@ -168,7 +170,7 @@ const membershipRules: FleetRule[] = [
   },
 ];
 
-export const fleetRules: FleetRule[] = [...membershipRules, ...addressRules];
+export const fleetRules: FleetRule[] = [...membershipRules, ...nodeRules, ...addressRules];
 
 /** iids of the fleet records that passed their schema. */
 function iidsOf(fleet: FleetContext["fleet"]): string[] {

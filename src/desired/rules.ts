@@ -3,6 +3,7 @@
 // that matched their schema (records-for-rules.ts); variable rules always run.
 
 import type { ValidationIssue } from "../errors.js";
+import type { NodeFiles } from "./node-files.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { fleetRules } from "./rules-fleet.js";
 import { recordRules } from "./rules-record.js";
@@ -32,6 +33,8 @@ export interface RuleInput {
   referenced?: ReadonlySet<string>;
   /** Engine indices k the files name (fleet iids and launch keys). */
   indices?: ReadonlySet<number>;
+  /** The nodes' ssh files as found on disk (load.ts looks; the rules judge). */
+  nodeFiles?: NodeFiles;
 }
 
 /** Names of every rule, for documentation and tests. */
@@ -45,6 +48,7 @@ export const RULE_NAMES: readonly string[] = [
 /** Run every applicable rule; never stops at the first issue. */
 export function runRules(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
+  const files = input.nodeFiles ? { nodeFiles: input.nodeFiles } : {};
   const failures = input.failures ?? {
     fleetIids: new Set(),
     launchNames: new Set(),
@@ -65,8 +69,8 @@ export function runRules(input: RuleInput): ValidationIssue[] {
   }
   if (fleet) {
     for (const rule of fleetRules) {
-      if (rule.needs === "fleet") issues.push(...rule.check({ vars, fleet, failures }));
-      else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures }));
+      if (rule.needs === "fleet") issues.push(...rule.check({ vars, fleet, failures, ...files }));
+      else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures, ...files }));
     }
   }
   return issues;

@@ -44,6 +44,37 @@ export const FleetEngineSchema = z
   .strict()
   .describe("One engine of the fleet, exactly {iid, url, attestation_url, role}");
 
+/**
+ * How the controller reaches a node over OpenSSH. In the input hash: destination
+ * and port (which host an engine runs on); not: the two files (how the
+ * controller logs in changes nothing the engine is started with).
+ */
+export const NodeSshSchema = z
+  .object({
+    destination: nonEmpty.describe(
+      "[user@]host given to ssh; with port, it says which host the node is (hashed: moving an engine to another host replaces it); nodes with the same host and port are one host",
+    ),
+    port: z
+      .number()
+      .int("must be a whole TCP port number")
+      .min(1, "must be a TCP port from 1 to 65535")
+      .max(65535, "must be a TCP port from 1 to 65535")
+      .default(22)
+      .describe("sshd port on the node; default 22 (hashed with destination)"),
+    identity_file: nonEmpty
+      .optional()
+      .describe(
+        "Private key for ssh -i; relative = desired dir; a regular file not readable by group or others (not hashed: the key does not change the launch)",
+      ),
+    known_hosts_file: nonEmpty
+      .optional()
+      .describe(
+        "known_hosts file the node's host key is checked against (strictly); relative = desired dir (not hashed: it does not change the launch)",
+      ),
+  })
+  .strict()
+  .describe("Reach the node over OpenSSH; no ssh block means the controller's own host");
+
 export const FleetNodeSchema = z
   .object({
     name: z
@@ -64,7 +95,19 @@ export const FleetNodeSchema = z
     dev_root: nonEmpty
       .optional()
       .describe("directory under which device paths are checked; default /; relative = desired dir"),
-    docker_host: nonEmpty.optional().describe("Docker endpoint (DOCKER_HOST syntax) for the container backend"),
+    docker_host: nonEmpty
+      .optional()
+      .describe(
+        "Docker endpoint (DOCKER_HOST syntax) for the container backend; default ssh://<destination>[:port] with ssh, else the local socket",
+      ),
+    ssh: NodeSshSchema.optional().describe(
+      "How the controller reaches the node over OpenSSH; absent: the controller's own host",
+    ),
+    work_dir: nonEmpty
+      .optional()
+      .describe(
+        "Absolute directory on the node for per-run files (plan, engine.env, key); default /var/lib/narwhal/runs; hashed when not the default",
+      ),
   })
   .strict()
   .describe("One host and the engines it runs");
@@ -231,6 +274,7 @@ export const EngineLaunchSchema = z
 export type FleetFile = z.output<typeof FleetSchema>;
 export type FleetEngine = z.output<typeof FleetEngineSchema>;
 export type FleetNode = z.output<typeof FleetNodeSchema>;
+export type NodeSsh = z.output<typeof NodeSshSchema>;
 export type Hardware = z.output<typeof HardwareSchema>;
 export type RolloutBlock = z.output<typeof RolloutSchema>;
 export type EngineLaunchFile = z.output<typeof EngineLaunchSchema>;

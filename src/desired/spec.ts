@@ -2,13 +2,14 @@
 // only after the rules passed, so it may rely on pairing, parseable URLs and
 // valid ports; it still throws (an internal error) if that is ever untrue.
 
-import { isAbsolute, resolve } from "node:path";
+import { isAbsolute, posix, resolve } from "node:path";
 import { nixlPortOf, pairEngines, transferPortsOf, type EnginePair } from "./engine-pairs.js";
 import { inputHash } from "./hash.js";
 import { derivedLaunchFields } from "./rules-record.js";
 import type { EngineLaunchFile, FleetFile, FleetNode } from "./schemas.js";
 import { Secret, type EngineSpec, type LaunchRecord, type NodeSpec } from "./types.js";
 import { parseEndpoint, type Endpoint } from "./urls.js";
+import { DEFAULT_WORK_DIR, sshDockerHost } from "./node-host.js";
 import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
 
 export const DEFAULT_READY_SECONDS = 180;
@@ -18,6 +19,7 @@ export const NODE_DEFAULTS = {
   nvidia_smi: "nvidia-smi",
   rocminfo: "rocminfo",
   dev_root: "/",
+  work_dir: DEFAULT_WORK_DIR,
 } as const;
 
 /**
@@ -31,15 +33,35 @@ export function resolveDesiredPath(dir: string, value: string, command = false):
   return resolve(dir, value);
 }
 
-/** NodeSpec with defaults and desired-relative paths resolved. */
+/**
+ * NodeSpec with defaults and desired-relative paths resolved. A node reached
+ * over ssh runs its containers on its own Docker daemon, over the same ssh
+ * destination, unless docker_host says otherwise: one record says where an engine lives.
+ */
 export function nodeSpec(dir: string, node: FleetNode): NodeSpec {
+  const ssh = node.ssh;
+  const dockerHost = node.docker_host ?? (ssh === undefined ? undefined : sshDockerHost(ssh));
   return {
     name: node.name,
     sysfs_root: resolveDesiredPath(dir, node.sysfs_root ?? NODE_DEFAULTS.sysfs_root),
     nvidia_smi: resolveDesiredPath(dir, node.nvidia_smi ?? NODE_DEFAULTS.nvidia_smi, true),
     rocminfo: resolveDesiredPath(dir, node.rocminfo ?? NODE_DEFAULTS.rocminfo, true),
     dev_root: resolveDesiredPath(dir, node.dev_root ?? NODE_DEFAULTS.dev_root),
-    ...(node.docker_host === undefined ? {} : { docker_host: node.docker_host }),
+    ...(dockerHost === undefined ? {} : { docker_host: dockerHost }),
+    ...(ssh === undefined
+      ? {}
+      : {
+          ssh: {
+            destination: ssh.destination,
+            port: ssh.port,
+            ...(ssh.identity_file === undefined ? {} : { identity_file: resolveDesiredPath(dir, ssh.identity_file) }),
+            ...(ssh.known_hosts_file === undefined
+              ? {}
+              : { known_hosts_file: resolveDesiredPath(dir, ssh.known_hosts_file) }),
+          },
+        }),
+    // Normalised so "/srv/runs/" and "/srv/runs" are one directory (and one input hash).
+    work_dir: node.work_dir === undefined ? NODE_DEFAULTS.work_dir : posix.normalize(node.work_dir).replace(/\/+$/, ""),
   };
 }
 

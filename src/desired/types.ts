@@ -59,8 +59,12 @@ export interface NodeSpec {
   rocminfo: string;
   /** Directory under which accelerator/transfer device paths are checked; default "/". */
   dev_root: string;
-  /** Docker endpoint for the container backend (DOCKER_HOST syntax); undefined = default. */
+  /** Docker endpoint for the container backend (DOCKER_HOST syntax); ssh://<destination> with ssh; undefined = default. */
   docker_host?: string;
+  /** How the controller reaches the node; undefined = the controller's own host. Paths are absolute. */
+  ssh?: { destination: string; port: number; identity_file?: string; known_hosts_file?: string };
+  /** Absolute directory on the node holding per-run files; default "/var/lib/narwhal/runs". */
+  work_dir: string;
 }
 
 /** The engine API key. Never serialised in clear: toJSON() prints a digest. */

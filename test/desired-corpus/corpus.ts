@@ -8,6 +8,7 @@ import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { envText, fleetEngine, rec, runtime, type DesiredTree, type Json, type Obj } from "../desired/fixtures.js";
 import { E, F, L, node0, port1, r1, r2, type CorpusCase } from "./corpus-case.js";
+import { NODE_CASES } from "./corpus-nodes.js";
 import { SEVERAL_MISTAKES } from "./corpus-several.js";
 import { FILE_NAMES, fileText, writeDesired } from "./tree.js";
 
@@ -1152,6 +1153,7 @@ export const CORPUS: CorpusCase[] = [
       message: /no engine has role "decoder"; did you mean "decode"\?/,
     },
   },
+  ...NODE_CASES,
   ...SEVERAL_MISTAKES,
 ];
 

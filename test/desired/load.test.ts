@@ -170,6 +170,7 @@ describe("loaded state", () => {
       nvidia_smi: "nvidia-smi",
       rocminfo: join(dir, "bin/rocminfo"),
       dev_root: "/",
+      work_dir: "/var/lib/narwhal/runs",
     });
     expect(state.variables["NARWHAL_ENGINE_API_KEY"]).toBeUndefined();
     expect(state.secrets).toEqual(["k-123"]);

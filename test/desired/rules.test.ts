@@ -401,6 +401,10 @@ describe("rules", () => {
         "single-line-values",
         // Tested in test/desired/load.test.ts ("fleet.json rollout block").
         "rollout-roles",
+        // Tested in test/desired/rules-nodes.test.ts.
+        "node-ssh-destination",
+        "node-ssh-files",
+        "node-work-dir",
       ].sort(),
     );
   });

@@ -65,6 +65,7 @@ function spec(o: Overrides = {}): EngineSpec {
       nvidia_smi: path.join(hosts, "h100x2", "bin", "nvidia-smi"),
       rocminfo: "rocminfo",
       dev_root: path.join(hosts, "h100x2"),
+      work_dir: "/var/lib/narwhal/runs",
       ...node,
     },
     launch: {
