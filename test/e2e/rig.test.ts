@@ -1,0 +1,139 @@
+// The multi-host rig (test/rig): two hosts as network namespaces with their own
+// sshd, reached over the real OpenSSH client with strict host key checking.
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import fs from "node:fs/promises";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { createRig, sshArgv, sshRun, type Rig, type RigHost } from "../rig/rig.js";
+
+/** First line a host's listener sends, read by the controller over the bridge. */
+function readGreeting(address: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host: address, port }, () => {});
+    let data = "";
+    s.setEncoding("utf8");
+    s.on("data", (d: string) => (data += d));
+    s.on("end", () => resolve(data.trim()));
+    s.on("error", reject);
+  });
+}
+
+/**
+ * Start, over ssh, a listener on the host's own address that greets each connection
+ * with the host's name; resolves once the remote side printed "bound".
+ */
+function listenOverSsh(host: RigHost, port: number): { bound: Promise<void>; stop: () => void } {
+  const py = [
+    "import socket,sys",
+    "s=socket.socket()",
+    `s.bind(("${host.address}",${port}))`,
+    "s.listen()",
+    'print("bound",flush=True)',
+    "while True:",
+    "  c,_=s.accept(); c.sendall((socket.gethostname()+chr(10)).encode()); c.close()",
+  ].join("\n");
+  // -tt: a remote pty so that ending ssh hangs the remote listener up
+  const child = spawn(sshArgv(host.ssh)[0]!, [...sshArgv(host.ssh).slice(1), "-tt", "--", "python3", "-c", `'${py}'`]);
+  const bound = new Promise<void>((resolve, reject) => {
+    let out = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      out += d;
+      if (out.includes("bound")) resolve();
+    });
+    child.on("exit", (code) => reject(new Error(`listener on ${host.name} exited ${code}: ${out}`)));
+  });
+  return { bound, stop: () => child.kill("SIGTERM") };
+}
+
+// read straight from ip(8), not through the rig's own helpers
+const netnsNames = (): string[] =>
+  (JSON.parse(execFileSync("ip", ["-j", "netns"], { encoding: "utf8" }) || "[]") as { name: string }[]).map(
+    (n) => n.name,
+  );
+const linkNames = (): string[] =>
+  (JSON.parse(execFileSync("ip", ["-j", "link"], { encoding: "utf8" })) as { ifname: string }[]).map((l) => l.ifname);
+
+describe("multi-host rig", () => {
+  let rig: Rig;
+  let a: RigHost;
+  let b: RigHost;
+
+  beforeAll(async () => {
+    rig = await createRig({ hosts: 2 });
+    [a, b] = rig.hosts as [RigHost, RigHost];
+  });
+  afterAll(async () => {
+    await rig?.teardown();
+  });
+
+  test("each host answers over ssh at its own address, as itself", async () => {
+    expect(a.address).not.toBe(b.address);
+    for (const h of [a, b]) {
+      const r = await sshRun(h, ["hostname", "&&", "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      const [hostname, addr] = r.stdout.split("\n");
+      expect(hostname).toBe(h.name);
+      expect(addr).toContain(`inet ${h.address}/24`);
+    }
+  });
+
+  test("a process started over ssh on host A lives in A's network namespace", async () => {
+    const r = await sshRun(a, ["sh", "-c", "'sleep 60 </dev/null >/dev/null 2>&1 & echo $!'"]);
+    expect(r.code, r.stderr).toBe(0);
+    const pid = Number(r.stdout.trim());
+    expect(pid).toBeGreaterThan(0);
+    const ns = String((await fs.stat(`/proc/${pid}/ns/net`)).ino);
+    expect(ns).toBe(await a.netnsInode());
+    expect(ns).not.toBe(await b.netnsInode());
+    expect(ns).not.toBe(String((await fs.stat("/proc/self/ns/net")).ino));
+    process.kill(pid, "SIGKILL");
+  });
+
+  test("both hosts bind the same port on their own address at once", async () => {
+    const port = 18401;
+    const la = listenOverSsh(a, port);
+    const lb = listenOverSsh(b, port);
+    try {
+      await Promise.all([la.bound, lb.bound]);
+      expect(await readGreeting(a.address, port)).toBe(a.name);
+      expect(await readGreeting(b.address, port)).toBe(b.name);
+    } finally {
+      la.stop();
+      lb.stop();
+    }
+  });
+
+  test("stopSshd refuses connections; startSshd brings ssh back", async () => {
+    await b.stopSshd();
+    const down = await sshRun(b, ["true"]);
+    expect(down.code).toBe(255);
+    expect(down.stderr).toContain("Connection refused");
+    expect((await sshRun(a, ["true"])).code).toBe(0); // the other host is untouched
+    await b.startSshd();
+    const up = await sshRun(b, ["true"]);
+    expect(up.stderr).toBe("");
+    expect(up.code).toBe(0);
+  });
+
+  test("rotateHostKey makes strict host key checking refuse the host", async () => {
+    await b.rotateHostKey();
+    const r = await sshRun(b, ["true"]);
+    expect(r.code).toBe(255);
+    expect(r.stderr).toMatch(/Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED/);
+    expect((await sshRun(a, ["true"])).code).toBe(0);
+  });
+
+  test("teardown leaves no namespace, veth, bridge or dir of the rig, and is idempotent", async () => {
+    const mine = (names: string[]): string[] =>
+      names.filter((n) => n === rig.bridge || rig.hosts.some((h) => n === h.netns) || n.startsWith(rig.bridge));
+    expect(mine(netnsNames())).toHaveLength(2);
+    expect(mine(linkNames())).toHaveLength(3); // the bridge and two root-side veths
+    await rig.teardown();
+    await rig.teardown();
+    expect(mine(netnsNames())).toEqual([]);
+    expect(mine(linkNames())).toEqual([]);
+    expect(existsSync(rig.dir)).toBe(false);
+  });
+});
