@@ -4,7 +4,9 @@ import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import net from "node:net";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { LINK_ALIAS_PREFIX, rigNames, SUBNET_CLAIMS } from "../rig/net.js";
 import { createRig, sshArgv, sshRun, type Rig, type RigHost } from "../rig/rig.js";
 
 /** First line a host's listener sends, read by the controller over the bridge. */
@@ -135,5 +137,47 @@ describe("multi-host rig", () => {
     expect(mine(netnsNames())).toEqual([]);
     expect(mine(linkNames())).toEqual([]);
     expect(existsSync(rig.dir)).toBe(false);
+  });
+});
+
+describe("leftovers of a killed run", () => {
+  test("createRig sweeps them: namespaces (and the processes in them), links, rig dir and subnet claim", async () => {
+    // a pid that is certainly dead: a process we started and saw exit
+    const gone = spawn("true");
+    const deadPid = await new Promise<number>((resolve) => gone.on("exit", () => resolve(gone.pid!)));
+    // what a run SIGKILLed mid-test leaves behind, under the names that run would have used
+    const n = rigNames(deadPid);
+    const ns = n.netns(0);
+    const alias = `${LINK_ALIAS_PREFIX}${deadPid}`;
+    const claim = path.join(SUBNET_CLAIMS, "10.200.0");
+    for (const argv of [
+      ["netns", "add", ns],
+      ["link", "add", n.bridge, "type", "bridge"],
+      ["link", "set", n.bridge, "alias", alias],
+      ["link", "add", n.veth(0), "type", "veth", "peer", "name", "eth0", "netns", ns],
+      ["link", "set", n.veth(0), "alias", alias, "master", n.bridge],
+    ])
+      execFileSync("ip", argv);
+    await fs.mkdir(n.dir, { recursive: true });
+    await fs.mkdir(SUBNET_CLAIMS, { recursive: true });
+    await fs.writeFile(claim, `${deadPid}\n`);
+    const sleeper = spawn("ip", ["netns", "exec", ns, "sleep", "600"], { stdio: "ignore" });
+    const sleeperGone = new Promise<NodeJS.Signals | null>((resolve) => sleeper.on("exit", (_c, sig) => resolve(sig)));
+    // the sleeper is in the namespace once `ip netns pids` lists it
+    await expect.poll(() => execFileSync("ip", ["netns", "pids", ns], { encoding: "utf8" }).trim()).not.toBe("");
+
+    const rig = await createRig({ hosts: 1 });
+    try {
+      expect(netnsNames()).not.toContain(ns);
+      expect(linkNames()).not.toContain(n.bridge);
+      expect(linkNames()).not.toContain(n.veth(0));
+      expect(existsSync(n.dir)).toBe(false);
+      expect(existsSync(claim)).toBe(false);
+      expect(await sleeperGone).toBe("SIGKILL");
+      // a live run's rig is not a leftover: this one still answers
+      expect((await sshRun(rig.hosts[0]!, ["true"])).code).toBe(0);
+    } finally {
+      await rig.teardown();
+    }
   });
 });

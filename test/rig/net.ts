@@ -19,7 +19,7 @@ export const NETNS_PREFIX = "nwr-";
 export const LINK_ALIAS_PREFIX = "narwhal-rig pid=";
 /** Rig dirs and subnet claims live here, one entry per rig. */
 export const RIG_BASE = path.join(os.tmpdir(), "narwhal-rig");
-const CLAIMS = path.join(RIG_BASE, "subnets");
+export const SUBNET_CLAIMS = path.join(RIG_BASE, "subnets");
 
 /** Fixed subnets for named rigs whose addresses are written into examples. */
 export const NAMED_SUBNETS: Readonly<Record<string, string>> = { example: "10.77.0.0/24" };
@@ -75,10 +75,10 @@ function ownerOf(file: string): number | null {
  * `fixed` is "a.b.c" (a named or explicit subnet); otherwise one of 10.201–250.x at random.
  */
 export function claimSubnet(fixed?: string): { prefix: string; release: () => void } {
-  fs.mkdirSync(CLAIMS, { recursive: true });
+  fs.mkdirSync(SUBNET_CLAIMS, { recursive: true });
   const tryClaim = (prefix: string): boolean => {
     if (prefixesInUse().has(prefix)) return false;
-    const file = path.join(CLAIMS, prefix);
+    const file = path.join(SUBNET_CLAIMS, prefix);
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         fs.writeFileSync(file, `${process.pid}\n`, { flag: "wx" });
@@ -93,13 +93,13 @@ export function claimSubnet(fixed?: string): { prefix: string; release: () => vo
     return false;
   };
   const release = (prefix: string) => () => {
-    const file = path.join(CLAIMS, prefix);
+    const file = path.join(SUBNET_CLAIMS, prefix);
     if (ownerOf(file) === process.pid) fs.rmSync(file, { force: true });
   };
   if (fixed !== undefined) {
     if (!tryClaim(fixed))
       throw new Error(
-        `rig: subnet ${fixed}.0/24 is in use (an interface carries it, or a live rig claimed it in ${CLAIMS}); tear that rig down or pick another subnet`,
+        `rig: subnet ${fixed}.0/24 is in use (an interface carries it, or a live rig claimed it in ${SUBNET_CLAIMS}); tear that rig down or pick another subnet`,
       );
     return { prefix: fixed, release: release(fixed) };
   }
@@ -162,9 +162,9 @@ export function sweepStale(): RigResources[] {
     .map((d) => path.join(RIG_BASE, d));
   const swept: RigResources[] = [{ netns, links }, ...dirs.map((dir) => ({ netns: [], links: [], dir }))];
   for (const r of swept) removeRig(r);
-  for (const c of fs.existsSync(CLAIMS) ? fs.readdirSync(CLAIMS) : []) {
-    const owner = ownerOf(path.join(CLAIMS, c));
-    if (owner !== null && dead(owner)) fs.rmSync(path.join(CLAIMS, c), { force: true });
+  for (const c of fs.existsSync(SUBNET_CLAIMS) ? fs.readdirSync(SUBNET_CLAIMS) : []) {
+    const owner = ownerOf(path.join(SUBNET_CLAIMS, c));
+    if (owner !== null && dead(owner)) fs.rmSync(path.join(SUBNET_CLAIMS, c), { force: true });
   }
   return swept.filter((r) => r.netns.length + r.links.length > 0 || r.dir);
 }
