@@ -181,3 +181,34 @@ describe("leftovers of a killed run", () => {
     }
   });
 });
+
+describe("the example rig", () => {
+  test("createRig({ name: 'example' }) gives the hosts and addresses examples/two-host-sim is written for", async () => {
+    const dir = path.join(import.meta.dirname, "../../examples/two-host-sim");
+    const env = Object.fromEntries(
+      (await fs.readFile(path.join(dir, "deployment.env"), "utf8"))
+        .split("\n")
+        .filter((l) => /^[A-Z0-9_]+=/.test(l))
+        .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+    );
+    const fleet = JSON.parse(await fs.readFile(path.join(dir, "fleet.json"), "utf8")) as { nodes: { name: string }[] };
+    const rig = await createRig({ hosts: 2, name: "example" });
+    try {
+      expect(rig.hosts.map((h) => h.address)).toEqual([env["NARWHAL_NODE_1_IP"], env["NARWHAL_NODE_2_IP"]]);
+      expect(rig.hosts.map((h) => h.name)).toEqual(fleet.nodes.map((n) => n.name));
+      // the example's fabric interface is the one each host carries its address on
+      const r = await sshRun(rig.hosts[1]!, [
+        "ip",
+        "-4",
+        "-o",
+        "addr",
+        "show",
+        "dev",
+        env["NARWHAL_FABRIC_INTERFACE"]!,
+      ]);
+      expect(r.stdout).toContain(`inet ${env["NARWHAL_NODE_2_IP"]}/24`);
+    } finally {
+      await rig.teardown();
+    }
+  });
+});
