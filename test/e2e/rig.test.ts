@@ -78,6 +78,14 @@ describe("multi-host rig", () => {
       const [hostname, addr] = r.stdout.split("\n");
       expect(hostname).toBe(h.name);
       expect(addr).toContain(`inet ${h.address}/24`);
+      // its sshd is all that listens in its namespace, and only on its address
+      const ss = await h.exec(["ss", "-Hltn"]);
+      expect(
+        ss.stdout
+          .trim()
+          .split("\n")
+          .map((l) => l.trim().split(/\s+/)[3]),
+      ).toEqual([`${h.address}:22`]);
     }
   });
 
@@ -207,6 +215,8 @@ describe("the example rig", () => {
         env["NARWHAL_FABRIC_INTERFACE"]!,
       ]);
       expect(r.stdout).toContain(`inet ${env["NARWHAL_NODE_2_IP"]}/24`);
+      // a fixed subnet is this rig's while it lives: a second one is refused, naming it
+      await expect(createRig({ hosts: 1, name: "example" })).rejects.toThrow(/subnet 10\.77\.0\.0\/24 is in use/);
     } finally {
       await rig.teardown();
     }

@@ -50,14 +50,30 @@ export function parseSubnet(cidr: string): string {
   return m.slice(1, 4).join(".");
 }
 
-/** The first three octets of every IPv4 address on this (root) namespace's interfaces. */
-function prefixesInUse(): Set<string> {
-  const out = runSync(["ip", "-j", "-4", "addr"]).stdout;
-  const links = JSON.parse(out || "[]") as { addr_info?: { local?: string }[] }[];
-  const used = new Set<string>();
-  for (const l of links)
-    for (const a of l.addr_info ?? []) if (a.local) used.add(a.local.split(".").slice(0, 3).join("."));
-  return used;
+const ipv4 = (a: string): number => a.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+
+/** Whether two IPv4 networks share any address: equal under the shorter of the two masks. */
+export function overlaps(a: string, aLen: number, b: string, bLen: number): boolean {
+  const len = Math.min(aLen, bLen);
+  const block = 2 ** (32 - len);
+  return Math.floor(ipv4(a) / block) === Math.floor(ipv4(b) / block);
+}
+
+/** Whether `<prefix>.0/24` overlaps an address or a (non-default) route of the root namespace. */
+function subnetInUse(prefix: string): boolean {
+  const nets: [string, number][] = [];
+  const links = JSON.parse(runSync(["ip", "-j", "-4", "addr"]).stdout || "[]") as {
+    addr_info?: { local?: string; prefixlen?: number }[];
+  }[];
+  for (const l of links) for (const a of l.addr_info ?? []) if (a.local) nets.push([a.local, a.prefixlen ?? 32]);
+  const routes = JSON.parse(runSync(["ip", "-j", "-4", "route", "show", "table", "all"]).stdout || "[]") as {
+    dst?: string;
+  }[];
+  for (const r of routes) {
+    const [dst, len] = (r.dst ?? "default").split("/");
+    if (dst && /^\d+\.\d+\.\d+\.\d+$/.test(dst) && !dst.startsWith("127.")) nets.push([dst, Number(len ?? 32)]);
+  }
+  return nets.some(([net, len]) => overlaps(`${prefix}.0`, 24, net, len));
 }
 
 function ownerOf(file: string): number | null {
@@ -71,13 +87,13 @@ function ownerOf(file: string): number | null {
 
 /**
  * Claim a /24 for this rig: a claim file (created exclusively, holding our pid) so
- * concurrent test files never pick the same one, and no address of it on any interface.
+ * concurrent test files never pick the same one, and no address or route of the root namespace overlapping it.
  * `fixed` is "a.b.c" (a named or explicit subnet); otherwise one of 10.201–250.x at random.
  */
 export function claimSubnet(fixed?: string): { prefix: string; release: () => void } {
   fs.mkdirSync(SUBNET_CLAIMS, { recursive: true });
   const tryClaim = (prefix: string): boolean => {
-    if (prefixesInUse().has(prefix)) return false;
+    if (subnetInUse(prefix)) return false;
     const file = path.join(SUBNET_CLAIMS, prefix);
     for (let attempt = 0; attempt < 2; attempt++) {
       try {

@@ -124,7 +124,6 @@ export function hostSshd(o: HostSshdOptions): HostSshd {
         "StrictModes no",
         "PrintMotd no",
         "UseDNS no",
-        "AcceptEnv NARWHAL_*",
         "Subsystem sftp internal-sftp",
         "",
       ].join("\n"),
