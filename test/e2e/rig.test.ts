@@ -61,10 +61,11 @@ describe("multi-host rig", () => {
   let a: RigHost;
   let b: RigHost;
 
+  // the first createRig may install openssh-server, waiting up to 300 s for the dpkg lock
   beforeAll(async () => {
     rig = await createRig({ hosts: 2 });
     [a, b] = rig.hosts as [RigHost, RigHost];
-  });
+  }, 600_000);
   afterAll(async () => {
     await rig?.teardown();
   });

@@ -52,7 +52,7 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
   if (!Number.isInteger(opts.hosts) || opts.hosts < 1 || opts.hosts > 26)
     throw new Error(`rig: hosts must be 1..26, got ${opts.hosts}`);
   if (process.getuid?.() !== 0) throw new Error("rig: network namespaces need root; run the rig tests as root");
-  ensureSshd();
+  await ensureSshd();
   sweepStale();
   const name = opts.name ?? "rig";
   const fixed = opts.subnet ?? NAMED_SUBNETS[name];

@@ -2,41 +2,46 @@
 // namespace, so `hostname` over ssh names the host), listening only on the host's
 // address. Keys and config live in the rig dir; readiness is the pid file and
 // then a successful `ssh -o BatchMode=yes … true`.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, openSync, closeSync } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { processExists } from "../../src/backends/proc.js";
-import { run, runOk } from "./run.js";
+import { run, runOk, type RunResult } from "./run.js";
 
 export const SSHD = "/usr/sbin/sshd";
 const READY_TIMEOUT_MS = 15_000;
 
-/** Install Debian's openssh-server when sshd is missing, without letting it start the system sshd. */
-export function ensureSshd(): void {
+/**
+ * Install Debian's openssh-server when sshd is missing, without letting the package start the
+ * system sshd (policy-rc.d exit 101 tells invoke-rc.d not to): no sshd on the root namespace's
+ * port 22. Asynchronous: apt-get may wait minutes for the dpkg lock.
+ */
+export async function ensureSshd(): Promise<void> {
   if (existsSync(SSHD)) return;
   if (process.getuid?.() !== 0 || !existsSync("/etc/debian_version"))
     throw new Error(`rig: ${SSHD} is missing; install openssh-server (the rig needs root on Debian to install it)`);
   process.stderr.write("[rig] sshd not found: installing openssh-server with apt-get\n");
-  // policy-rc.d exit 101 tells invoke-rc.d not to start services: no sshd on the root namespace's port 22.
   const policy = "/usr/sbin/policy-rc.d";
   const ownPolicy = !existsSync(policy);
-  if (ownPolicy) spawnSync("sh", ["-c", `printf '#!/bin/sh\\nexit 101\\n' > ${policy} && chmod 755 ${policy}`]);
+  if (ownPolicy) await fs.writeFile(policy, "#!/bin/sh\nexit 101\n", { mode: 0o755, flag: "wx" });
+  const aptGet = (...args: string[]): Promise<RunResult> =>
+    run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-o", "DPkg::Lock::Timeout=300", ...args], {
+      timeoutMs: 900_000,
+    });
   try {
-    const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-    const install = ["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", "openssh-server"];
-    let r = spawnSync("apt-get", install, { stdio: ["ignore", "inherit", "inherit"], env });
-    if (r.status !== 0) {
-      spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=300", "update"], {
-        stdio: ["ignore", "inherit", "inherit"],
-        env,
-      });
-      r = spawnSync("apt-get", install, { stdio: ["ignore", "inherit", "inherit"], env });
+    const install = ["install", "-y", "--no-install-recommends", "openssh-server"];
+    let r = await aptGet(...install);
+    if (r.code !== 0) {
+      await aptGet("update"); // a fresh image has no package lists yet
+      r = await aptGet(...install);
     }
-    if (r.status !== 0 || !existsSync(SSHD))
-      throw new Error(`rig: apt-get install openssh-server failed (exit ${r.status ?? r.signal}); install it by hand`);
+    if (r.code !== 0 || !existsSync(SSHD))
+      throw new Error(
+        `rig: apt-get install openssh-server failed (exit ${r.code}); install it by hand:\n${r.stderr.trim().split("\n").slice(-10).join("\n")}`,
+      );
   } finally {
-    if (ownPolicy) spawnSync("rm", ["-f", policy]);
+    if (ownPolicy) await fs.rm(policy, { force: true });
   }
 }
 
