@@ -102,6 +102,16 @@ describe("multi-host rig", () => {
     process.kill(pid, "SIGKILL");
   });
 
+  test("a file in host A's home is on host A only: B and the controller's /root do not have it", async () => {
+    const name = `rig-only-on-a-${process.pid}`;
+    await fs.writeFile(path.join(a.home, name), `${a.name}\n`);
+    expect((await sshRun(a, ["cat", `/root/${name}`])).stdout).toBe(`${a.name}\n`);
+    const onB = await sshRun(b, ["cat", `/root/${name}`]);
+    expect(onB.code).not.toBe(0);
+    expect(onB.stderr).toContain("No such file or directory");
+    expect(existsSync(`/root/${name}`)).toBe(false);
+  });
+
   test("both hosts bind the same port on their own address at once", async () => {
     const port = 18401;
     const la = listenOverSsh(a, port);

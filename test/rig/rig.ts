@@ -18,6 +18,11 @@ export interface RigHost {
   address: string;
   port: 22;
   ssh: SshClient & { destination: `root@${string}` };
+  /**
+   * The controller-side dir that is /root in this host's ssh sessions (and only there): put a file
+   * here that only this host has. Everything else of the filesystem is shared with the controller.
+   */
+  home: string;
   /** `ip netns exec` in the host's namespace: for test setup and assertions only, never the code under test */
   exec(argv: string[], opts?: RunOptions): Promise<RunResult>;
   /** start a process in the host's namespace (killed at teardown) */
@@ -114,7 +119,8 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
           identity_file: identity,
           known_hosts_file: knownHosts,
         };
-        const sshd = hostSshd({ name: hostName, netns: ns, address, dir: hostDir, authorizedKeys, client: ssh });
+        const home = path.join(hostDir, "root");
+        const sshd = hostSshd({ name: hostName, netns: ns, address, dir: hostDir, home, authorizedKeys, client: ssh });
         sshds[i] = sshd;
         await sshd.start();
         return {
@@ -123,6 +129,7 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
           address,
           port: 22,
           ssh,
+          home,
           exec: (argv, o) => run(["ip", "netns", "exec", ns, ...argv], o),
           spawnIn: (argv) => spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["ignore", "pipe", "pipe"] }),
           stopSshd: () => sshd.stop(),

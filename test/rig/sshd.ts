@@ -1,6 +1,6 @@
-// One sshd per rig host, inside the host's network namespace (and its own UTS
-// namespace, so `hostname` over ssh names the host), listening only on the host's
-// address. Keys and config live in the rig dir; readiness is the pid file and
+// One sshd per rig host, inside the host's network namespace and its own UTS and
+// mount namespaces (`hostname` over ssh names the host; /root is the host's own),
+// listening only on the host's address. Keys and config live in the rig dir; readiness is the pid file and
 // then a successful `ssh -o BatchMode=yes … true`.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, openSync, closeSync } from "node:fs";
@@ -99,6 +99,8 @@ export interface HostSshdOptions {
   netns: string;
   address: string;
   dir: string; // this host's own dir under the rig dir
+  /** the controller-side dir that is /root in the host's sessions */
+  home: string;
   authorizedKeys: string;
   client: SshClient;
 }
@@ -129,6 +131,8 @@ export function hostSshd(o: HostSshdOptions): HostSshd {
         "StrictModes no",
         "PrintMotd no",
         "UseDNS no",
+        // every OpenSSH client has it; the default sntrup761 hybrid costs ~0.3 s of CPU per connection on a busy test machine
+        "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org",
         "Subsystem sftp internal-sftp",
         "",
       ].join("\n"),
@@ -155,10 +159,14 @@ export function hostSshd(o: HostSshdOptions): HostSshd {
     await fs.rm(pidFile, { force: true });
     await fs.mkdir("/run/sshd", { recursive: true }); // sshd's privilege separation dir
     const out = openSync(logFile, "a");
-    // ip netns exec → unshare (own UTS ns) → sh (sets the hostname) → exec sshd: one pid throughout
+    await fs.mkdir(o.home, { recursive: true, mode: 0o700 });
+    // ip netns exec → unshare (own UTS and mount ns) → sh (hostname, its own /root) → exec sshd: one pid
+    // throughout. Its own empty /root makes each host's home its own, as on separate machines, and keeps
+    // the controller's ~/.bashrc (which bash sources under sshd) out of every session.
+    const setup = 'hostname "$0" && mount --bind "$1" /root && shift && exec "$@"';
     const c = spawn(
       "ip",
-      ["netns", "exec", o.netns, "unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', o.name].concat([
+      ["netns", "exec", o.netns, "unshare", "--uts", "--mount", "--", "sh", "-c", setup, o.name, o.home].concat([
         SSHD,
         "-D",
         "-e",
