@@ -112,7 +112,7 @@ describe("multi-host rig", () => {
     expect(existsSync(`/root/${name}`)).toBe(false);
   });
 
-  test("both hosts bind the same port on their own address at once", async () => {
+  test("both hosts bind the same port on their own address at once, and reach each other", async () => {
     const port = 18401;
     const la = listenOverSsh(a, port);
     const lb = listenOverSsh(b, port);
@@ -120,6 +120,10 @@ describe("multi-host rig", () => {
       await Promise.all([la.bound, lb.bound]);
       expect(await readGreeting(a.address, port)).toBe(a.name);
       expect(await readGreeting(b.address, port)).toBe(b.name);
+      // and the hosts reach each other across the bridge (as a P/D pair's KV transfer does)
+      const py = `import socket; print(socket.create_connection(("${b.address}", ${port}), 5).recv(64).decode().strip())`;
+      const fromA = await sshRun(a, ["python3", "-c", `'${py}'`]);
+      expect(fromA.stdout.trim(), fromA.stderr).toBe(b.name);
     } finally {
       la.stop();
       lb.stop();

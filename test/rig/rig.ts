@@ -63,7 +63,17 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
   const fixed = opts.subnet ?? NAMED_SUBNETS[name];
   const { prefix, release } = claimSubnet(fixed === undefined ? undefined : parseSubnet(fixed));
 
-  const n = rigNames();
+  // the bridge name is the rig's claim on its rid: an existing one (another rig's) is never ours to remove
+  let n = rigNames();
+  for (let attempt = 0; (await run(["ip", "link", "add", n.bridge, "type", "bridge"])).code !== 0; attempt++) {
+    if (attempt >= 5) {
+      release();
+      throw new Error(
+        `rig: cannot create a bridge (last tried ${n.bridge}); see \`ip link add ${n.bridge} type bridge\``,
+      );
+    }
+    n = rigNames();
+  }
   const netns = Array.from({ length: opts.hosts }, (_, i) => n.netns(i));
   const links = [n.bridge, ...netns.map((_, i) => n.veth(i))];
   const resources = { netns, links, dir: n.dir };
@@ -87,7 +97,6 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
     await fs.mkdir(n.dir, { recursive: true, mode: 0o700 });
     const alias = `${LINK_ALIAS_PREFIX}${process.pid}`;
     const gateway = `${prefix}.1`;
-    await runOk(["ip", "link", "add", n.bridge, "type", "bridge"]);
     await runOk(["ip", "link", "set", n.bridge, "alias", alias]);
     // host-to-host traffic crosses the bridge; keep the root namespace's iptables (docker's FORWARD rules) out of it
     await run(["ip", "link", "set", n.bridge, "type", "bridge", "nf_call_iptables", "0"]);
