@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { processExists } from "../../src/backends/proc.js";
+import { parseProcStat, processExists } from "../../src/backends/proc.js";
 import { runSync } from "./run.js";
 
 export const NETNS_PREFIX = "nwr-";
@@ -102,7 +102,7 @@ export function claimSubnet(fixed?: string): { prefix: string; release: () => vo
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
         const owner = ownerOf(file);
-        if (owner !== null && processExists(owner)) return false;
+        if (owner !== null && !ownerDead(owner)) return false;
         fs.rmSync(file, { force: true }); // its run is gone
       }
     }
@@ -125,6 +125,20 @@ export function claimSubnet(fixed?: string): { prefix: string; release: () => vo
     if (tryClaim(prefix)) return { prefix, release: release(prefix) };
   }
   throw new Error(`rig: found no free /24 in 10.201-250.x.0 after 200 tries; sweep leftovers (see test/rig/README.md)`);
+}
+
+/**
+ * Whether the process that created a rig is gone. A zombie counts as gone: a killed test
+ * worker whose parent died too is reparented to pid 1, which need not reap it soon (or ever).
+ */
+export function ownerDead(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  if (!processExists(pid)) return true;
+  try {
+    return parseProcStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8")).state === "Z";
+  } catch {
+    return !processExists(pid); // exited between the two looks
+  }
 }
 
 export interface RigResources {
@@ -168,7 +182,7 @@ export function listLinks(): { ifname: string; ifalias?: string }[] {
 
 /** Leftovers of rigs whose creating process is dead (a killed test run): namespaces, links, dirs, claims. */
 export function sweepStale(): RigResources[] {
-  const dead = (pid: number): boolean => Number.isInteger(pid) && pid > 0 && !processExists(pid);
+  const dead = ownerDead;
   const netns = listNetns().filter((n) => n.startsWith(NETNS_PREFIX) && dead(Number(n.split("-")[1])));
   const links = listLinks()
     .filter((l) => l.ifalias?.startsWith(LINK_ALIAS_PREFIX) && dead(Number(l.ifalias.slice(LINK_ALIAS_PREFIX.length))))
