@@ -1,0 +1,150 @@
+// A multi-host test rig: each host is a network namespace on one bridge, with its
+// own address and its own sshd, so that a controller in the root namespace reaches
+// it only over SSH at that address. See test/rig/README.md.
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { claimSubnet, LINK_ALIAS_PREFIX, NAMED_SUBNETS, parseSubnet, removeRig, rigNames, sweepStale } from "./net.js";
+import { run, runOk, type RunOptions, type RunResult } from "./run.js";
+import { ensureSshd, hostSshd, keygen, sshArgv, type HostSshd, type SshClient } from "./sshd.js";
+
+export { sshArgv } from "./sshd.js";
+export type { RunResult } from "./run.js";
+
+export interface RigHost {
+  /** `<rig name>-a`, `<rig name>-b`, …; also the hostname its sshd's sessions see */
+  name: string;
+  netns: string;
+  address: string;
+  port: 22;
+  ssh: SshClient & { destination: `root@${string}` };
+  /** `ip netns exec` in the host's namespace: for test setup and assertions only, never the code under test */
+  exec(argv: string[], opts?: RunOptions): Promise<RunResult>;
+  /** start a process in the host's namespace (killed at teardown) */
+  spawnIn(argv: string[]): ChildProcess;
+  stopSshd(): Promise<void>;
+  startSshd(): Promise<void>;
+  /** a new host key, sshd restarted with it: the rig's known_hosts entry no longer matches */
+  rotateHostKey(): Promise<void>;
+  /** the inode of the host's network namespace, as `stat -L /proc/PID/ns/net` reports it */
+  netnsInode(): Promise<string>;
+}
+
+export interface Rig {
+  hosts: RigHost[];
+  /** the rig's own dir: client key, known_hosts, authorized_keys, one dir per host */
+  dir: string;
+  /** the controller's (root namespace's) address on the bridge, `<subnet>.1` */
+  gateway: string;
+  bridge: string;
+  teardown(): Promise<void>;
+}
+
+export interface RigOptions {
+  hosts: number;
+  /** names the hosts (`<name>-a`, …); a name in NAMED_SUBNETS ("example") picks its fixed subnet */
+  name?: string;
+  /** a fixed "a.b.c.0/24" instead of a random free one in 10.201–250.x.0/24 */
+  subnet?: string;
+}
+
+export async function createRig(opts: RigOptions): Promise<Rig> {
+  if (!Number.isInteger(opts.hosts) || opts.hosts < 1 || opts.hosts > 26)
+    throw new Error(`rig: hosts must be 1..26, got ${opts.hosts}`);
+  if (process.getuid?.() !== 0) throw new Error("rig: network namespaces need root; run the rig tests as root");
+  ensureSshd();
+  sweepStale();
+  const name = opts.name ?? "rig";
+  const fixed = opts.subnet ?? NAMED_SUBNETS[name];
+  const { prefix, release } = claimSubnet(fixed === undefined ? undefined : parseSubnet(fixed));
+
+  const n = rigNames();
+  const netns = Array.from({ length: opts.hosts }, (_, i) => n.netns(i));
+  const links = [n.bridge, ...netns.map((_, i) => n.veth(i))];
+  const resources = { netns, links, dir: n.dir };
+  let done: Promise<void> | null = null;
+  const sshds: (HostSshd | undefined)[] = [];
+  // Last resort when the process exits without teardown; a SIGKILLed one is swept by the next createRig.
+  const onExit = (): void => {
+    removeRig(resources);
+    release();
+  };
+  process.on("exit", onExit);
+  const teardown = (): Promise<void> =>
+    (done ??= (async () => {
+      process.off("exit", onExit);
+      await Promise.all(sshds.map((s) => s?.stop() ?? Promise.resolve()));
+      removeRig(resources);
+      release();
+    })());
+
+  try {
+    await fs.mkdir(n.dir, { recursive: true, mode: 0o700 });
+    const alias = `${LINK_ALIAS_PREFIX}${process.pid}`;
+    const gateway = `${prefix}.1`;
+    await runOk(["ip", "link", "add", n.bridge, "type", "bridge"]);
+    await runOk(["ip", "link", "set", n.bridge, "alias", alias]);
+    // host-to-host traffic crosses the bridge; keep the root namespace's iptables (docker's FORWARD rules) out of it
+    await run(["ip", "link", "set", n.bridge, "type", "bridge", "nf_call_iptables", "0"]);
+    await runOk(["ip", "addr", "add", `${gateway}/24`, "dev", n.bridge]);
+    await runOk(["ip", "link", "set", n.bridge, "up"]);
+
+    const identity = path.join(n.dir, "id_ed25519");
+    const knownHosts = path.join(n.dir, "known_hosts");
+    const authorizedKeys = path.join(n.dir, "authorized_keys");
+    await fs.writeFile(authorizedKeys, `${await keygen(identity, `narwhal-rig client ${n.rid}`)}\n`);
+
+    const hosts = await Promise.all(
+      netns.map(async (ns, i): Promise<RigHost> => {
+        const hostName = `${name}-${String.fromCharCode(97 + i)}`;
+        const address = `${prefix}.${11 + i}`;
+        const veth = n.veth(i);
+        await runOk(["ip", "netns", "add", ns]);
+        await runOk(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns]);
+        await runOk(["ip", "link", "set", veth, "alias", alias]);
+        await runOk(["ip", "link", "set", veth, "master", n.bridge, "up"]);
+        await runOk(["ip", "-n", ns, "link", "set", "lo", "up"]);
+        await runOk(["ip", "-n", ns, "addr", "add", `${address}/24`, "dev", "eth0"]);
+        await runOk(["ip", "-n", ns, "link", "set", "eth0", "up"]);
+        const hostDir = path.join(n.dir, hostName);
+        await fs.mkdir(hostDir, { recursive: true });
+        const ssh = {
+          destination: `root@${address}` as const,
+          port: 22,
+          identity_file: identity,
+          known_hosts_file: knownHosts,
+        };
+        const sshd = hostSshd({ name: hostName, netns: ns, address, dir: hostDir, authorizedKeys, client: ssh });
+        sshds[i] = sshd;
+        await sshd.start();
+        return {
+          name: hostName,
+          netns: ns,
+          address,
+          port: 22,
+          ssh,
+          exec: (argv, o) => run(["ip", "netns", "exec", ns, ...argv], o),
+          spawnIn: (argv) => spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["ignore", "pipe", "pipe"] }),
+          stopSshd: () => sshd.stop(),
+          startSshd: () => sshd.start(),
+          rotateHostKey: async () => {
+            await sshd.rotateKey();
+          },
+          netnsInode: async () => String((await fs.stat(`/run/netns/${ns}`)).ino),
+        };
+      }),
+    );
+    // known_hosts by address (port 22 needs no [addr]:port form), so the client checks strictly and never prompts
+    const lines = await Promise.all(hosts.map(async (h, i) => `${h.address} ${await sshds[i]?.hostKeyPub()}`));
+    await fs.writeFile(knownHosts, lines.join("\n") + "\n");
+    return { hosts, dir: n.dir, gateway, bridge: n.bridge, teardown };
+  } catch (e) {
+    await teardown();
+    throw e;
+  }
+}
+
+/** Run `argv` on a rig host over the rig's ssh client (strict host key checking, BatchMode). */
+export function sshRun(host: RigHost, argv: string[], opts?: RunOptions): Promise<RunResult> {
+  return run(sshArgv(host.ssh, argv), opts);
+}
