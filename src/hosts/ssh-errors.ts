@@ -94,3 +94,28 @@ export function classifySshFailure(stderr: string, target: SshTarget): NodeAcces
   }
   return null;
 }
+
+/**
+ * ssh's failure as a NodeAccessError, or null when an exit (255 included) was the remote command's own.
+ * `started`: the command reported its pid, so it ran; only a recognised message (a dropped
+ * connection) is ssh's then. Before that, any exit 255 is ssh's, recognised or not.
+ */
+export function sshConnectionError(
+  r: { code: number | null; stderr: string },
+  target: SshTarget,
+  started: boolean,
+): NodeAccessError | null {
+  if (r.code !== 255) return null;
+  const classified = classifySshFailure(r.stderr, target);
+  if (classified || started) return classified;
+  return new NodeAccessError(
+    target.node,
+    target.destination,
+    "unreachable",
+    `node ${target.node}: ssh failed (${sshSaid(r.stderr)})`,
+    {
+      failure: "retry",
+      fix: `Run ssh -p ${target.port} ${target.destination} true by hand to see why.`,
+    },
+  );
+}

@@ -6,12 +6,12 @@
 // the node, and so ssh's own exit 255 is told from the command's), and gets
 // its arguments quoted by shQuote.
 import fs from "node:fs/promises";
-import path from "node:path";
-import { CancelledError, NarwhalError, NodeAccessError } from "../errors.js";
+import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
 import { parseCmdline, parseEnviron, parseProcStat } from "./proc-parse.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
-import { classifySshFailure, type SshTarget } from "./ssh-errors.js";
+import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
+import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
 import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
 import * as scripts from "./ssh-scripts.js";
 import {
@@ -24,23 +24,6 @@ import {
   type RunResult,
 } from "./types.js";
 
-export interface SshHostOptions {
-  node: string;
-  /** user@host, as in the node record's ssh.destination. */
-  destination: string;
-  port?: number;
-  identityFile?: string;
-  /** Absent: ssh's own default (~/.ssh/known_hosts). */
-  knownHostsFile?: string;
-  /** The controller's state directory: the ControlMaster socket lives in <stateDir>/ssh (0700). */
-  stateDir: string;
-  connectTimeoutS?: number;
-  /** Environment of the local ssh client (PATH, HOME, SSH_AUTH_SOCK): config.hostEnv. */
-  clientEnv: Record<string, string>;
-}
-
-/** sun_path is 108 bytes; ssh binds "<ControlPath>.<16 random chars>" first, and %C is 40 hex. */
-const MAX_CONTROL_DIR = 108 - 1 - 40 - 17 - 1;
 /** The master outlives its last client by this long (ControlPersist). */
 const CONTROL_PERSIST_S = 60;
 /** Ending a timed-out or aborted remote command: the kill itself is bounded too. */
@@ -48,6 +31,8 @@ const REMOTE_KILL_TIMEOUT_MS = 10_000;
 
 /** A remote script's result with stdout's bytes (readFile is binary). */
 type ScriptResult = RunResult & { bytes: Buffer };
+
+export type { SshHostOptions } from "./ssh-options.js";
 
 export class SshHost implements HostAccess {
   readonly kind = "ssh" as const;
@@ -67,33 +52,7 @@ export class SshHost implements HostAccess {
       knownHostsFile: opts.knownHostsFile ?? "~/.ssh/known_hosts",
       ...(opts.identityFile ? { identityFile: opts.identityFile } : {}),
     };
-    this.controlDir = path.join(opts.stateDir, "ssh");
-    if (Buffer.byteLength(this.controlDir) > MAX_CONTROL_DIR)
-      throw new NarwhalError(
-        `node ${opts.node}: the SSH control socket directory ${this.controlDir} is longer than ${MAX_CONTROL_DIR} bytes (a Unix socket path holds 108)`,
-        { retryable: false, input: "--state", fix: "Use a state directory with a shorter path." },
-      );
-  }
-
-  /** The ssh client options every call shares: strict keys, batch mode, the one master socket. */
-  private sshArgs(): string[] {
-    const o = (kv: string) => ["-o", kv];
-    return [
-      ...o("BatchMode=yes"),
-      ...o("StrictHostKeyChecking=yes"),
-      ...(this.opts.knownHostsFile ? o(`UserKnownHostsFile=${this.opts.knownHostsFile}`) : []),
-      ...o("ControlMaster=auto"),
-      ...o(`ControlPath=${this.controlDir}/%C`),
-      ...o(`ControlPersist=${CONTROL_PERSIST_S}`),
-      ...o(`ConnectTimeout=${this.opts.connectTimeoutS ?? 10}`),
-      // A node that vanishes mid-command is noticed within 45 s rather than at the TCP timeout.
-      ...o("ServerAliveInterval=15"),
-      ...o("ServerAliveCountMax=3"),
-      "-T",
-      "-p",
-      String(this.target.port),
-      ...(this.opts.identityFile ? ["-i", this.opts.identityFile, ...o("IdentitiesOnly=yes")] : []),
-    ];
+    this.controlDir = controlDirFor(opts.node, opts.stateDir);
   }
 
   /** One master per node: the first caller connects, the others wait for it rather than racing to be master. */
@@ -105,7 +64,7 @@ export class SshHost implements HostAccess {
       const r = await this.ssh([this.opts.destination, "--", "true"], {});
       if (r.code !== 0)
         throw (
-          this.connectionError(r, true) ??
+          sshConnectionError(r, this.target, false) ??
           new NarwhalError(`node ${this.node}: \`true\` over ssh exited ${r.code ?? r.signal}: ${r.stderr.trim()}`, {
             retryable: true,
             input: `node ${this.node} ssh.destination ${this.opts.destination}`,
@@ -129,7 +88,7 @@ export class SshHost implements HostAccess {
   }
 
   private ssh(args: string[], opts: Partial<ChildOptions>): Promise<ChildResult> {
-    return runChild("ssh", [...this.sshArgs(), ...args], {
+    return runChild("ssh", [...sshClientArgs(this.opts, this.controlDir, CONTROL_PERSIST_S), ...args], {
       env: this.opts.clientEnv,
       maxStdoutBytes: MAX_RUN_STDOUT_BYTES,
       ...opts,
@@ -142,27 +101,6 @@ export class SshHost implements HostAccess {
         });
       return r;
     });
-  }
-
-  /**
-   * ssh's failure as a NodeAccessError, or null when exit 255 was the remote command's own.
-   * `started`: the command reported its pid, so it ran; only a dropped connection is ssh's then.
-   */
-  private connectionError(r: ChildResult, unstarted: boolean): NodeAccessError | null {
-    if (r.code !== 255) return null;
-    const classified = classifySshFailure(r.stderr, this.target);
-    if (classified || !unstarted) return classified;
-    const said = r.stderr.trim().split("\n").at(-1) ?? "no message";
-    return new NodeAccessError(
-      this.node,
-      this.opts.destination,
-      "unreachable",
-      `node ${this.node}: ssh failed (${said})`,
-      {
-        failure: "retry",
-        fix: `Run ssh -p ${this.target.port} ${this.opts.destination} true by hand to see why.`,
-      },
-    );
   }
 
   /** Run a sh script on the node with operands "$1"...; the one place commands cross the wire. */
@@ -207,7 +145,7 @@ export class SshHost implements HostAccess {
     if (r.overflow) throw outputTooLarge(this.node, operands);
     const stderrLines = r.stderr.split("\n");
     const started = stderrLines.some((l) => l.startsWith(scripts.PID_MARKER));
-    const failure = this.connectionError(r, !started);
+    const failure = sshConnectionError(r, this.target, started);
     if (failure) throw failure;
     if (stderrLines.includes(scripts.NO_CWD_MARKER))
       throw scripts.remoteIoError(this.node, "chdir", opts.cwd ?? "", "", "ENOENT");
@@ -235,15 +173,10 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
     });
   }
 
-  run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
+  async run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
     if (!argv[0]) throw new NarwhalError(`node ${this.node}: run needs a command`, { retryable: false });
-    return this.script(`exec "$@"`, argv, opts).then(({ code, signal, stdout, stderr, timedOut }) => ({
-      code,
-      signal,
-      stdout,
-      stderr,
-      timedOut,
-    }));
+    const { code, signal, stdout, stderr, timedOut } = await this.script(`exec "$@"`, argv, opts);
+    return { code, signal, stdout, stderr, timedOut };
   }
 
   async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {

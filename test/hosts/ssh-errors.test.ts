@@ -9,8 +9,8 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HostKeyRejected, NodeAuthFailed, NodeUnreachable } from "../../src/errors.js";
-import { classifySshFailure, type SshTarget } from "../../src/hosts/ssh-errors.js";
+import { HostKeyRejected, NodeAccessError, NodeAuthFailed, NodeUnreachable } from "../../src/errors.js";
+import { classifySshFailure, sshConnectionError, type SshTarget } from "../../src/hosts/ssh-errors.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 
 const target: SshTarget = {
@@ -96,6 +96,29 @@ describe("classifySshFailure", () => {
   it("is null for a remote command's own stderr: its exit 255 is its own", () => {
     expect(classifySshFailure("Traceback (most recent call last):\nValueError: bad\n", target)).toBeNull();
     expect(classifySshFailure("", target)).toBeNull();
+  });
+});
+
+describe("sshConnectionError", () => {
+  // Printed by `ssh -o NoSuchOption=1 x@127.0.0.1 true` (exit 255): ssh's, but in no table.
+  const unknown = "command-line: line 0: Bad configuration option: nosuchoption\n";
+
+  it("takes any exit 255 before the command started as ssh's own, retryable, with ssh's words", () => {
+    const err = sshConnectionError({ code: 255, stderr: unknown }, target, false)!;
+    expect(err).toBeInstanceOf(NodeAccessError);
+    expect(err).toMatchObject({ node: "gpu-b", reason: "unreachable", failure: "retry" });
+    expect(err.message).toContain("Bad configuration option: nosuchoption");
+  });
+
+  it("leaves a started command's exit 255 to the command, unless ssh says the connection dropped", () => {
+    expect(sshConnectionError({ code: 255, stderr: unknown }, target, true)).toBeNull();
+    const dropped = "Connection to 127.0.0.1 closed by remote host.\n";
+    expect(sshConnectionError({ code: 255, stderr: dropped }, target, true)).toBeInstanceOf(NodeUnreachable);
+  });
+
+  it("is null for any other exit", () => {
+    expect(sshConnectionError({ code: 1, stderr: "Connection refused" }, target, false)).toBeNull();
+    expect(sshConnectionError({ code: null, stderr: "" }, target, false)).toBeNull();
   });
 });
 
