@@ -104,7 +104,13 @@ export class SshHost implements HostAccess {
   }
 
   /** Run a sh script on the node with operands "$1"...; the one place commands cross the wire. */
-  private async script(script: string, operands: string[], opts: RunOptions = {}): Promise<ScriptResult> {
+  private async script(
+    script: string,
+    operands: string[],
+    opts: RunOptions = {},
+    /** narwhal's own scripts parse tools' messages: C locale. A caller's command keeps the node's. */
+    cLocale = true,
+  ): Promise<ScriptResult> {
     const what = `${operands[0] ?? script.split(" ")[0]} on node ${this.node}`;
     if (opts.signal?.aborted) throw new CancelledError(what);
     const env = opts.env ?? {};
@@ -118,7 +124,7 @@ export class SshHost implements HostAccess {
           fix: "Use names of letters, digits and underscores.",
         },
       );
-    const exports = Object.entries({ LC_ALL: "C", ...env })
+    const exports = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env })
       .map(([k, v]) => `export ${k}=${shQuote(v)}; `)
       .join("");
     const cwd = opts.cwd
@@ -175,7 +181,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
 
   async run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
     if (!argv[0]) throw new NarwhalError(`node ${this.node}: run needs a command`, { retryable: false });
-    const { code, signal, stdout, stderr, timedOut } = await this.script(`exec "$@"`, argv, opts);
+    const { code, signal, stdout, stderr, timedOut } = await this.script(`exec "$@"`, argv, opts, false);
     return { code, signal, stdout, stderr, timedOut };
   }
 
