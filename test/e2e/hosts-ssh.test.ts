@@ -21,6 +21,14 @@ let stateDir = "";
 let dir = "";
 let host: SshHost;
 const CLIENT_ENV = { PATH: "/usr/local/bin:/usr/bin:/bin" };
+/** Every temp directory a test made, removed at the end. */
+const temps: string[] = [];
+
+async function tempDir(prefix: string): Promise<string> {
+  const made = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  temps.push(made);
+  return made;
+}
 
 function sshHostFor(h: RigHost, state: string): SshHost {
   return new SshHost({
@@ -69,15 +77,14 @@ async function loginsOn(h: RigHost): Promise<number> {
 beforeAll(async () => {
   rig = await createRig({ hosts: 1 });
   a = rig.hosts[0]!;
-  stateDir = await fs.mkdtemp(path.join(os.tmpdir(), "nw-hs-"));
-  dir = await fs.mkdtemp(path.join(os.tmpdir(), "nw-hs-node-"));
+  stateDir = await tempDir("nw-hs-");
+  dir = await tempDir("nw-hs-node-");
   host = sshHostFor(a, stateDir);
 });
 afterAll(async () => {
   await host?.close();
   await rig?.teardown();
-  await fs.rm(stateDir, { recursive: true, force: true });
-  await fs.rm(dir, { recursive: true, force: true });
+  for (const t of temps) await fs.rm(t, { recursive: true, force: true });
 });
 
 hostAccessContract("SshHost on a rig host", () => ({ host, dir, listen: listenOnNode(a) }));
@@ -95,7 +102,7 @@ describe("SshHost on a rig host", () => {
   });
 
   it("holds one master connection for many commands: one socket, one login", async () => {
-    const state = await fs.mkdtemp(path.join(os.tmpdir(), "nw-hs-mux-"));
+    const state = await tempDir("nw-hs-mux-");
     const fresh = sshHostFor(a, state);
     const before = await loginsOn(a);
     try {
@@ -110,7 +117,7 @@ describe("SshHost on a rig host", () => {
   });
 
   it("ends the master on close", async () => {
-    const state = await fs.mkdtemp(path.join(os.tmpdir(), "nw-hs-close-"));
+    const state = await tempDir("nw-hs-close-");
     const fresh = sshHostFor(a, state);
     await fresh.run(["true"]);
     expect(await fs.readdir(path.join(state, "ssh"))).toHaveLength(1);
@@ -119,7 +126,7 @@ describe("SshHost on a rig host", () => {
   });
 
   it("a stopped sshd is NodeUnreachable (outwait), and the node is used again once sshd is back", async () => {
-    const fresh = sshHostFor(a, await fs.mkdtemp(path.join(os.tmpdir(), "nw-hs-down-")));
+    const fresh = sshHostFor(a, await tempDir("nw-hs-down-"));
     await a.stopSshd();
     try {
       const err: unknown = await fresh.run(["true"]).catch((e: unknown) => e);
@@ -137,7 +144,7 @@ describe("SshHost on a rig host", () => {
     await host.close();
     await a.rotateHostKey();
     const marker = path.join(dir, "must-not-exist");
-    const fresh = sshHostFor(a, await fs.mkdtemp(path.join(os.tmpdir(), "nw-hs-key-")));
+    const fresh = sshHostFor(a, await tempDir("nw-hs-key-"));
     const err: unknown = await fresh.run(["touch", marker]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HostKeyRejected);
     expect(err).toMatchObject({ node: a.name, reason: "host-key", retryable: false, failure: "terminal" });
