@@ -264,3 +264,29 @@ export function describeFailure(err: unknown): string {
   const failure = ioFailure(err);
   return failure instanceof NarwhalError ? failure.describe() : String((failure as Error)?.message ?? failure);
 }
+
+/** Why a node cannot be used: the controller's NodeReachable=False condition carries it as its reason. */
+export type NodeAccessReason = "unreachable" | "host-key" | "auth";
+
+/** A node could not be reached or refused narwhal (host access over SSH); names the node and its destination. */
+export class NodeAccessError extends NarwhalError {
+  constructor(
+    readonly node: string,
+    readonly destination: string,
+    readonly reason: NodeAccessReason,
+    message: string,
+    details: ErrorDetails,
+  ) {
+    super(message, { ...details, input: details.input ?? `node ${node} ssh.destination ${destination}` });
+  }
+  override toJSON(): Record<string, unknown> {
+    return { ...super.toJSON(), node: this.node, destination: this.destination, reason: this.reason };
+  }
+}
+
+/** Connection refused, timed out, no route, name not known, dropped: outwaited, the node may come back. */
+export class NodeUnreachable extends NodeAccessError {}
+/** The node's host key is unknown or changed: terminal until the operator verifies it and updates known_hosts. */
+export class HostKeyRejected extends NodeAccessError {}
+/** The node refused narwhal's key: terminal until the identity file or authorized_keys is fixed. */
+export class NodeAuthFailed extends NodeAccessError {}

@@ -2,26 +2,13 @@
 // when its boot id and start tick (field 22 of /proc/<pid>/stat) match what
 // was recorded when it started.
 import fs from "node:fs/promises";
+import { parseEnviron, parseProcStat, type ProcStat } from "../hosts/proc-parse.js";
 
 export async function readBootId(procRoot = "/proc"): Promise<string> {
   return (await fs.readFile(`${procRoot}/sys/kernel/random/boot_id`, "utf8")).trim();
 }
 
-export interface ProcStat {
-  pid: number;
-  state: string;
-  pgid: number;
-  startTicks: number;
-}
-
-/** Parse /proc/<pid>/stat; the comm field may hold spaces and parentheses. */
-export function parseProcStat(text: string): ProcStat {
-  const close = text.lastIndexOf(")");
-  const pid = Number(text.slice(0, text.indexOf(" ")));
-  const rest = text.slice(close + 2).split(" ");
-  // rest[0] is field 3 (state); field N is rest[N - 3].
-  return { pid, state: rest[0] ?? "?", pgid: Number(rest[2]), startTicks: Number(rest[19]) };
-}
+export { parseProcStat, type ProcStat } from "../hosts/proc-parse.js";
 
 export async function readProcStat(pid: number): Promise<ProcStat | null> {
   try {
@@ -34,13 +21,7 @@ export async function readProcStat(pid: number): Promise<ProcStat | null> {
 /** The environment a process started with (NUL-separated), or null when unreadable. */
 export async function readProcEnviron(pid: number): Promise<Record<string, string> | null> {
   try {
-    const raw = await fs.readFile(`/proc/${pid}/environ`, "utf8");
-    const env: Record<string, string> = {};
-    for (const entry of raw.split("\0")) {
-      const eq = entry.indexOf("=");
-      if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
-    }
-    return env;
+    return parseEnviron(await fs.readFile(`/proc/${pid}/environ`, "utf8"));
   } catch {
     return null;
   }

@@ -1,0 +1,180 @@
+// The controller's own machine as a node: node.js APIs, no shell, /proc read
+// directly. What it parses is shared with SshHost (proc-parse.ts).
+import fs from "node:fs/promises";
+import path from "node:path";
+import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
+import { writeFileAtomic } from "../state/atomic-file.js";
+import { parseCmdline, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
+import { runChild } from "./run-child.js";
+import {
+  DEFAULT_READ_MAX_BYTES,
+  type FileStat,
+  type HostAccess,
+  type Listener,
+  type ProcessInfo,
+  type RunOptions,
+  type RunResult,
+} from "./types.js";
+
+/** Most stdout a command may print before it is killed: tool output is small, a runaway is not. */
+export const MAX_RUN_STDOUT_BYTES = 64 * 1024 * 1024;
+
+/** A file-system result for a path that is a regular file's, a directory's or something else's. */
+export function fileStatOf(st: { mode: number; size: number; mtimeMs: number; ino: number }): FileStat {
+  const type = st.mode & 0o170000;
+  const kind = type === 0o100000 ? "file" : type === 0o040000 ? "dir" : "other";
+  return { kind, size: st.size, mode: st.mode & 0o7777, mtimeMs: st.mtimeMs, ino: st.ino };
+}
+
+/** The error a command's own output past the cap is. */
+export function outputTooLarge(node: string, argv: string[]): NarwhalError {
+  return new NarwhalError(`${argv.join(" ")} on node ${node} printed more than ${MAX_RUN_STDOUT_BYTES} bytes`, {
+    retryable: false,
+    fix: "Run the command by hand on the node and see why its output is so large.",
+  });
+}
+
+export class LocalHost implements HostAccess {
+  readonly kind = "local" as const;
+
+  /** baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env. */
+  constructor(
+    readonly node: string,
+    private readonly baseEnv: Record<string, string>,
+  ) {}
+
+  async run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
+    const [cmd, ...args] = argv;
+    if (!cmd) throw new NarwhalError(`node ${this.node}: run needs a command`, { retryable: false });
+    if (opts.signal?.aborted) throw new CancelledError(argv.join(" "));
+    const r = await runChild(cmd, args, {
+      env: { ...this.baseEnv, ...opts.env },
+      cwd: opts.cwd,
+      stdin: opts.stdin,
+      timeoutMs: opts.timeoutMs,
+      signal: opts.signal,
+      maxStdoutBytes: MAX_RUN_STDOUT_BYTES,
+    });
+    if (r.aborted) throw new CancelledError(argv.join(" "));
+    if (r.overflow) throw outputTooLarge(this.node, argv);
+    if (r.spawnError) {
+      const errno = r.spawnError.code;
+      if (errno === "ENOENT" && opts.cwd) {
+        // spawn says ENOENT for a missing cwd too: say which one is missing.
+        const cwdStat = await this.stat(opts.cwd);
+        if (cwdStat?.kind !== "dir") throw ioFailure(Object.assign(r.spawnError, { path: opts.cwd, syscall: "chdir" }));
+      }
+      // As a shell reports it: 127 not found, 126 not executable. Callers treat both as final.
+      const code = errno === "ENOENT" || errno === "ENOTDIR" ? 127 : 126;
+      return { code, signal: null, stdout: "", stderr: `${cmd}: ${r.spawnError.message}\n`, timedOut: false };
+    }
+    return { code: r.code, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut };
+  }
+
+  async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
+    const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
+    try {
+      const handle = await fs.open(file, "r");
+      try {
+        // Read in chunks, not by stat size: /proc and /sys files say 0 and a log may grow meanwhile.
+        const chunks: Buffer[] = [];
+        let total = 0;
+        for (;;) {
+          const chunk = Buffer.alloc(64 * 1024);
+          const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+          if (bytesRead === 0) return Buffer.concat(chunks);
+          total += bytesRead;
+          if (total > max) throw tooLarge(file, max);
+          chunks.push(chunk.subarray(0, bytesRead));
+        }
+      } finally {
+        await handle.close();
+      }
+    } catch (err) {
+      throw ioFailure(err, { fix: `Check ${file} on node ${this.node}.` });
+    }
+  }
+
+  async stat(file: string): Promise<FileStat | null> {
+    try {
+      return fileStatOf(await fs.stat(file));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") return null;
+      throw ioFailure(err);
+    }
+  }
+
+  async readDir(dir: string): Promise<string[] | null> {
+    try {
+      return (await fs.readdir(dir)).sort();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw ioFailure(err);
+    }
+  }
+
+  async writeFile(file: string, data: string | Buffer, mode: number): Promise<void> {
+    try {
+      await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+      await writeFileAtomic(file, data, mode);
+    } catch (err) {
+      throw ioFailure(err);
+    }
+  }
+
+  async listProcesses(): Promise<ProcessInfo[]> {
+    const pids = (await fs.readdir("/proc")).filter((n) => /^\d+$/.test(n));
+    const found = await Promise.all(
+      pids.map(async (pid): Promise<ProcessInfo | null> => {
+        try {
+          const stat = parseProcStat(await fs.readFile(`/proc/${pid}/stat`, "utf8"));
+          const cmdline = parseCmdline(await fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => ""));
+          return { pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state, cmdline };
+        } catch {
+          return null; // exited between readdir and read
+        }
+      }),
+    );
+    return found.filter((p): p is ProcessInfo => p !== null);
+  }
+
+  async processEnvToken(pid: number, name: string): Promise<string | null> {
+    try {
+      return parseEnviron(await fs.readFile(`/proc/${pid}/environ`, "utf8"))[name] ?? null;
+    } catch {
+      return null; // gone, or another user's
+    }
+  }
+
+  async bootId(): Promise<string> {
+    return (await this.readFile("/proc/sys/kernel/random/boot_id")).toString("utf8").trim();
+  }
+
+  async listeners(): Promise<Listener[]> {
+    return listenersVia(this);
+  }
+
+  async close(): Promise<void> {}
+}
+
+function tooLarge(file: string, max: number): NodeJS.ErrnoException {
+  return Object.assign(new Error(`EFBIG: file larger than ${max} bytes, read '${file}'`), {
+    code: "EFBIG",
+    syscall: "read",
+    path: file,
+  });
+}
+
+/** `ss -Hltn` on the node, parsed: one code path for every kind of host access. */
+export async function listenersVia(host: HostAccess): Promise<Listener[]> {
+  const r = await host.run(["ss", "-Hltn"], { env: { LC_ALL: "C" }, timeoutMs: 10_000 });
+  if (r.code !== 0) {
+    throw new NarwhalError(`ss -Hltn on node ${host.node} failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`, {
+      input: `node ${host.node}`,
+      fix: "Install iproute2 (ss) on the node.",
+      retryable: r.timedOut,
+    });
+  }
+  return parseSsListeners(r.stdout);
+}

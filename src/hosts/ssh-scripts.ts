@@ -1,0 +1,79 @@
+// The small POSIX sh scripts SshHost runs on a node for file and process
+// access: builtins and coreutils (head, stat, mkdir, mv, od), one python3
+// one-liner for the process table (one process, not a fork per pid). Each gets
+// its operands as "$1", "$2", never spliced into the script text.
+import { ioFailure } from "../errors.js";
+
+/** First line on stderr of every remote command: the pid of its session (= its process group). */
+export const PID_MARKER = "narwhal-pid:";
+/** A remote command's cwd does not exist. */
+export const NO_CWD_MARKER = "narwhal-no-cwd";
+
+/** Prefix of every script: report the session's pid, then read messages in a locale narwhal parses. */
+export function wrapScript(script: string, exportLine: string, cwdLine: string): string {
+  return `printf '${PID_MARKER}%s\\n' "$$" >&2; ${exportLine}${cwdLine}${script}`;
+}
+
+/** $1 file, $2 most bytes + 1: head stops there, so a runaway file never crosses the wire whole. */
+export const READ_FILE = `exec head -c "$2" -- "$1"`;
+
+/** $1 path: "<raw mode hex> <size> <mtime s.ms> <inode>", symlinks followed; exit 3 when nothing is there. */
+export const STAT = `[ -e "$1" ] || exit 3; exec stat -L -c '%f %s %.3Y %i' -- "$1"`;
+
+/** $1 dir: entry names, NUL-terminated (names may hold newlines); exit 3 when it does not exist. */
+export const READ_DIR = `[ -d "$1" ] || exit 3; cd -- "$1" || exit 1
+for f in .* *; do case $f in .|..) continue;; esac; [ -e "$f" ] || [ -h "$f" ] || continue; printf '%s\\000' "$f"; done`;
+
+/** $1 file, $2 octal mode, data on stdin: temp beside it, synced, renamed over it; parents created 0700 (umask). */
+export const WRITE_FILE = `f=$1; d=\${f%/*}; [ -n "$d" ] || d=/
+umask 077; mkdir -p -- "$d" || exit 1
+t="$d/.\${f##*/}.narwhal.$$.tmp"; trap 'rm -f -- "$t"' EXIT
+cat > "$t" && chmod "$2" "$t" && sync -- "$t" && mv -f -- "$t" "$f" && trap - EXIT && sync -- "$d"`;
+
+/** $1 pid: its environment as hex bytes (od is POSIX; the NULs and any bytes survive the text channel). */
+export const ENVIRON_HEX = `exec od -An -v -tx1 "/proc/$1/environ"`;
+
+/** One JSON line per process: [stat text, cmdline text], parsed by the same code as LocalHost's reads. */
+export const LIST_PROCESSES = `exec python3 -c '
+import os, json, sys
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        s = open("/proc/" + p + "/stat", "rb").read().decode("utf-8", "replace")
+        try:
+            c = open("/proc/" + p + "/cmdline", "rb").read().decode("utf-8", "replace")
+        except OSError:
+            c = ""
+    except OSError:
+        continue
+    sys.stdout.write(json.dumps([s, c]) + "\\n")
+'`;
+
+/** od -tx1 output back to bytes. */
+export function fromOdHex(text: string): Buffer {
+  return Buffer.from(text.replace(/\s+/g, ""), "hex");
+}
+
+const ERRNO_WORDS: Array<[RegExp, string]> = [
+  [/No such file or directory/, "ENOENT"],
+  [/Permission denied/, "EACCES"],
+  [/Is a directory/, "EISDIR"],
+  [/Not a directory/, "ENOTDIR"],
+  [/Read-only file system/, "EROFS"],
+  [/No space left on device/, "ENOSPC"],
+  [/Disk quota exceeded/, "EDQUOT"],
+  [/Operation not permitted/, "EPERM"],
+];
+
+/** A failed remote file operation as the IoError a local one gives: the path, the errno (from the tool's words, LC_ALL=C). */
+export function remoteIoError(node: string, syscall: string, file: string, stderr: string, errno?: string): unknown {
+  const said = stderr.trim().split("\n").at(-1) ?? "";
+  const code = errno ?? ERRNO_WORDS.find(([re]) => re.test(said))?.[1] ?? "EIO";
+  const err = Object.assign(new Error(`${code}: ${said || "failed"} (on node ${node}), ${syscall} '${file}'`), {
+    code,
+    syscall,
+    path: file,
+  });
+  return ioFailure(err, { fix: `Check ${file} on node ${node}.` });
+}

@@ -1,0 +1,269 @@
+// A node reached over SSH, through the operator's own OpenSSH client: its
+// known_hosts and agent semantics, strict host keys, and one multiplexed master
+// connection per node (ControlMaster under the state directory), so N steps on
+// a node cost one TCP+auth handshake, not N. Every remote command runs under
+// /bin/sh, reports its session pid first (so a deadline or abort can end it on
+// the node, and so ssh's own exit 255 is told from the command's), and gets
+// its arguments quoted by shQuote.
+import fs from "node:fs/promises";
+import { CancelledError, NarwhalError } from "../errors.js";
+import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
+import { parseCmdline, parseEnviron, parseProcStat } from "./proc-parse.js";
+import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
+import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
+import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
+import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
+import * as scripts from "./ssh-scripts.js";
+import {
+  DEFAULT_READ_MAX_BYTES,
+  type FileStat,
+  type HostAccess,
+  type Listener,
+  type ProcessInfo,
+  type RunOptions,
+  type RunResult,
+} from "./types.js";
+
+/** The master outlives its last client by this long (ControlPersist). */
+const CONTROL_PERSIST_S = 60;
+/** Ending a timed-out or aborted remote command: the kill itself is bounded too. */
+const REMOTE_KILL_TIMEOUT_MS = 10_000;
+
+/** A remote script's result with stdout's bytes (readFile is binary). */
+type ScriptResult = RunResult & { bytes: Buffer };
+
+export type { SshHostOptions } from "./ssh-options.js";
+
+export class SshHost implements HostAccess {
+  readonly kind = "ssh" as const;
+  readonly node: string;
+  private readonly target: SshTarget;
+  private readonly controlDir: string;
+  private master: Promise<void> | undefined;
+  /** When the master may have exited after its persist time (ms since epoch). */
+  private masterFreshUntil = 0;
+
+  constructor(private readonly opts: SshHostOptions) {
+    this.node = opts.node;
+    this.target = {
+      node: opts.node,
+      destination: opts.destination,
+      port: opts.port ?? 22,
+      knownHostsFile: opts.knownHostsFile ?? "~/.ssh/known_hosts",
+      ...(opts.identityFile ? { identityFile: opts.identityFile } : {}),
+    };
+    this.controlDir = controlDirFor(opts.node, opts.stateDir);
+  }
+
+  /** One master per node: the first caller connects, the others wait for it rather than racing to be master. */
+  private ensureMaster(): Promise<void> {
+    if (this.master && Date.now() < this.masterFreshUntil) return this.master;
+    const connecting = (async () => {
+      await fs.mkdir(this.controlDir, { recursive: true, mode: 0o700 });
+      await fs.chmod(this.controlDir, 0o700);
+      const r = await this.ssh([this.opts.destination, "--", "true"], {});
+      if (r.code !== 0)
+        throw (
+          sshConnectionError(r, this.target, false) ??
+          new NarwhalError(`node ${this.node}: \`true\` over ssh exited ${r.code ?? r.signal}: ${r.stderr.trim()}`, {
+            retryable: true,
+            input: `node ${this.node} ssh.destination ${this.opts.destination}`,
+          })
+        );
+    })();
+    this.master = connecting;
+    this.masterFreshUntil = Number.POSITIVE_INFINITY; // until this attempt settles
+    connecting.then(
+      () => this.touch(),
+      () => {
+        if (this.master === connecting) this.master = undefined;
+      },
+    );
+    return connecting;
+  }
+
+  private touch(): void {
+    // Margin under ControlPersist: past it the next command re-establishes the master first.
+    this.masterFreshUntil = Date.now() + (CONTROL_PERSIST_S - 10) * 1000;
+  }
+
+  private ssh(args: string[], opts: Partial<ChildOptions>): Promise<ChildResult> {
+    return runChild("ssh", [...sshClientArgs(this.opts, this.controlDir, CONTROL_PERSIST_S), ...args], {
+      env: this.opts.clientEnv,
+      maxStdoutBytes: MAX_RUN_STDOUT_BYTES,
+      ...opts,
+    }).then((r) => {
+      if (r.spawnError)
+        throw new NarwhalError(`node ${this.node}: the OpenSSH client cannot be run (${r.spawnError.code})`, {
+          retryable: false,
+          input: `node ${this.node} ssh`,
+          fix: "Install the OpenSSH client (Debian: openssh-client) on the controller's machine.",
+        });
+      return r;
+    });
+  }
+
+  /** Run a sh script on the node with operands "$1"...; the one place commands cross the wire. */
+  private async script(
+    script: string,
+    operands: string[],
+    opts: RunOptions = {},
+    /** narwhal's own scripts parse tools' messages: C locale. A caller's command keeps the node's. */
+    cLocale = true,
+  ): Promise<ScriptResult> {
+    const what = `${operands[0] ?? script.split(" ")[0]} on node ${this.node}`;
+    if (opts.signal?.aborted) throw new CancelledError(what);
+    const env = opts.env ?? {};
+    const bad = Object.keys(env).find((k) => !isShellName(k));
+    if (bad !== undefined)
+      throw new NarwhalError(
+        `node ${this.node}: environment variable name ${JSON.stringify(bad)} cannot be passed over SSH`,
+        {
+          retryable: false,
+          input: bad,
+          fix: "Use names of letters, digits and underscores.",
+        },
+      );
+    const exports = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env })
+      .map(([k, v]) => `export ${k}=${shQuote(v)}; `)
+      .join("");
+    const cwd = opts.cwd
+      ? `cd -- ${shQuote(opts.cwd)} 2>/dev/null || { echo ${scripts.NO_CWD_MARKER} >&2; exit 1; }; `
+      : "";
+    const remote = `exec /bin/sh -c ${shQuote(scripts.wrapScript(script, exports, cwd))} sh ${shCommand(operands)}`;
+    await this.ensureMaster();
+    let stderrSoFar = "";
+    let remotePid: number | undefined;
+    const r = await this.ssh([this.opts.destination, "--", remote], {
+      stdin: opts.stdin,
+      timeoutMs: opts.timeoutMs,
+      signal: opts.signal,
+      onStderr: (chunk: Buffer) => {
+        if (remotePid !== undefined) return;
+        stderrSoFar += chunk.toString("utf8");
+        const m = new RegExp(`^${scripts.PID_MARKER}(\\d+)$`, "m").exec(stderrSoFar);
+        if (m) remotePid = Number(m[1]);
+      },
+      beforeKill: () => this.killRemote(remotePid),
+    });
+    this.touch();
+    if (r.aborted) throw new CancelledError(what);
+    if (r.overflow) throw outputTooLarge(this.node, operands);
+    const stderrLines = r.stderr.split("\n");
+    const started = stderrLines.some((l) => l.startsWith(scripts.PID_MARKER));
+    const failure = sshConnectionError(r, this.target, started);
+    if (failure) throw failure;
+    if (stderrLines.includes(scripts.NO_CWD_MARKER))
+      throw scripts.remoteIoError(this.node, "chdir", opts.cwd ?? "", "", "ENOENT");
+    const stderr = stderrLines.filter((l) => !l.startsWith(scripts.PID_MARKER)).join("\n");
+    if (r.timedOut)
+      return { code: null, signal: "SIGTERM", stdout: r.stdout, stderr, timedOut: true, bytes: r.stdoutBytes };
+    return {
+      code: r.code,
+      signal: r.signal,
+      stdout: r.stdout,
+      stderr,
+      timedOut: false,
+      bytes: r.stdoutBytes,
+    };
+  }
+
+  /** End a remote command's whole process group (its ssh session): TERM, then KILL after 2 s. */
+  private async killRemote(pid: number | undefined): Promise<void> {
+    if (pid === undefined) return;
+    // dash's kill takes no "--": the signal name first, then the negative pid (the group).
+    const kill = `kill -TERM -${pid} 2>/dev/null || exit 0; i=0
+while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -${pid} 2>/dev/null; exit 0`;
+    await this.ssh([this.opts.destination, "--", `exec /bin/sh -c ${shQuote(kill)}`], {
+      timeoutMs: REMOTE_KILL_TIMEOUT_MS,
+    });
+  }
+
+  async run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
+    if (!argv[0]) throw new NarwhalError(`node ${this.node}: run needs a command`, { retryable: false });
+    const { code, signal, stdout, stderr, timedOut } = await this.script(`exec "$@"`, argv, opts, false);
+    return { code, signal, stdout, stderr, timedOut };
+  }
+
+  async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
+    const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
+    const r = await this.script(scripts.READ_FILE, [file, String(max + 1)]);
+    if (r.code !== 0) throw scripts.remoteIoError(this.node, "open", file, r.stderr);
+    if (r.bytes.length > max)
+      throw scripts.remoteIoError(this.node, "read", file, `file larger than ${max} bytes`, "EFBIG");
+    return r.bytes;
+  }
+
+  async stat(file: string): Promise<FileStat | null> {
+    const r = await this.script(scripts.STAT, [file]);
+    if (r.code === 3) return null;
+    if (r.code !== 0) throw scripts.remoteIoError(this.node, "stat", file, r.stderr);
+    const [modeHex, size, mtime, ino] = r.stdout.trim().split(" ");
+    return fileStatOf({
+      mode: parseInt(modeHex ?? "0", 16),
+      size: Number(size),
+      mtimeMs: Math.round(Number(mtime) * 1000),
+      ino: Number(ino),
+    });
+  }
+
+  async readDir(dir: string): Promise<string[] | null> {
+    const r = await this.script(scripts.READ_DIR, [dir]);
+    if (r.code === 3) return null;
+    if (r.code !== 0) throw scripts.remoteIoError(this.node, "scandir", dir, r.stderr);
+    return r.stdout.split("\0").filter(Boolean).sort();
+  }
+
+  async writeFile(file: string, data: string | Buffer, mode: number): Promise<void> {
+    const r = await this.script(scripts.WRITE_FILE, [file, mode.toString(8)], { stdin: data });
+    if (r.code !== 0) throw scripts.remoteIoError(this.node, "open", file, r.stderr);
+  }
+
+  async listProcesses(): Promise<ProcessInfo[]> {
+    const r = await this.script(scripts.LIST_PROCESSES, [], { timeoutMs: 30_000 });
+    if (r.code !== 0)
+      throw new NarwhalError(
+        `node ${this.node}: listing processes failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
+        {
+          input: `node ${this.node}`,
+          fix: r.code === 127 ? "Install python3 on the node." : "Run the listing by hand on the node to see why.",
+          retryable: r.code !== 127,
+        },
+      );
+    const found: ProcessInfo[] = [];
+    for (const line of r.stdout.split("\n")) {
+      if (!line) continue;
+      const [statText, cmdline] = JSON.parse(line) as [string, string];
+      const stat = parseProcStat(statText);
+      found.push({
+        pid: stat.pid,
+        pgid: stat.pgid,
+        startTicks: stat.startTicks,
+        state: stat.state,
+        cmdline: parseCmdline(cmdline),
+      });
+    }
+    return found;
+  }
+
+  async processEnvToken(pid: number, name: string): Promise<string | null> {
+    const r = await this.script(scripts.ENVIRON_HEX, [String(pid)]);
+    if (r.code !== 0) return null; // gone, or another user's
+    return parseEnviron(scripts.fromOdHex(r.stdout).toString("utf8"))[name] ?? null;
+  }
+
+  async bootId(): Promise<string> {
+    return (await this.readFile("/proc/sys/kernel/random/boot_id")).toString("utf8").trim();
+  }
+
+  listeners(): Promise<Listener[]> {
+    return listenersVia(this);
+  }
+
+  /** End the master connection (`ssh -O exit`); a master already gone is fine. */
+  async close(): Promise<void> {
+    this.master = undefined;
+    this.masterFreshUntil = 0;
+    await this.ssh(["-O", "exit", this.opts.destination], { timeoutMs: 10_000 });
+  }
+}

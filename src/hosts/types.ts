@@ -1,0 +1,82 @@
+// Host access: everything a host-side step does on an engine's node (run a
+// tool, read or write a file, list processes and listeners) goes through this
+// one interface, so a step reads the engine's own node whether that is the
+// controller's machine (LocalHost) or a machine reached over SSH (SshHost).
+
+export interface RunOptions {
+  /** Written to the command's stdin, which is then closed; without it stdin is empty. */
+  stdin?: string | Buffer;
+  /** Added to the node's base environment for this command. Names must be shell identifiers. */
+  env?: Record<string, string>;
+  /** Deadline: the command (on the node) is sent SIGTERM, then SIGKILL; the result says `timedOut`. */
+  timeoutMs?: number;
+  /** Aborting kills the command (on the node) and rejects with CancelledError. */
+  signal?: AbortSignal;
+  /** Working directory on the node. */
+  cwd?: string;
+}
+
+export interface RunResult {
+  /** The command's exit code; null when a signal ended it. 127: not found, 126: not executable (as a shell says). */
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  /** The deadline (timeoutMs) ended it: worth retrying, unlike a crash. */
+  timedOut: boolean;
+}
+
+export interface FileStat {
+  /** Symlinks are followed (like access(2) or Python's Path.exists); a device or FIFO is "other". */
+  kind: "file" | "dir" | "other";
+  size: number;
+  /** Permission bits only (mode & 0o7777). */
+  mode: number;
+  mtimeMs: number;
+  ino: number;
+}
+
+export interface ProcessInfo {
+  pid: number;
+  pgid: number;
+  /** Field 22 of /proc/PID/stat: with the boot id, what tells a process from a reused pid. */
+  startTicks: number;
+  /** "R", "S", "Z", ...: a zombie ("Z") is not running. */
+  state: string;
+  /** Arguments as the process holds them; empty for kernel threads and zombies. */
+  cmdline: string[];
+}
+
+export interface Listener {
+  /** As ss prints it, without brackets or a %interface scope: "0.0.0.0", "::", "*", "127.0.0.1". */
+  address: string;
+  port: number;
+}
+
+export interface HostAccess {
+  /** The node record's name, for error messages. */
+  readonly node: string;
+  readonly kind: "local" | "ssh";
+  /** Run argv (no shell on the node's side: each element is one argument). A non-zero exit is a result, not an error. */
+  run(argv: string[], opts?: RunOptions): Promise<RunResult>;
+  /** The file's bytes; IoError (path, errno) when it cannot be read or is larger than maxBytes (EFBIG; default 8 MiB). */
+  readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
+  /** null when nothing is at the path. */
+  stat(path: string): Promise<FileStat | null>;
+  /** Entry names of a directory (sorted); null when it does not exist. */
+  readDir(path: string): Promise<string[] | null>;
+  /** Atomic on the node: a temp file beside it, then rename. Missing parent directories are created 0700. */
+  writeFile(path: string, data: string | Buffer, mode: number): Promise<void>;
+  listProcesses(): Promise<ProcessInfo[]>;
+  /** The value of one variable in a process's environment (/proc/PID/environ), e.g. the launch token; null when absent or unreadable. */
+  processEnvToken(pid: number, name: string): Promise<string | null>;
+  /** /proc/sys/kernel/random/boot_id: a recorded pid means nothing across a reboot. */
+  bootId(): Promise<string>;
+  /** TCP listeners on the node, `ss -Hltn` parsed. */
+  listeners(): Promise<Listener[]>;
+  /** Release what the access holds (the SSH master connection). */
+  close(): Promise<void>;
+}
+
+/** Most bytes readFile returns unless told otherwise: launch plans, configs and env files are small. */
+export const DEFAULT_READ_MAX_BYTES = 8 * 1024 * 1024;

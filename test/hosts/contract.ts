@@ -1,0 +1,187 @@
+// The HostAccess contract: one test body every implementation must pass, run
+// against LocalHost (test/hosts/local.test.ts) and SshHost over a real sshd
+// (test/e2e/hosts-ssh.test.ts). Each case acts through the host under test and
+// checks through it too, so it holds for a node that is another machine.
+import fs from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { CancelledError, IoError } from "../../src/errors.js";
+import type { HostAccess } from "../../src/hosts/types.js";
+
+export interface ContractFixture {
+  host: HostAccess;
+  /** A fresh directory on the node, private to this test file. */
+  dir: string;
+  /** Start a TCP listener on the node; returns its port and how to stop it. */
+  listen(): Promise<{ port: number; stop(): Promise<void> }>;
+}
+
+/** True while pid runs on the node (and is not a zombie), asked through the host itself. */
+async function running(host: HostAccess, pid: number): Promise<boolean> {
+  return (await host.listProcesses()).some((p) => p.pid === pid && p.state !== "Z");
+}
+
+/** Wait for a condition the node reports (a file appearing), never a fixed sleep. */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function hostAccessContract(name: string, setup: () => ContractFixture): void {
+  describe(`HostAccess contract: ${name}`, () => {
+    it("runs argv exactly, with no shell between: spaces, quotes, $, globs and newlines arrive as they were", async () => {
+      const { host } = setup();
+      const args = ["a b", "it's", '"q"', "$HOME", "*", "line\nbreak", "", "-n", "\\"];
+      const r = await host.run(["printf", "%s\\0", ...args]);
+      expect(r.code).toBe(0);
+      expect(r.stdout.split("\0").slice(0, -1)).toEqual(args);
+    });
+
+    it("returns a command's own failure as its exit code, 255 included, with stdout and stderr", async () => {
+      const { host } = setup();
+      const r = await host.run(["sh", "-c", "echo out; echo err >&2; exit 255"]);
+      expect(r).toMatchObject({ code: 255, signal: null, stdout: "out\n", stderr: "err\n", timedOut: false });
+      expect((await host.run(["sh", "-c", "exit 3"])).code).toBe(3);
+    });
+
+    it("says 127 for a command that does not exist, as a shell does", async () => {
+      const { host } = setup();
+      expect((await host.run([`no-such-tool-${randomUUID()}`])).code).toBe(127);
+    });
+
+    it("feeds stdin, adds env variables and runs in cwd", async () => {
+      const { host, dir } = setup();
+      const r = await host.run(["sh", "-c", 'cat; printf "%s|%s" "$NARWHAL_T" "$(pwd)"'], {
+        stdin: "from stdin\n",
+        env: { NARWHAL_T: "x 'y' $z" },
+        cwd: dir,
+      });
+      expect(r.stdout).toBe(`from stdin\nx 'y' $z|${await fs.realpath(dir).catch(() => dir)}`);
+    });
+
+    it("refuses a cwd that does not exist with an IoError naming it", async () => {
+      const { host, dir } = setup();
+      const missing = `${dir}/missing-cwd`;
+      const err: unknown = await host.run(["true"], { cwd: missing }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(IoError);
+      expect(err).toMatchObject({ code: "ENOENT", path: missing });
+    });
+
+    it("ends a command at its deadline, on the node, and says it timed out", async () => {
+      const { host, dir } = setup();
+      const pidFile = `${dir}/deadline.pid`;
+      const begun = Date.now();
+      const r = await host.run(["sh", "-c", `echo $$ > ${pidFile}; exec sleep 60`], { timeoutMs: 1_000 });
+      expect(r).toMatchObject({ code: null, timedOut: true });
+      // Well before the sleep would end by itself: the deadline ended it.
+      expect(Date.now() - begun).toBeLessThan(20_000);
+      const pid = Number((await host.readFile(pidFile)).toString());
+      await until(`pid ${pid} to end`, async () => !(await running(host, pid)));
+    });
+
+    it("ends a command on abort, on the node, and rejects with CancelledError", async () => {
+      const { host, dir } = setup();
+      const pidFile = `${dir}/abort.pid`;
+      const ac = new AbortController();
+      const done = host.run(["sh", "-c", `echo $$ > ${pidFile}; exec sleep 60`], { signal: ac.signal });
+      await until(
+        "the command to start",
+        async () => (await host.stat(pidFile))?.size !== 0 && !!(await host.stat(pidFile)),
+      );
+      const aborted = Date.now();
+      ac.abort();
+      await expect(done).rejects.toBeInstanceOf(CancelledError);
+      expect(Date.now() - aborted).toBeLessThan(20_000);
+      const pid = Number((await host.readFile(pidFile)).toString());
+      await until(`pid ${pid} to end`, async () => !(await running(host, pid)));
+    });
+
+    it("writes a file atomically with its mode, creating parent directories 0700, and reads the bytes back", async () => {
+      const { host, dir } = setup();
+      const file = `${dir}/new/deeper/plan.bin`;
+      const bytes = Buffer.from([0, 1, 2, 255, 10, 13, 0x27, 0x22]);
+      await host.writeFile(file, bytes, 0o400);
+      expect(await host.readFile(file)).toEqual(bytes);
+      expect(await host.stat(file)).toMatchObject({ kind: "file", size: bytes.length, mode: 0o400 });
+      expect(await host.stat(`${dir}/new`)).toMatchObject({ kind: "dir", mode: 0o700 });
+      await host.writeFile(file, "second\n", 0o600);
+      expect((await host.readFile(file)).toString()).toBe("second\n");
+      // Nothing but the file: no temp left behind beside it.
+      expect(await host.readDir(`${dir}/new/deeper`)).toEqual(["plan.bin"]);
+    });
+
+    it("reads a missing file as IoError ENOENT, and one past maxBytes as EFBIG", async () => {
+      const { host, dir } = setup();
+      await expect(host.readFile(`${dir}/absent`)).rejects.toMatchObject({ code: "ENOENT", path: `${dir}/absent` });
+      await host.writeFile(`${dir}/big`, "x".repeat(100), 0o600);
+      expect((await host.readFile(`${dir}/big`, { maxBytes: 100 })).length).toBe(100);
+      await expect(host.readFile(`${dir}/big`, { maxBytes: 99 })).rejects.toMatchObject({ code: "EFBIG" });
+    });
+
+    it("stats files, directories and devices (symlinks followed), and null for nothing", async () => {
+      const { host, dir } = setup();
+      await host.writeFile(`${dir}/s/f`, "abc", 0o644);
+      await host.run(["ln", "-s", `${dir}/s/f`, `${dir}/s/link`]);
+      const st = await host.stat(`${dir}/s/f`);
+      expect(st).toMatchObject({ kind: "file", size: 3, mode: 0o644 });
+      expect(st!.ino).toBeGreaterThan(0);
+      expect(Math.abs(st!.mtimeMs - Date.now())).toBeLessThan(60_000);
+      expect(await host.stat(`${dir}/s/link`)).toEqual(st);
+      expect(await host.stat(`${dir}/s`)).toMatchObject({ kind: "dir" });
+      expect(await host.stat("/dev/null")).toMatchObject({ kind: "other" });
+      expect(await host.stat(`${dir}/s/none`)).toBeNull();
+      expect(await host.stat(`${dir}/s/f/under-a-file`)).toBeNull();
+    });
+
+    it("lists a directory sorted, dotfiles and odd names included; null when missing", async () => {
+      const { host, dir } = setup();
+      for (const n of ["b", ".hidden", "a b", "new\nline"]) await host.writeFile(`${dir}/ls/${n}`, "", 0o600);
+      expect(await host.readDir(`${dir}/ls`)).toEqual([".hidden", "a b", "b", "new\nline"].sort());
+      expect(await host.readDir(`${dir}/ls-missing`)).toBeNull();
+    });
+
+    it("lists processes with group, start ticks and argv, and reads one variable of a process's environment", async () => {
+      const { host, dir } = setup();
+      const token = randomUUID();
+      const pidFile = `${dir}/proc.pid`;
+      // A detached group leader carrying a token, like a native engine.
+      const started = await host.run([
+        "sh",
+        "-c",
+        `NARWHAL_LAUNCH_TOKEN=${token} setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > ${pidFile}`,
+      ]);
+      expect(started.code).toBe(0);
+      const pid = Number((await host.readFile(pidFile)).toString());
+      try {
+        await until("the process to be listed", async () => running(host, pid));
+        const p = (await host.listProcesses()).find((q) => q.pid === pid)!;
+        expect(p).toMatchObject({ pid, pgid: pid, cmdline: ["sleep", "300"] });
+        expect(p.startTicks).toBeGreaterThan(0);
+        expect(await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")).toBe(token);
+        expect(await host.processEnvToken(pid, "NARWHAL_NOT_SET")).toBeNull();
+      } finally {
+        await host.run(["kill", String(pid)]);
+      }
+      expect(await host.processEnvToken(2 ** 22 + 1, "PATH")).toBeNull();
+    });
+
+    it("reads the boot id", async () => {
+      const { host } = setup();
+      expect(await host.bootId()).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    });
+
+    it("lists TCP listeners on the node", async () => {
+      const { host, listen } = setup();
+      const l = await listen();
+      try {
+        expect(await host.listeners()).toContainEqual({ address: "127.0.0.1", port: l.port });
+      } finally {
+        await l.stop();
+      }
+      expect(await host.listeners()).not.toContainEqual({ address: "127.0.0.1", port: l.port });
+    });
+  });
+}
