@@ -19,9 +19,22 @@ export default defineConfig({
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
           // The native kill-point campaign is a third of the e2e time: its own project, run beside this one.
-          exclude: ["test/e2e/kill-points.test.ts"],
+          exclude: ["test/e2e/kill-points.test.ts", "test/e2e/rig.test.ts", "test/e2e/hosts-ssh.test.ts"],
           testTimeout: 180_000,
           hookTimeout: 120_000,
+          fileParallelism: false,
+          pool: "forks",
+        },
+      },
+      {
+        // Network-namespace hosts with their own sshd (test/rig): run alone, after every other
+        // project (npm test), because beside the docker project a running container's engine
+        // stopped logging (the log-cap test timed out) — not yet explained; see the session note.
+        test: {
+          name: "rig",
+          include: ["test/e2e/rig.test.ts", "test/e2e/hosts-ssh.test.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 600_000,
           fileParallelism: false,
           pool: "forks",
         },

@@ -57,11 +57,13 @@ const [[e2e, campaign], docker] = await Promise.all([
   run("e2e").then(async (e2e) => [e2e, await run("campaign")]),
   run("docker"),
 ]);
-const codes = { unit, e2e, campaign, docker };
+// The rig project (network-namespace hosts with sshd) runs alone, last: see vitest.config.ts.
+const rig = await run("rig");
+const codes = { unit, e2e, campaign, docker, rig };
 console.log(`tests: ${totals.passed} passed, ${totals.failed} failed`);
 console.log(
   `test projects: ${Object.entries(codes)
     .map(([p, c]) => `${p} ${c === 0 ? "passed" : `failed (exit ${c})`}`)
     .join(", ")}`,
 );
-process.exitCode = [unit, e2e, campaign, docker].find((c) => c !== 0) ?? 0;
+process.exitCode = [unit, e2e, campaign, docker, rig].find((c) => c !== 0) ?? 0;
