@@ -28,8 +28,8 @@ export default defineConfig({
       },
       {
         // Network-namespace hosts with their own sshd (test/rig): run alone, after every other
-        // project (npm test), because beside the docker project a running container's engine
-        // stopped logging (the log-cap test timed out) — not yet explained; see the session note.
+        // project (npm test), so that creating and sweeping namespaces and bridges never overlaps
+        // the engines other projects run.
         test: {
           name: "rig",
           include: ["test/e2e/rig.test.ts", "test/e2e/hosts-ssh.test.ts"],
