@@ -7,13 +7,12 @@ import { StateStore } from "../state/store.js";
 import { acquireStateLock } from "../state/lock.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
-import type { EngineContext } from "../../machines/engine.js";
 import type { EngineHandle } from "../phases/types.js";
 import { ioFailure, NarwhalError } from "../errors.js";
 import { backendsFor } from "./runtime.js";
 import { writeServingFleet } from "../controller/serving-file.js";
 import { World } from "../controller/world.js";
-import { stoppedConditions } from "../controller/record.js";
+import { recordContext, stoppedConditions } from "../controller/record.js";
 
 export interface DownResult {
   stopped: string[];
@@ -43,7 +42,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
       }
     };
     for (const record of Object.values(store.data.engines)) {
-      const retiring = (record.snapshot as { context?: EngineContext } | null)?.context?.retiring?.handle ?? null;
+      const retiring = recordContext(record).retiring?.handle ?? null;
       for (const handle of [record.handle, retiring]) if (handle) await stop(record.engine, handle);
       if (result.failed.some((f) => f.engine === record.engine)) continue; // keep its record: it still runs
       await store.update(record.engine, (prev) =>

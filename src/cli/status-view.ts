@@ -8,6 +8,7 @@ import type { EngineContext } from "../../machines/engine-context.js";
 import type { Liveness } from "../controller/plan-types.js";
 import type { LockHolder } from "../state/lock.js";
 import { groupReport } from "../controller/groups.js";
+import { recordContext } from "../controller/record.js";
 
 /** desired/ as it is now, loaded the way the controller loads it. */
 export interface DesiredNow {
@@ -88,7 +89,7 @@ export const NOT_CREATED = "(not created)";
 type Retiring = NonNullable<EngineContext["retiring"]>;
 
 function retiringOf(r: EngineRecord): Retiring | null {
-  return (r.snapshot as { context?: Partial<EngineContext> } | null)?.context?.retiring ?? null;
+  return recordContext(r).retiring ?? null;
 }
 
 /** The process or container that serves for this record: its live engine, else the retiring one (checked and shown). */

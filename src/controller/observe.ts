@@ -7,6 +7,9 @@ import type { EngineContext } from "../../machines/engine.js";
 import type { EngineRecord } from "../state/store.js";
 import type { EngineHandle } from "../phases/types.js";
 import { readPlan } from "../phases/prepare.js";
+import { recordContext } from "./record.js";
+
+export { recordContext };
 import { claimedTokens, type Owned, type World } from "./world.js";
 import type { Liveness, Observed, ObservedEngine, OwnedObserved, ServingFleet } from "./plan-types.js";
 
@@ -41,12 +44,6 @@ export interface ObserveOptions {
   serving: ServingFleet | null;
   /** The controller has just started: what is found wrong was found at its start (the operator reads it so). */
   atStart?: boolean;
-}
-
-/** The record's snapshot context, when it has one. */
-export function recordContext(record: EngineRecord | undefined): Partial<EngineContext> {
-  return ((record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context ??
-    {}) as Partial<EngineContext>;
 }
 
 /** What the state file knows, as KnownEngine (no controller: `narwhal plan`). */

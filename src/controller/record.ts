@@ -134,3 +134,9 @@ export function recordFrom(
     updated_at: now,
   };
 }
+
+/** The record's snapshot context, when it has one (empty when it has none). */
+export function recordContext(record: EngineRecord | undefined): Partial<EngineContext> {
+  return ((record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context ??
+    {}) as Partial<EngineContext>;
+}
