@@ -16,6 +16,7 @@ import { containerLogSaved, copyContainerLog } from "./container-log.js";
 import { DockerCalls } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
+import type { NodeHosts } from "../hosts/node-hosts.js";
 import { LABEL, parseImageRef } from "./container-labels.js";
 import { keyFileProblems, runKey } from "./container-key.js";
 import type { AttemptContext } from "./container-attempts.js";
@@ -35,6 +36,8 @@ export interface ContainerBackendOptions {
   stopGraceMs: number;
   /** NARWHAL_ENGINE_LOG_CAP_BYTES: most bytes of a container's log read into memory or kept as engine.log. */
   logCapBytes: number;
+  /** The nodes and how each is reached (a node with an ssh block is this backend's Docker endpoint's host). */
+  hosts: NodeHosts;
   failpoint?: Failpoint;
 }
 
@@ -65,6 +68,7 @@ export class ContainerBackend implements EngineBackend {
 
   /** Make every node's endpoint known, so orphans are found on all of them. */
   knowHosts(specs: EngineSpec[]): void {
+    this.opts.hosts.learn(specs);
     for (const s of specs) if (s.backend === "container") this.client(s.node.docker_host);
   }
 

@@ -16,6 +16,7 @@ import { ENGINE_LOG, readLogFile } from "./engine-log.js";
 import { isSameProcess, listPids, readBootId, readProcEnviron, readProcStat } from "./proc.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
+import type { NodeHosts } from "../hosts/node-hosts.js";
 
 export const PROCESS_FILE = "native-process.json";
 export { ENGINE_LOG } from "./engine-log.js";
@@ -27,6 +28,8 @@ export interface NativeBackendOptions {
   hostEnv: Record<string, string>;
   /** NARWHAL_ENGINE_LOG_CAP_BYTES: most bytes of engine.log read into memory. */
   logCapBytes: number;
+  /** The nodes and how each is reached: every host-side action runs on the engine's own node. */
+  hosts: NodeHosts;
   failpoint?: Failpoint;
 }
 
@@ -45,6 +48,10 @@ export class NativeBackend implements EngineBackend {
   private readonly failpoint: Failpoint;
   constructor(private readonly opts: NativeBackendOptions) {
     this.failpoint = opts.failpoint ?? noFailpoints;
+  }
+
+  knowHosts(specs: EngineSpec[]): void {
+    this.opts.hosts.learn(specs);
   }
 
   async runtimeIdentity(spec: EngineSpec): Promise<string> {

@@ -1,12 +1,12 @@
 // Wiring shared by the commands: config, logger, backends, controller.
 import { loadConfig, type Config } from "../config.js";
 import { createLogger, type Logger } from "../log.js";
-import { backendsFor } from "../backends/for-config.js";
+import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
 
-export { backendsFor };
+export { backendsFor, nodeHostsFor };
 
 export interface GlobalOptions {
   desired?: string;
@@ -25,12 +25,14 @@ export function loggerFor(config: Config): Logger {
 
 export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {
   const failpoint = failpoints(config.failpoints);
+  const hosts = nodeHostsFor(config);
   return new Controller({
     config,
     log,
     app: appIdentity(),
     scriptPath: checkScriptPath(),
-    backends: backendsFor(config, failpoint),
+    backends: backendsFor(config, failpoint, hosts),
+    hosts,
     failpoint,
     mode,
   });

@@ -8,6 +8,7 @@ import type { Config } from "../config.js";
 import type { EngineHandle } from "../phases/types.js";
 import type { Live } from "./status-view.js";
 import { NativeBackend } from "../backends/native.js";
+import { nodeHostsFor } from "../backends/for-config.js";
 import { processExists, readProcStat } from "../backends/proc.js";
 
 /** A status command answers in seconds: an endpoint that does not list in this time is "unknown", not waited on. */
@@ -49,6 +50,7 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
     docker: config.docker,
     stopGraceMs: config.stopGraceMs,
     logCapBytes: config.engineLogCapBytes,
+    hosts: nodeHostsFor(config),
   });
   const byHost = new Map<string, ContainerHandle[]>();
   for (const h of handles) byHost.set(h.docker_host ?? "", [...(byHost.get(h.docker_host ?? "") ?? []), h]);
@@ -92,6 +94,7 @@ export async function probeEngines(config: Config, targets: ProbeTarget[]): Prom
     stateDir: config.stateDir,
     hostEnv: config.hostEnv,
     logCapBytes: config.engineLogCapBytes,
+    hosts: nodeHostsFor(config),
   });
   const natives = targets.flatMap((t) => (t.handle.kind === "native" ? [{ engine: t.engine, handle: t.handle }] : []));
   const containers = targets.flatMap((t) =>

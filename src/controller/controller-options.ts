@@ -12,6 +12,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { Failpoint } from "../failpoints.js";
+import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { ServingFleet } from "./plan-types.js";
 
 export interface ControllerHooks {
@@ -27,6 +28,8 @@ export interface ControllerOptions {
   app: AppIdentity;
   scriptPath: string;
   backends: Record<EngineSpec["backend"], EngineBackend>;
+  /** The nodes the backends reach (the same NodeHosts): host-side steps run on the engine's node; closed with the controller. */
+  hosts: NodeHosts;
   failpoint?: Failpoint;
   /**
    * "watch" (default) outwaits a cause outside narwhal's control for as long as it lasts;
@@ -72,6 +75,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       log: opts.log,
       spec: (engine) => access.applied.get(engine),
       backend: (kind) => opts.backends[kind],
+      hosts: opts.hosts,
       persisted: () => access.persisted(),
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),

@@ -121,6 +121,7 @@ export class Controller {
     await this.queue.shutdown(this.opts.config.queue.shutdownGraceMs);
     for (const actor of this.actors.values()) actor.stop();
     this.actors.clear();
+    await this.opts.hosts.close();
     try {
       await this.store?.flush();
       await this.serving.written();

@@ -16,6 +16,7 @@ import type { SharedStarts } from "./shared-starts.js";
 import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
+import type { NodeHosts } from "../hosts/node-hosts.js";
 
 export interface PhaseDeps {
   stateDir: string;
@@ -26,6 +27,8 @@ export interface PhaseDeps {
   /** The current desired spec of an engine, if it is still desired. */
   spec(engine: string): EngineSpec | undefined;
   backend(kind: EngineSpec["backend"]): EngineBackend;
+  /** How each node is reached: host-side steps (inspection) run on the engine's own node. */
+  hosts: NodeHosts;
   /** Resolves once every transition so far is on disk. */
   persisted(): Promise<void>;
   /** Resolves once the serving fleet reflects every transition so far (nothing stopped is still listed). */

@@ -66,7 +66,16 @@ export interface CheckResult {
 
 /** A running engine's identity: what lets narwhal find it again after a crash. */
 export type EngineHandle =
-  | { kind: "native"; pid: number; pgid: number; boot_id: string; start_ticks: number; launch_token: string }
+  | {
+      kind: "native";
+      pid: number;
+      pgid: number;
+      boot_id: string;
+      start_ticks: number;
+      launch_token: string;
+      /** The node it runs on (fleet.json node name); absent in records from before nodes were reached over ssh: the local host. */
+      node?: string;
+    }
   | {
       kind: "container";
       container_id: string;

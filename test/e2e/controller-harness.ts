@@ -8,7 +8,7 @@ import path from "node:path";
 import { loadConfig, type Config } from "../../src/config.js";
 import { Controller, type ControllerHooks } from "../../src/controller/controller.js";
 import type { ServingFleet } from "../../src/controller/plan-types.js";
-import { backendsFor } from "../../src/cli/runtime.js";
+import { backendsFor, nodeHostsFor } from "../../src/cli/runtime.js";
 import { appIdentity, checkScriptPath } from "../../src/app.js";
 import { loadDesired } from "../../src/desired/load.js";
 import type { DesiredState, EngineSpec } from "../../src/desired/types.js";
@@ -163,12 +163,14 @@ export class ControllerHarness {
         this.wake();
       },
     };
+    const hosts = nodeHostsFor(config);
     const controllerOptions = {
       config,
       log,
       app: appIdentity(),
       scriptPath: checkScriptPath(),
-      backends: withHeldChecks(backendsFor(config), this.heldChecks),
+      backends: withHeldChecks(backendsFor(config, undefined, hosts), this.heldChecks),
+      hosts,
       mode: "watch" as const,
       hooks,
       ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),

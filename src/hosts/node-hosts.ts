@@ -1,0 +1,108 @@
+// The nodes of the desired fleet and how each is reached: one HostAccess per
+// node (LocalHost without an ssh block, SshHost with one), learned from the
+// desired specs and kept for as long as the node's ssh target stays the same,
+// so a fleet of N hosts holds N master connections. Steps and backends ask it
+// for an engine's node by the node's name (what a plan and a handle record).
+import path from "node:path";
+import type { EngineSpec, NodeSpec } from "../desired/types.js";
+import { NarwhalError } from "../errors.js";
+import { LocalHost } from "./local.js";
+import { SshHost } from "./ssh.js";
+import type { HostAccess } from "./types.js";
+
+export interface NodeHostsOptions {
+  /** The controller's state directory: SSH control sockets live under it. */
+  stateDir: string;
+  /** The environment of local commands and of the ssh client (config.hostEnv). */
+  clientEnv: Record<string, string>;
+}
+
+interface Known {
+  spec: NodeSpec;
+  /** What decides the connection: a change of it means a new HostAccess. */
+  target: string;
+  access: HostAccess;
+}
+
+function targetOf(node: NodeSpec): string {
+  return node.ssh ? JSON.stringify(node.ssh) : "local";
+}
+
+export class NodeHosts {
+  private readonly known = new Map<string, Known>();
+  /** Accesses replaced by a changed target: closed with the rest, never mid-command. */
+  private readonly retired: HostAccess[] = [];
+
+  constructor(private readonly opts: NodeHostsOptions) {}
+
+  /** Learn (or update) the nodes the specs run on. Nodes no longer named stay known: their engines may still run. */
+  learn(specs: Iterable<Pick<EngineSpec, "node">>): void {
+    for (const { node } of specs) {
+      const had = this.known.get(node.name);
+      const target = targetOf(node);
+      if (had && had.target === target) {
+        had.spec = node;
+        continue;
+      }
+      if (had) this.retired.push(had.access);
+      this.known.set(node.name, { spec: node, target, access: this.make(node) });
+    }
+  }
+
+  private make(node: NodeSpec): HostAccess {
+    if (!node.ssh) return new LocalHost(node.name, this.opts.clientEnv);
+    return new SshHost({
+      node: node.name,
+      destination: node.ssh.destination,
+      port: node.ssh.port,
+      ...(node.ssh.identity_file ? { identityFile: node.ssh.identity_file } : {}),
+      ...(node.ssh.known_hosts_file ? { knownHostsFile: node.ssh.known_hosts_file } : {}),
+      stateDir: this.opts.stateDir,
+      clientEnv: this.opts.clientEnv,
+    });
+  }
+
+  /** The node's record as last learned. */
+  spec(name: string): NodeSpec | undefined {
+    return this.known.get(name)?.spec;
+  }
+
+  /** How to reach the node; an unknown name is an error naming it (a record or handle from a fleet that no longer has it). */
+  access(node: string | Pick<NodeSpec, "name">): HostAccess {
+    const name = typeof node === "string" ? node : node.name;
+    const known = this.known.get(name);
+    if (!known)
+      throw new NarwhalError(`node ${name} is not in the desired fleet, so narwhal does not know how to reach it`, {
+        retryable: false,
+        input: `fleet.json nodes (${name})`,
+        fix: `Add node ${name} back to fleet.json (with its ssh block) so narwhal can reach and stop what runs there.`,
+      });
+    return known.access;
+  }
+
+  /** Every node learned so far, with its access (orphan sweeps walk them all). */
+  all(): Array<{ spec: NodeSpec; access: HostAccess }> {
+    return [...this.known.values()].map(({ spec, access }) => ({ spec, access }));
+  }
+
+  /**
+   * Where a run's files live on its node: the controller's own run directory on the local host;
+   * <work_dir>/<engine>/<run dir name> on a node reached over ssh (the controller's paths mean nothing there).
+   */
+  runDirOnNode(node: string, controllerRunDir: string): string {
+    const spec = this.known.get(node)?.spec;
+    if (!spec?.ssh) return controllerRunDir;
+    return path.posix.join(
+      spec.work_dir,
+      path.basename(path.dirname(controllerRunDir)),
+      path.basename(controllerRunDir),
+    );
+  }
+
+  /** Release every connection (SSH masters). Failures to close are not worth failing a shutdown for. */
+  async close(): Promise<void> {
+    const all = [...this.retired, ...[...this.known.values()].map((k) => k.access)];
+    this.retired.length = 0;
+    await Promise.allSettled(all.map((a) => a.close()));
+  }
+}
