@@ -3,6 +3,14 @@ import { defineConfig } from "vitest/config";
 // Unit tests live beside their fixtures under test/ (fast, no processes);
 // e2e tests under test/e2e start real simulator processes and run serially
 // because they bind real ports and share the machine's two cores.
+// Tests on the multi-host rig (test/rig): network-namespace hosts, run alone and last.
+const RIG_FILES = [
+  "test/e2e/rig.test.ts",
+  "test/e2e/hosts-ssh.test.ts",
+  "test/e2e/*-rig.test.ts",
+  "test/e2e-docker/*-rig.test.ts",
+];
+
 export default defineConfig({
   test: {
     projects: [
@@ -19,7 +27,7 @@ export default defineConfig({
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
           // The native kill-point campaign is a third of the e2e time: its own project, run beside this one.
-          exclude: ["test/e2e/kill-points.test.ts", "test/e2e/rig.test.ts", "test/e2e/hosts-ssh.test.ts"],
+          exclude: ["test/e2e/kill-points.test.ts", ...RIG_FILES],
           testTimeout: 180_000,
           hookTimeout: 120_000,
           fileParallelism: false,
@@ -32,7 +40,7 @@ export default defineConfig({
         // the engines other projects run.
         test: {
           name: "rig",
-          include: ["test/e2e/rig.test.ts", "test/e2e/hosts-ssh.test.ts"],
+          include: RIG_FILES,
           testTimeout: 180_000,
           hookTimeout: 600_000,
           fileParallelism: false,
@@ -56,6 +64,7 @@ export default defineConfig({
         test: {
           name: "docker",
           include: ["test/docker/**/*.test.ts", "test/e2e-docker/**/*.test.ts"],
+          exclude: RIG_FILES,
           globalSetup: ["test/docker/daemon.ts"],
           testTimeout: 300_000,
           hookTimeout: 600_000,
