@@ -63,6 +63,20 @@ export class NarwhalError extends Error {
     return line;
   }
 
+  /**
+   * This error named for the engine and step it was raised in, where it did not know them: a copy
+   * of the same class with every field kept (its message, stack, cause, failure class, input, fix).
+   */
+  within(engine: string, step: Step): this {
+    const copy = Object.create(Object.getPrototypeOf(this) as object) as this;
+    Object.defineProperties(copy, Object.getOwnPropertyDescriptors(this));
+    Object.defineProperties(copy, {
+      engine: { value: this.engine ?? engine, enumerable: true },
+      step: { value: this.step ?? step, enumerable: true },
+    });
+    return copy;
+  }
+
   toJSON(): Record<string, unknown> {
     return {
       name: this.name,
@@ -145,13 +159,13 @@ export class PhaseError extends NarwhalError {
 export function inStep(err: unknown, engine: string, step: Step): unknown {
   if (err instanceof NarwhalError && err.engine && err.step) return err;
   if (err instanceof CancelledError || (err instanceof Error && err.name === "AbortError")) return err;
-  const e = err instanceof NarwhalError ? err : undefined;
+  // A typed error keeps its class and its own fields (a NodeAccessError's node and reason): the
+  // controller decides on them (NodeReachable, outwaiting), so a copy that only looks alike would not do.
+  if (err instanceof NarwhalError) return err.within(engine, step);
   const named = new NarwhalError(err instanceof Error ? err.message : String(err), {
-    engine: e?.engine ?? engine,
-    step: e?.step ?? step,
-    input: e?.input,
-    fix: e?.fix,
-    failure: e ? e.failure : "retry",
+    engine,
+    step,
+    failure: "retry",
     cause: err,
   });
   named.name = err instanceof Error ? err.name : "Error";
@@ -241,6 +255,10 @@ export interface ErrorRecord {
   step?: Step;
   input?: string;
   fix?: string;
+  /** A node-access failure (NodeAccessError.toJSON): the node, its ssh destination and why it cannot be used. */
+  node?: string;
+  destination?: string;
+  reason?: NodeAccessReason;
 }
 
 /** How the machine treats a recorded failure. */
@@ -290,3 +308,28 @@ export class NodeUnreachable extends NodeAccessError {}
 export class HostKeyRejected extends NodeAccessError {}
 /** The node refused narwhal's key: terminal until the identity file or authorized_keys is fixed. */
 export class NodeAuthFailed extends NodeAccessError {}
+
+/** A node that could not be used, as NodeReachable=False and the planner read it. */
+export interface NodeFault {
+  node: string;
+  reason: NodeAccessReason;
+  message: string;
+}
+
+const NODE_ACCESS_REASONS: readonly string[] = ["unreachable", "host-key", "auth"] satisfies NodeAccessReason[];
+
+/**
+ * The node fault a thrown error or a recorded one stands for, else null. Duck-typed, as
+ * toErrorRecord is: a record read back from the state file is no NodeAccessError instance.
+ */
+export function nodeFaultOf(err: unknown): NodeFault | null {
+  if (!err || typeof err !== "object") return null;
+  const e = err as { node?: unknown; reason?: unknown; message?: unknown };
+  if (typeof e.node !== "string" || typeof e.reason !== "string" || !NODE_ACCESS_REASONS.includes(e.reason))
+    return null;
+  return {
+    node: e.node,
+    reason: e.reason as NodeAccessReason,
+    message: typeof e.message === "string" ? e.message : "",
+  };
+}
