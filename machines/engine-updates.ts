@@ -3,6 +3,7 @@
 // state and restoring it when the desired state reverts. Named pure functions
 // so engine.ts reads as the procedure; time and randomness come in as
 // arguments. Pure: no IO.
+import { nodeFaultOf, type ErrorRecord } from "../src/errors.js";
 import {
   backoffMs,
   notWaiting,
@@ -10,6 +11,7 @@ import {
   type EngineContext,
   type EngineEvent,
   type Retiring,
+  type RetryFrom,
 } from "./engine-context.js";
 
 /** The engine died: a failure of its own (step "observe"), retried from a fresh run with backoff. */
@@ -114,3 +116,19 @@ export function capturedUpdate(now: number): Partial<EngineContext> {
 
 /** The retiring engine is stopped: nothing is left to keep serving or to restore, and what was deferred is taken. */
 export const retiredUpdate = { retiring: null, runningHash: null, deferred: null } as const;
+
+/**
+ * Where a failed step resumes, and whether the engine it started is dropped with it. A start that
+ * fails is spent (`dropsEngine`: the retry prepares a fresh run), except when its node could not be
+ * used: the connection may have dropped after the engine was spawned there, and only this run's
+ * launch token finds it again (the backend adopts it), so the retry starts from the same run,
+ * never a second engine beside the first. Every other step keeps its handle and run as they are.
+ */
+export function resumeAfter(
+  params: { from: RetryFrom; dropsEngine?: boolean },
+  error: ErrorRecord,
+): Pick<EngineContext, "retryFrom"> & Partial<Pick<EngineContext, "handle" | "runningHash">> {
+  if (!params.dropsEngine) return { retryFrom: params.from };
+  if (nodeFaultOf(error) !== null) return { retryFrom: "checked" };
+  return { retryFrom: params.from, handle: null, runningHash: null };
+}

@@ -36,6 +36,7 @@ import {
   lossUpdate,
   replayOf,
   restoreRetiring,
+  resumeAfter,
   restoresRetiring,
   retireForChange,
   retiredUpdate,
@@ -66,11 +67,10 @@ export const engineMachine = setup({
   },
   actions: {
     /** A failed step: record the error and where to resume, and set the backoff deadline. */
-    recordFailure: assign(({ context, event }, params: { from: RetryFrom; dropsEngine?: boolean }) => ({
-      ...afterFailure(context, toErrorRecord((event as { error?: unknown }).error), Date.now(), Math.random()),
-      retryFrom: params.from,
-      ...(params.dropsEngine ? { handle: null, runningHash: null } : {}),
-    })),
+    recordFailure: assign(({ context, event }, params: { from: RetryFrom; dropsEngine?: boolean }) => {
+      const error = toErrorRecord((event as { error?: unknown }).error);
+      return { ...afterFailure(context, error, Date.now(), Math.random()), ...resumeAfter(params, error) };
+    }),
     /** Hold a desired-state event until the running step settles. */
     defer: assign(({ context, event }) => ({ deferred: deferredAfter(context.deferred, event) })),
     /** Replay what was deferred, now that the step has settled. */

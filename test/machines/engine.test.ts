@@ -4,7 +4,8 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor, type Snapshot } from "xstate";
 import { engineMachine, isSettled, type RetryPolicy, type StepInput } from "../../machines/engine.js";
-import { PhaseError, type FailureClass, type Step } from "../../src/errors.js";
+import { PhaseError, inStep, type FailureClass, type Step } from "../../src/errors.js";
+import { classifySshFailure } from "../../src/hosts/ssh-errors.js";
 import type {
   CacheLayout,
   CheckResult,
@@ -16,8 +17,8 @@ import type {
 
 interface World {
   calls: Array<{ step: string; input: StepInput }>;
-  /** Failures to raise, consumed in order, per step. */
-  failures: Partial<Record<Step, Array<{ retryable?: boolean; failure?: FailureClass }>>>;
+  /** Failures to raise, consumed in order, per step: a PhaseError of that class, or the error value itself. */
+  failures: Partial<Record<Step, Array<{ retryable?: boolean; failure?: FailureClass } | Error>>>;
   runs: number;
 }
 
@@ -30,6 +31,7 @@ function actors(w: World) {
     fromPromise<T, StepInput>(async ({ input }) => {
       w.calls.push({ step: name, input });
       const f = w.failures[name]?.shift();
+      if (f instanceof Error) throw f;
       if (f) throw new PhaseError(input.engine, name, `${name} broke`, f);
       return out(input);
     });
@@ -390,5 +392,110 @@ describe("engine machine: steps that are not abandoned halfway", () => {
     const s = await settled(a);
     expect(s.value).toBe("removed");
     expect(steps(w).slice(6)).toEqual(["stop", "stop"]);
+  });
+});
+
+// Issue 10 item 4: a step that fails because its node cannot be reached (NodeUnreachable, as
+// SshHost raises it and the phase actors name it with inStep) is outwaited: no attempt is used,
+// and once the node answers the engine goes on where it was, with its run and its handle.
+describe("engine machine when the engine's node cannot be reached", () => {
+  const target = { node: "node-b", destination: "root@10.99.0.2", port: 22, knownHostsFile: "/k" };
+  const unreachable = (step: Step, n = retry.maxAttempts * 2) =>
+    Array.from({ length: n }, () =>
+      inStep(
+        classifySshFailure("ssh: connect to host 10.99.0.2 port 22: Connection refused", target),
+        "engine-1",
+        step,
+      ),
+    ) as Error[];
+
+  it.each(["inspect", "prepare", "check", "probe", "capture"] as const)(
+    "a %s cut off by its node is re-run past maxAttempts without using an attempt, with the same run",
+    async (step) => {
+      const w = world({ [step]: unreachable(step) });
+      const s = await settled(spawnEngine(w));
+      expect(s.value).toBe("captured");
+      expect(s.context.attempts).toBe(0);
+      expect(steps(w).filter((x) => x === step)).toHaveLength(retry.maxAttempts * 2 + 1);
+      // Nothing before the failed step ran again, and one run was prepared.
+      expect(steps(w).filter((x) => x === "inspect")).toHaveLength(step === "inspect" ? retry.maxAttempts * 2 + 1 : 1);
+      expect(w.runs).toBe(1);
+      expect(steps(w).filter((x) => x === "start")).toHaveLength(1);
+      expect(s.context.run!.launch_token).toBe(`t${w.runs}`);
+    },
+  );
+
+  it("records the failure with its node while it waits, using no attempt", async () => {
+    const w = world({ probe: unreachable("probe", 1000) });
+    const a = spawnEngine(w);
+    const s = await waitFor(a, (x) => x.value === "failed" && (x.context.waits ?? 0) >= retry.maxAttempts + 1, {
+      timeout: 5000,
+    });
+    expect(s.context).toMatchObject({ attempts: 0, terminal: false, retryFrom: "started" });
+    expect(s.context.error).toMatchObject({
+      name: "NodeUnreachable",
+      node: "node-b",
+      reason: "unreachable",
+      step: "probe",
+    });
+    expect(s.context.handle!.launch_token).toBe("t1"); // the engine it probes is kept: it may well still run
+    a.stop();
+  });
+
+  it("a start cut off by its node is retried from the same run (its launch token finds an engine spawned there), not a fresh one", async () => {
+    const w = world({ start: unreachable("start") });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("captured");
+    expect(s.context.attempts).toBe(0);
+    expect(steps(w).filter((x) => x === "inspect" || x === "prepare")).toEqual(["inspect", "prepare"]);
+    const starts = w.calls.filter((c) => c.step === "start");
+    expect(starts).toHaveLength(retry.maxAttempts * 2 + 1);
+    expect(new Set(starts.map((c) => c.input.run!.launch_token))).toEqual(new Set(["t1"]));
+    expect(s.context.run!.dir).toBe("/runs/1");
+  });
+
+  it("a stop of the engine being replaced, cut off by its node, keeps that engine as retiring and stops it once the node answers", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    w.failures.stop = unreachable("stop");
+    a.send({ type: "DESIRED_CHANGED", desiredHash: "h2" });
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(s.context.attempts).toBe(0);
+    const stops = w.calls.filter((c) => c.step === "stop");
+    expect(stops).toHaveLength(retry.maxAttempts * 2 + 1);
+    expect(new Set(stops.map((c) => c.input.handle!.launch_token))).toEqual(new Set(["t1"]));
+    expect(steps(w).filter((x) => x === "start")).toHaveLength(2); // the old engine's, and the replacement's once t1 stopped
+    expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("a removal cut off by its node is retried as a stop of the same engine until the node answers", async () => {
+    const w = world();
+    const a = spawnEngine(w);
+    await settled(a);
+    w.failures.stop = unreachable("stop");
+    a.send({ type: "REMOVE" });
+    const s = await settled(a);
+    expect(s.value).toBe("removed");
+    expect(steps(w).slice(6)).toEqual(Array.from({ length: retry.maxAttempts * 2 + 1 }, () => "stop"));
+    expect(new Set(w.calls.slice(6).map((c) => c.input.handle!.launch_token))).toEqual(new Set(["t1"]));
+  });
+
+  it("a host key the node no longer matches is terminal at once, keeping the run to resume from", async () => {
+    const rejected = inStep(
+      classifySshFailure(
+        "@@@\nWARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\nHost key verification failed.",
+        target,
+      ),
+      "engine-1",
+      "start",
+    ) as Error;
+    const w = world({ start: [rejected] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("failed");
+    expect(s.context).toMatchObject({ terminal: true, attempts: 1, retryFrom: "checked" });
+    expect(s.context.error).toMatchObject({ name: "HostKeyRejected", reason: "host-key", node: "node-b" });
+    expect(s.context.run!.dir).toBe("/runs/1");
   });
 });
