@@ -10,7 +10,7 @@ import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { StateStore } from "../state/store.js";
 import type { StateLock } from "../state/lock.js";
 import { openState } from "./open-state.js";
-import { describeFailure, ioFailure } from "../errors.js";
+import { describeFailure, ioFailure, type NodeFault } from "../errors.js";
 import { World, type Owned } from "./world.js";
 import { EngineActors, type EngineActor } from "./engine-actors.js";
 import { observe } from "./observe.js";
@@ -57,6 +57,8 @@ export class Controller {
   private readonly serving: ServingWriter;
   private readonly fleetRuns = new Generations();
   private readonly liveness = new Map<string, Liveness>();
+  /** The node faults behind "unknown" liveness, by launch token (NodeReachable, the planner). */
+  private readonly nodeFaults = new Map<string, NodeFault>();
   private readonly strikes = new Map<string, number>();
   private guard: PlanGuard | null = null;
   private planned: { desired: DesiredState; view: DesiredForPlan } | null = null;
@@ -184,6 +186,7 @@ export class Controller {
       health: full && !this.startup,
       owned,
       cache: this.liveness,
+      faults: this.nodeFaults,
       strikes: this.strikes,
       secrets,
       serving: this.serving.current,

@@ -7,7 +7,8 @@ import type { StateStore } from "../state/store.js";
 import type { EngineActor } from "./engine-actors.js";
 import type { Execution } from "./execute.js";
 import type { KnownEngine } from "./observe.js";
-import type { Observed, Plan } from "./plan-types.js";
+import type { Observed, ObservedEngine, Plan } from "./plan-types.js";
+import { withNodeReachable, type NodeEvidence } from "./record.js";
 
 /** Every engine with an actor, started or not, with the spec it was applied with. */
 export function knownEngines(
@@ -41,6 +42,7 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
     const why = halted.get(name) ?? null;
     if (full) {
       rec.observed_at = observed.at;
+      rec.conditions = withNodeReachable(rec.conditions, observedEvidence(observed.engines[name]!), observed.at);
       changed = true;
     }
     if ((rec.halted ?? null) !== why) {
@@ -49,4 +51,12 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
     }
   }
   return changed;
+}
+
+/** What a full observation says about the engine's node: it could not be used, or it answered for the engine. */
+function observedEvidence(o: ObservedEngine): NodeEvidence {
+  if (o.liveness === "unknown" && o.node_fault) return { fault: o.node_fault };
+  if (o.liveness === "alive" || o.liveness === "gone")
+    return { answered: `observed the engine ${o.liveness === "alive" ? "running" : "gone"}` };
+  return null;
 }

@@ -8,6 +8,8 @@ import type { EngineRecord } from "../state/store.js";
 import type { EngineHandle } from "../phases/types.js";
 import { readPlan } from "../phases/prepare.js";
 import { recordContext } from "./record.js";
+import { nodeFaultOf, type NodeFault } from "../errors.js";
+import { NodeFaults } from "./node-faults.js";
 
 export { recordContext };
 import { claimedTokens, type Owned, type World } from "./world.js";
@@ -36,6 +38,8 @@ export interface ObserveOptions {
   owned: Owned | null;
   /** Liveness by launch token from the last probing observation; updated in place when probing. */
   cache?: Map<string, Liveness>;
+  /** The node faults behind `cache`'s "unknown" entries, by launch token; updated in place when probing. */
+  faults?: Map<string, NodeFault>;
   /** Consecutive unhealthy observations per engine; updated in place when checking health. */
   strikes?: Map<string, number>;
   /** Health checks failed in a row before an engine counts as unhealthy. */
@@ -57,18 +61,41 @@ export function knownFromRecords(records: Iterable<EngineRecord>): KnownEngine[]
   }));
 }
 
-async function livenessOf(world: World, handle: EngineHandle, opts: ObserveOptions): Promise<Liveness> {
-  const cached = opts.cache?.get(handle.launch_token);
-  if (!opts.probe && cached !== undefined) return cached;
-  const live = await world.liveness(handle);
-  opts.cache?.set(handle.launch_token, live);
-  return live;
+/** What one probe of an engine found: its liveness, and its node's fault when the node could not be used. */
+interface Seen {
+  liveness: Liveness;
+  fault: NodeFault | null;
 }
 
-async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions): Promise<ObservedEngine> {
+async function livenessOf(
+  world: World,
+  engine: string,
+  handle: EngineHandle,
+  opts: ObserveOptions,
+  told: NodeFaults,
+): Promise<Seen> {
+  const cached = opts.cache?.get(handle.launch_token);
+  if (!opts.probe && cached !== undefined)
+    return { liveness: cached, fault: opts.faults?.get(handle.launch_token) ?? null };
+  const seen = await world.observeLiveness(handle);
+  opts.cache?.set(handle.launch_token, seen.liveness);
+  if (seen.fault) {
+    opts.faults?.set(handle.launch_token, seen.fault);
+    told.note(engine, seen.fault);
+  } else opts.faults?.delete(handle.launch_token);
+  return seen;
+}
+
+async function observeEngine(
+  world: World,
+  k: KnownEngine,
+  opts: ObserveOptions,
+  told: NodeFaults,
+): Promise<ObservedEngine> {
   const ctx = k.context;
   const handle = ctx.handle ?? null;
-  const liveness = handle ? await livenessOf(world, handle, opts) : null;
+  const seen = handle ? await livenessOf(world, k.engine, handle, opts, told) : null;
+  const liveness = seen?.liveness ?? null;
   let problem: string | null = null;
   if (handle && liveness === "gone") {
     const reason = await world.lostReason(ctx as EngineContext, opts.secrets);
@@ -91,6 +118,9 @@ async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions)
     }
   }
   const retiring = ctx.retiring ?? null;
+  const retiringSeen = retiring ? await livenessOf(world, k.engine, retiring.handle, opts, told) : null;
+  // A node the engine's step failed on, or its observation now: it blocks only this engine (planner, rollout).
+  const stepFault = k.phase === "failed" ? nodeFaultOf(ctx.error) : null;
   return {
     engine: k.engine,
     role: k.role ?? k.record?.role ?? null,
@@ -109,9 +139,10 @@ async function observeEngine(world: World, k: KnownEngine, opts: ObserveOptions)
       ? {
           handle: retiring.handle,
           hash: retiring.hash ?? null,
-          liveness: await livenessOf(world, retiring.handle, opts),
+          liveness: retiringSeen!.liveness,
         }
       : null,
+    node_fault: seen?.fault ?? retiringSeen?.fault ?? stepFault,
     deferred: ctx.deferred ?? null,
     has_actor: k.has_actor,
     halted: k.record?.halted ?? null,
@@ -149,7 +180,9 @@ export async function observe(
 ): Promise<Observed> {
   const engines: Record<string, ObservedEngine> = {};
   // Engines are observed side by side: a full observation of a large fleet is bounded by its slowest engine, not their sum.
-  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts)));
+  const told = new NodeFaults();
+  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told)));
+  world.report(told);
   for (const e of observed) engines[e.engine] = e;
   const owned = opts.owned === null ? lastOwned : await ownedObserved(opts.owned);
   const claimed = claimedTokens(

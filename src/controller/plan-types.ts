@@ -2,6 +2,7 @@
 // controller fills `Observed` (observe.ts) and executes `Plan`; `narwhal plan`
 // prints it and saves it; `narwhal apply` compares it. Nothing here does IO.
 import type { EngineHandle } from "../phases/types.js";
+import type { NodeFault } from "../errors.js";
 
 /** What could be observed of a process or container: alive, gone, or not observable now (never acted on by guess). */
 export type Liveness = "alive" | "gone" | "unknown";
@@ -70,6 +71,11 @@ export interface ObservedEngine {
   has_actor: boolean;
   /** A rollout that halted on this engine (its replacement failed), as recorded: see Plan.halted. */
   halted?: string | null;
+  /**
+   * The node this engine's observation or failed step could not use (unreachable, host key, auth):
+   * it blocks this engine only, never a rollout on other nodes. Absent or null: none known.
+   */
+  node_fault?: NodeFault | null;
 }
 
 /** Something this state directory started that runs (containers by label, processes by recorded identity). */

@@ -2,7 +2,7 @@
 // `narwhal status` shows and what a restarted controller resumes from.
 import type { EngineContext } from "../../machines/engine.js";
 import type { Condition, EngineRecord } from "../state/store.js";
-import { failureOf } from "../errors.js";
+import { failureOf, nodeFaultOf, type NodeFault } from "../errors.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 const pascal = (phase: string) => phase.charAt(0).toUpperCase() + phase.slice(1);
@@ -26,11 +26,65 @@ function conditionBuilder(prev: readonly Condition[] | undefined, now: string) {
   };
 }
 
+const NODE_REASON: Record<NodeFault["reason"], string> = {
+  unreachable: "Unreachable",
+  "host-key": "HostKeyRejected",
+  auth: "AuthFailed",
+};
+
+/**
+ * What is known of the engine's node now: it failed a step or an observation (`fault`), or it just
+ * answered one (`answered`: what it answered). No evidence (null) keeps what was known.
+ */
+export type NodeEvidence = { fault: NodeFault } | { answered: string } | null;
+
+/**
+ * NodeReachable, kept once the engine's node has failed it (absent before: a node that never
+ * failed needs no line in status): False with the fault's reason and message, True again once a
+ * step or an observation on that node succeeds. Without evidence, what was known stays.
+ */
+export function nodeReachable(
+  prev: readonly Condition[] | undefined,
+  evidence: NodeEvidence,
+  now: string,
+): Condition | null {
+  const was = prev?.find((p) => p.type === "NodeReachable") ?? null;
+  const c = conditionBuilder(prev, now);
+  if (evidence && "fault" in evidence)
+    return c("NodeReachable", false, NODE_REASON[evidence.fault.reason], evidence.fault.message);
+  if (!was) return null;
+  if (evidence && was.status !== "True")
+    return c("NodeReachable", true, "Reachable", `its node answered again: ${evidence.answered}`);
+  return was;
+}
+
+/** The record's conditions with NodeReachable set from `evidence` (the others as they are). */
+export function withNodeReachable(conditions: readonly Condition[], evidence: NodeEvidence, now: string): Condition[] {
+  const node = nodeReachable(conditions, evidence, now);
+  return [...conditions.filter((x) => x.type !== "NodeReachable"), ...(node ? [node] : [])];
+}
+
+/** Phases entered by an event (a desired change, a removal, a retry), not by a step that went through. */
+const ENTERED_BY_EVENT = new Set(["pending", "removing", "removed", "failed"]);
+
+/**
+ * What a transition says about the engine's node: a step that failed on it, or a step that went
+ * through (a move from one working state to the next; leaving `failed` is only a retry beginning).
+ */
+export function stepEvidence(prevPhase: string | undefined, phase: string, ctx: EngineContext): NodeEvidence {
+  const fault = phase === "failed" ? nodeFaultOf(ctx.error) : null;
+  if (fault) return { fault };
+  if (prevPhase === undefined || prevPhase === phase || prevPhase === "failed" || ENTERED_BY_EVENT.has(phase))
+    return null;
+  return { answered: `the step from ${prevPhase} to ${phase} went through` };
+}
+
 export function conditionsFor(
   prev: readonly Condition[] | undefined,
   phase: string,
   ctx: EngineContext,
   now: string,
+  node: NodeEvidence = null,
 ): Condition[] {
   const c = conditionBuilder(prev, now);
   const ready =
@@ -71,7 +125,8 @@ export function conditionsFor(
               "Retrying",
               `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`,
             );
-  return [ready, upToDate, failed];
+  const reachable = nodeReachable(prev, node, now);
+  return [ready, upToDate, failed, ...(reachable ? [reachable] : [])];
 }
 
 /** After `narwhal down`: nothing runs, nothing failed. */
@@ -125,7 +180,7 @@ export function recordFrom(
       : null,
     checked: ctx.checked ? { vllm_api_version: ctx.checked.vllm_api_version, image_id: ctx.checked.image_id } : null,
     layout: ctx.layout,
-    conditions: conditionsFor(prev?.conditions, phase, ctx, now),
+    conditions: conditionsFor(prev?.conditions, phase, ctx, now, stepEvidence(prev?.phase, phase, ctx)),
     last_error: ctx.error,
     attempts: ctx.attempts,
     retry_at: ctx.retryAt,

@@ -9,9 +9,10 @@ import type { EngineHandle } from "../phases/types.js";
 import { readPlan } from "../phases/prepare.js";
 import { httpRequest, joinUrl } from "../phases/http.js";
 import { keyNotEnforced, planHasKey } from "../phases/key-enforcement.js";
-import { PhaseError } from "../errors.js";
+import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
 import type { Liveness } from "./plan-types.js";
+import type { NodeFaults } from "./node-faults.js";
 
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
 
@@ -37,16 +38,27 @@ export class World {
     private readonly stopGraceMs: number,
   ) {}
 
-  /** Whether the engine runs as recorded; "unknown" when that cannot be observed now (daemon unreachable): never act on a guess. */
-  async liveness(handle: EngineHandle): Promise<Liveness> {
+  /**
+   * Whether the engine runs as recorded; "unknown" when that cannot be observed now (daemon or node
+   * unreachable): never act on a guess. A node that cannot be used is returned as its fault, for the
+   * caller to tell once per node (NodeFaults) and to show as NodeReachable=False.
+   */
+  async observeLiveness(handle: EngineHandle): Promise<{ liveness: Liveness; fault: NodeFault | null }> {
     try {
-      return (await this.backends[handle.kind].isAlive(handle)) ? "alive" : "gone";
+      return { liveness: (await this.backends[handle.kind].isAlive(handle)) ? "alive" : "gone", fault: null };
     } catch (err) {
-      this.log.warn(
-        `cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`,
-      );
-      return "unknown";
+      const fault = nodeFaultOf(err);
+      if (!fault)
+        this.log.warn(
+          `cannot observe engine ${handle.kind === "native" ? `pid ${handle.pid}` : handle.container_id.slice(0, 12)}: ${(err as Error).message}`,
+        );
+      return { liveness: "unknown", fault };
     }
+  }
+
+  /** Tell the nodes an observation could not use, once per node. */
+  report(faults: NodeFaults): void {
+    faults.report(this.log);
   }
 
   /** What the engine's own log says last, so a lost engine's failure names its cause. */
@@ -85,6 +97,8 @@ export class World {
       if (open) problems.push(open);
       return problems.length ? problems.join("; ") : null;
     } catch (err) {
+      // A node that cannot be reached proves nothing about the key: liveness says so at the next observation.
+      if (nodeFaultOf(err)) return null;
       if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's
       this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, {
         engine: plan.engine,
@@ -103,7 +117,13 @@ export class World {
       try {
         for (const owned of await backend.listOwned({ startup })) all.push({ backend, owned });
       } catch (err) {
-        this.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
+        // Nothing it runs is listed, so nothing of it is swept as an orphan or taken for gone.
+        const fault = nodeFaultOf(err);
+        this.log.warn(
+          fault
+            ? `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept or adopted until it answers`
+            : `cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`,
+        );
       }
     }
     return all;
