@@ -13,7 +13,7 @@ import type {
   PlanPolicy,
 } from "./plan-types.js";
 import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
-import { decideRollout, type PendingChange } from "./rollout.js";
+import { decideRollout, nodeWords, type PendingChange } from "./rollout.js";
 import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
@@ -64,7 +64,9 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
   const wait = (why: string, until: "step" | "observation", keepsChange = true): EngineDecision => ({
     actions: [{ kind: "wait", engine: d.engine, why, until }],
     disrupts: false,
-    ...(keepsChange && o.applied_hash !== d.input_hash ? { pending: { ...change(), held: true } } : {}),
+    ...(keepsChange && o.applied_hash !== d.input_hash
+      ? { pending: { ...change(), held: true, ...(until === "observation" ? { unobservable: why } : {}) } }
+      : {}),
   });
   if (o.deferred?.remove)
     return wait(
@@ -84,7 +86,12 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
       false,
     );
   if (o.liveness === "unknown")
-    return wait(`cannot observe its engine now (${o.handle?.kind ?? "?"}): nothing is done on a guess`, "observation");
+    return wait(
+      o.node_fault
+        ? `cannot observe its engine now: ${nodeWords(o.node_fault)}; nothing is done on a guess until it answers`
+        : `cannot observe its engine now (${o.handle?.kind ?? "?"}): nothing is done on a guess`,
+      "observation",
+    );
   const actions: Action[] = [];
   let disrupts = false;
   if (o.handle !== null && (o.liveness === "gone" || o.problem !== null)) {

@@ -7,6 +7,7 @@
 // waiting. A replacement that fails halts every further release. Pure.
 import type { DesiredEngine, Observed, ObservedEngine, RolloutPolicy, RolloutStep } from "./plan-types.js";
 import type { ChangeSummary } from "./field-diff.js";
+import type { NodeFault } from "../errors.js";
 import { compareNames, inService, isPairedRole, pairedGroups, type Candidate } from "./serving-fleet.js";
 
 export { DEFAULT_ROLLOUT } from "../desired/rollout-policy.js";
@@ -18,6 +19,21 @@ export interface PendingChange {
   change: ChangeSummary;
   /** Waiting on a step or an observation (the planner says why): listed as a later step, never released by the rollout. */
   held?: boolean;
+  /**
+   * Held because its engine cannot be observed now (its node or daemon does not answer), and why:
+   * it keeps its place in its P/D unit, so its partner waits for it rather than moving without it.
+   */
+  unobservable?: string;
+}
+
+/** A node fault as the planner words it: "node node-b cannot be reached (…)". */
+export function nodeWords(fault: NodeFault): string {
+  const what = {
+    unreachable: "cannot be reached",
+    "host-key": "has a host key narwhal refuses",
+    auth: "refuses narwhal's key",
+  };
+  return `node ${fault.node} ${what[fault.reason]} (${fault.message})`;
 }
 
 export interface RolloutDecision {
@@ -42,7 +58,8 @@ const h8 = (h: string) => h.slice(0, 8);
 /** A failed replacement: the engine failed at its desired inputs, or is recorded as having halted and has not converged since. */
 export function haltReason(d: DesiredEngine, o: ObservedEngine | undefined): string | null {
   if (!o || o.applied_hash !== d.input_hash) return null;
-  if (o.phase === "failed") {
+  // A node that cannot be used says nothing about the change: it blocks its own engines, not the rollout.
+  if (o.phase === "failed" && !o.node_fault) {
     const cause = o.problem ? `: ${o.problem}` : "";
     return `${d.engine} failed at its desired inputs ${h8(d.input_hash)} (${o.terminal ? "terminal, no attempts left" : "retrying with backoff"})${cause}`;
   }
@@ -55,7 +72,7 @@ function stateOf(o: ObservedEngine | undefined, releasedNow: boolean): string {
   if (!o) return "not started yet";
   if (o.retiring !== null || o.phase === "replacing") return "replacing";
   if (o.liveness === "gone") return "gone";
-  return o.phase;
+  return o.node_fault ? `${o.phase} (${nodeWords(o.node_fault)})` : o.phase;
 }
 
 /** Units in the order they would run: P/D units of incompatible changes (or one "recreate" step), then engine by engine. */
@@ -86,10 +103,10 @@ function unitsOf(
   return units;
 }
 
-/** Held changes (a running step, an unobservable engine) as one step each, after the rest. */
+/** Held changes (a running step) as one step each, after the rest; an unobservable engine's is in its unit. */
 function heldSteps(pending: readonly PendingChange[], status: "later" | "halted"): RolloutStep[] {
   return pending
-    .filter((p) => p.held)
+    .filter((p) => p.held && !p.unobservable)
     .sort((a, b) => compareNames(a.engine, b.engine))
     .map((p) => ({ engines: [p.engine], incompatible: p.change.group_changes, status }));
 }
@@ -107,7 +124,12 @@ export function decideRollout(
   const serving = (d: DesiredEngine) =>
     !disrupted.has(d.engine) && !decision.released.has(d.engine) && inService(observed.engines[d.engine]);
   const pendingNames = new Set(pending.map((p) => p.engine));
-  const units = unitsOf(releasable, policy);
+  // An engine that cannot be observed keeps its place in the units: its P/D partner waits for it
+  // (one unit moves together), while the units of the other engines go on.
+  const units = unitsOf(
+    pending.filter((p) => !p.held || p.unobservable),
+    policy,
+  );
 
   for (const d of desired) {
     const why = haltReason(d, observed.engines[d.engine]);
@@ -168,6 +190,25 @@ export function decideRollout(
 
   const heldForPair: PendingChange[][] = [];
   for (const u of units) {
+    const unseen = u.engines.filter((p) => p.unobservable);
+    if (unseen.length > 0 && u.recreate) {
+      // Downtime is accepted for a recreate: the others go; the unobservable ones wait for observation.
+      const going = u.engines.filter((p) => !p.unobservable).map((p) => p.engine);
+      for (const e of going) decision.released.add(e);
+      if (going.length) decision.steps.push({ engines: going, incompatible: true, status: "now" });
+      decision.steps.push({ engines: unseen.map((p) => p.engine), incompatible: true, status: "later" });
+      continue;
+    }
+    if (unseen.length > 0) {
+      const partners = unseen.map((p) => `${p.engine} waits: ${p.unobservable}`).join("; ");
+      for (const p of u.engines.filter((x) => !x.unobservable))
+        decision.waits.set(p.engine, {
+          why: `rollout: its P/D unit moves together, and ${partners}`,
+          until: "rollout",
+        });
+      decision.steps.push({ engines: u.engines.map((p) => p.engine), incompatible: u.incompatible, status: "later" });
+      continue;
+    }
     const why = u.recreate ? null : blocked(u.engines);
     if (why === null) for (const p of u.engines) decision.released.add(p.engine);
     else if (why === "pair") heldForPair.push(u.engines);
