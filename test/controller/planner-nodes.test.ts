@@ -44,14 +44,12 @@ const policy = (over: Partial<RolloutPolicy>): RolloutPolicy => ({ ...DEFAULT_RO
 // engine-1, engine-2: prefill; engine-3, engine-4: decode; engine-4 lives on node-b.
 const specs = fleetSpecs(2, 2);
 const old = specs.map(desiredOf);
+/** The converged fleet, engine-4's node not answering. */
+const nodeBUnseen = () => observedOf([...old.slice(0, 3).map((d) => captured(d)), unseen(captured(old[3]!))]);
 
 describe("an engine on a node that cannot be used, with nothing to change", () => {
   it("is neither restarted nor treated as lost, waits for observation naming its node, and stays listed as it was", () => {
-    const p = plan(
-      desiredFor(old),
-      observedOf([...old.slice(0, 3).map((d) => captured(d)), unseen(captured(old[3]!))]),
-      RUNNING,
-    );
+    const p = plan(desiredFor(old), nodeBUnseen(), RUNNING);
     expect(kindsOf(p, "engine-4")).toEqual(["wait"]);
     expect(waitOf(p, "engine-4")).toEqual({
       kind: "wait",
@@ -65,11 +63,7 @@ describe("an engine on a node that cannot be used, with nothing to change", () =
   });
 
   it("not desired any more: its removal waits until it can be observed", () => {
-    const p = plan(
-      desiredFor(old.slice(0, 3)),
-      observedOf([...old.slice(0, 3).map((d) => captured(d)), unseen(captured(old[3]!))]),
-      RUNNING,
-    );
+    const p = plan(desiredFor(old.slice(0, 3)), nodeBUnseen(), RUNNING);
     expect(kindsOf(p, "engine-4")).toEqual(["wait"]);
     expect(waitOf(p, "engine-4")?.until).toBe("observation");
   });
@@ -79,7 +73,7 @@ describe("a compatible rollout while one node cannot be used", () => {
   const next = specs.map((s) => desiredOf(compatibleEdit(s)));
 
   it("rolls the other nodes' engines; the unobservable engine counts as serving and waits for observation", () => {
-    const o = observedOf([...old.slice(0, 3).map((d) => captured(d)), unseen(captured(old[3]!))]);
+    const o = nodeBUnseen();
     const p = plan(desiredFor(next), o, RUNNING);
     expect(replaced(p)).toEqual(["engine-1", "engine-3"]);
     expect(waitOf(p, "engine-4")?.until).toBe("observation");
@@ -115,7 +109,7 @@ describe("an incompatible (P/D unit) rollout while one node cannot be used", () 
   const next = specs.map((s) => desiredOf(incompatibleEdit(s)));
 
   it("moves the units of the other nodes; the unobservable engine's partner waits for it, not moving without it", () => {
-    const o = observedOf([...old.slice(0, 3).map((d) => captured(d)), unseen(captured(old[3]!))]);
+    const o = nodeBUnseen();
     const p = plan(desiredFor(next), o, RUNNING);
     expect(replaced(p)).toEqual(["engine-1", "engine-3"]);
     expect(p.rollout).toEqual([
@@ -140,7 +134,7 @@ describe("an incompatible (P/D unit) rollout while one node cannot be used", () 
   });
 
   it('"recreate" releases every other engine at once; the unobservable one waits for observation', () => {
-    const o = observedOf([...old.slice(0, 3).map((d) => captured(d)), unseen(captured(old[3]!))]);
+    const o = nodeBUnseen();
     const p = plan(desiredFor(next, policy({ incompatible: "recreate" })), o, RUNNING);
     expect(replaced(p)).toEqual(["engine-1", "engine-2", "engine-3"]);
     expect(kindsOf(p, "engine-4")).toEqual(["wait"]);
