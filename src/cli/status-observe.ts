@@ -10,6 +10,7 @@ import type { Live } from "./status-view.js";
 import { NativeBackend } from "../backends/native.js";
 import { nodeHostsFor } from "../backends/for-config.js";
 import { processExists, readProcStat } from "../backends/proc.js";
+import { describeFailure } from "../errors.js";
 
 /** A status command answers in seconds: an endpoint that does not list in this time is "unknown", not waited on. */
 export const STATUS_DOCKER_DEADLINE_MS = 3_000;
@@ -26,9 +27,15 @@ type NativeHandle = Extract<EngineHandle, { kind: "native" }>;
 type ContainerHandle = Extract<EngineHandle, { kind: "container" }>;
 
 async function nativeLive(backend: NativeBackend, h: NativeHandle): Promise<Live> {
-  if (await backend.isAlive(h)) return { liveness: "alive", problem: null };
+  try {
+    if (await backend.isAlive(h)) return { liveness: "alive", problem: null };
+  } catch (err) {
+    // Its node does not answer (or refuses narwhal): not for a status check to call it gone.
+    return { liveness: "unknown", problem: describeFailure(err) };
+  }
   // /proc mounted with hidepid shows nothing of other users' processes: an existing pid cannot be ruled out.
-  if (processExists(h.pid) && (await readProcStat(h.pid)) === null) {
+  // Only this host's /proc says so: an engine on another node is that node's.
+  if (h.node === undefined && processExists(h.pid) && (await readProcStat(h.pid)) === null) {
     return { liveness: "unknown", problem: `pid ${h.pid} exists but /proc/${h.pid}/stat cannot be read (hidepid?)` };
   }
   return { liveness: "gone", problem: `pid ${h.pid} not running` };

@@ -40,12 +40,28 @@ export function liveCell(live: Live | null): string {
   return live.liveness === "alive" ? "alive" : `${live.liveness}: ${live.problem ?? "no reason given"}`;
 }
 
+/**
+ * One line per node fault (NodeReachable=False), naming the engines it blocks: a node that does
+ * not answer is one fact about many rows, and a captured engine behind it shows no error in the table.
+ */
+function unreachableLines(view: StatusView): string[] {
+  const byFault = new Map<string, string[]>();
+  for (const e of view.engines) {
+    const c = e.conditions.find((x) => x.type === "NodeReachable" && x.status === "False");
+    if (!c) continue;
+    const key = `(${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`;
+    byFault.set(key, [...(byFault.get(key) ?? []), e.engine]);
+  }
+  return [...byFault].map(([fault, engines]) => `NodeReachable=False for ${engines.join(", ")} ${fault}`);
+}
+
 /** The lines above the table: each fact about the whole state directory said once. */
 export function headerLines(view: StatusView): string[] {
   const lines: string[] = [];
   if (view.controller) lines.push(controllerLine(view.controller));
   if (view.desired?.problem) lines.push(view.desired.problem);
   // Nothing recorded runs: there was nothing to check, and the controller line already says who observes.
+  lines.push(...unreachableLines(view));
   if (view.checked && view.checked.engines > 0) {
     const checked = `checked ${view.checked.engines} engine${view.checked.engines === 1 ? "" : "s"} just now`;
     lines.push(view.controller?.running === false ? `no controller is running; ${checked}` : checked);

@@ -119,3 +119,57 @@ describe("status render", () => {
     expect(text).toContain(`  input hash:    applied ${"1".repeat(64)}`);
   });
 });
+
+// Issue 10 item 4: an engine whose node cannot be used says so in status: once per node fault
+// above the table (naming the engines it blocks), in `status ENGINE`, and in --format json.
+describe("status of engines whose node cannot be used", () => {
+  const reachable = (status: "True" | "False", reason: string, message: string) => ({
+    type: "NodeReachable",
+    status,
+    reason,
+    message,
+    lastTransitionTime: "2026-12-01T11:58:00.000Z",
+  });
+  const MSG = "node node-b: cannot reach root@10.99.0.2 port 22 (Connection refused)";
+  const state = stateFile([
+    record("engine-1"),
+    record("engine-2", { conditions: [reachable("False", "Unreachable", MSG)] }),
+    record("engine-3", { conditions: [reachable("False", "Unreachable", MSG)] }),
+    record("engine-4", {
+      conditions: [reachable("True", "Reachable", "its node answered again: observed the engine running")],
+    }),
+  ]);
+
+  it("says once above the table which engines their node blocks, and why", () => {
+    const lines = renderStatusText(statusView(state, { controller: free }), false, NOW).split("\n");
+    expect(lines.filter((l) => l.startsWith("NodeReachable="))).toEqual([
+      `NodeReachable=False for engine-2, engine-3 (Unreachable) ${MSG} [since 2026-12-01T11:58:00.000Z]`,
+    ]);
+  });
+
+  it("names each fault apart (another node, another reason)", () => {
+    const two = stateFile([
+      record("engine-2", { conditions: [reachable("False", "Unreachable", MSG)] }),
+      record("engine-5", { conditions: [reachable("False", "HostKeyRejected", "node node-c: the host key of …")] }),
+    ]);
+    const lines = renderStatusText(statusView(two), false, NOW).split("\n");
+    expect(lines.filter((l) => l.startsWith("NodeReachable=")).map((l) => l.split(" (")[0])).toEqual([
+      "NodeReachable=False for engine-2",
+      "NodeReachable=False for engine-5",
+    ]);
+  });
+
+  it("shows the condition in status ENGINE, and in --format json", () => {
+    const text = renderStatusText(statusView(state, { engine: "engine-2" }), true, NOW);
+    expect(text).toContain(`  NodeReachable=False (Unreachable) ${MSG} [since 2026-12-01T11:58:00.000Z]`);
+    const json = JSON.parse(JSON.stringify(statusView(state, { engine: "engine-2" }))) as {
+      engines: Array<{ conditions: unknown[] }>;
+    };
+    expect(json.engines[0]!.conditions).toContainEqual(reachable("False", "Unreachable", MSG));
+  });
+
+  it("says nothing of nodes when every node answers", () => {
+    const text = renderStatusText(statusView(stateFile([record("engine-1"), record("engine-4")])), false, NOW);
+    expect(text).not.toContain("NodeReachable");
+  });
+});
