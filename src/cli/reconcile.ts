@@ -11,6 +11,8 @@ import type { Logger } from "../log.js";
 import { controllerFor } from "./runtime.js";
 import { EXIT } from "./exit-codes.js";
 import { renderStatusText, statusView } from "./status-view.js";
+import { unobservable } from "../controller/node-faults.js";
+import type { Observed } from "../controller/plan-types.js";
 
 function onShutdown(): { signal: AbortSignal; dispose(): void } {
   const ac = new AbortController();
@@ -33,10 +35,15 @@ export async function convergeOnce(
   guard?: { file: string; check: PlanGuard },
 ): Promise<number> {
   const shutdown = onShutdown();
+  const unseen = outwaitNodes(controller, config);
   try {
     controller.apply(desired, guard?.check);
-    await controller.waitSettled(shutdown.signal);
+    const signal = AbortSignal.any([shutdown.signal, unseen.signal]);
+    // Settled with an engine whose node does not answer is not done: it is re-observed until it answers or the bound passes.
+    do await controller.waitSettled(signal);
+    while (!signal.aborted && nodeBlocked(controller.observed).length > 0 && (await unseen.tick()));
   } finally {
+    unseen.dispose();
     shutdown.dispose();
     await controller.close();
   }
@@ -44,9 +51,67 @@ export async function convergeOnce(
   if (guard && controller.refused) throw new StalePlanError(guard.file, controller.refused);
   const state = await readState(config.stateDir);
   const view = statusView(state);
-  write(format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, false));
-  const converged = desired.specs.every((s) => state.engines[s.name]?.phase === "captured");
+  const blocked = nodeBlocked(controller.observed);
+  const gaveUp = blocked.length
+    ? `\nnot converged: ${blocked.map((b) => `${b.engine}: ${b.why}`).join("; ")}, after outwaiting it for ${Math.round(config.retry.onceOutwaitMs / 1000)} s (NARWHAL_ONCE_OUTWAIT_MS); the other engines were reconciled`
+    : "";
+  write(format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, false) + gaveUp);
+  // An engine whose node does not answer is not converged, whatever its record last said.
+  const converged =
+    blocked.length === 0 &&
+    desired.specs.every((s) => {
+      const e = state.engines[s.name];
+      return e?.phase === "captured" && !e.conditions.some((c) => c.type === "NodeReachable" && c.status === "False");
+    });
   return converged ? EXIT.ok : EXIT.notConverged;
+}
+
+/** Engines of the last observation that cannot be observed because their node cannot be used. */
+function nodeBlocked(observed: Observed | null): Array<{ engine: string; why: string }> {
+  return unobservable(observed).filter((u) => observed?.engines[u.engine]?.node_fault);
+}
+
+/**
+ * An engine whose node cannot be used is waited on, never acted on: in --once it is re-observed on
+ * the resync cadence for as long as an outwaited step failure is (NARWHAL_ONCE_OUTWAIT_MS); then
+ * `signal` aborts and the run ends with the other nodes' engines reconciled. `tick` resolves after
+ * the next re-observation was asked for (false: the bound passed).
+ */
+function outwaitNodes(
+  controller: Controller,
+  config: Config,
+): { signal: AbortSignal; tick(): Promise<boolean>; dispose(): void } {
+  const ac = new AbortController();
+  const bound = config.retry.onceOutwaitMs;
+  let since: number | null = null;
+  let ticked: Array<(more: boolean) => void> = [];
+  const release = (more: boolean) => {
+    for (const r of ticked.splice(0)) r(more);
+  };
+  const timer = setInterval(
+    () => {
+      if (nodeBlocked(controller.observed).length === 0) since = null;
+      else {
+        since ??= Date.now();
+        if (Date.now() - since >= bound) {
+          ac.abort();
+          return release(false);
+        }
+        controller.resync();
+      }
+      release(true);
+    },
+    Math.max(50, Math.min(config.watch.resyncMs, Math.ceil(bound / 4))),
+  );
+  return {
+    signal: ac.signal,
+    tick: () => (ac.signal.aborted ? Promise.resolve(false) : new Promise((r) => ticked.push(r))),
+    dispose: () => {
+      clearInterval(timer);
+      release(false);
+      ticked = [];
+    },
+  };
 }
 
 export async function reconcileOnce(

@@ -293,6 +293,11 @@ export class Controller {
     return true;
   }
 
+  /** The last observation the controller planned on (null: none yet). */
+  get observed(): Observed | null {
+    return this.lastObserved;
+  }
+
   /** Resolves when the work queue has nothing pending or running (actors may still run steps). */
   waitIdle(): Promise<void> {
     return this.queue.idle();

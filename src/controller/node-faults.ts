@@ -3,6 +3,8 @@
 // per engine, so a fleet of forty engines behind one dead host logs one line.
 import type { NodeFault } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { Observed } from "./plan-types.js";
+import { nodeWords } from "./rollout.js";
 import { compareNames } from "./serving-fleet.js";
 
 const REASON_WORDS: Record<NodeFault["reason"], string> = {
@@ -34,4 +36,15 @@ export class NodeFaults {
       );
     }
   }
+}
+
+/** Engines of an observation whose engine (or the one it replaces) cannot be observed, each with why. */
+export function unobservable(observed: Observed | null): Array<{ engine: string; why: string }> {
+  return Object.values(observed?.engines ?? {})
+    .filter((o) => o.liveness === "unknown" || o.retiring?.liveness === "unknown")
+    .sort((a, b) => compareNames(a.engine, b.engine))
+    .map((o) => ({
+      engine: o.engine,
+      why: o.node_fault ? nodeWords(o.node_fault) : `its ${o.backend} engine cannot be observed now`,
+    }));
 }
