@@ -189,5 +189,13 @@ export async function observe(
     known.flatMap((k) => [k.context, recordContext(k.record)]),
     known.map((k) => k.record?.handle ?? null),
   );
-  return { at: new Date().toISOString(), engines, owned, claimed: [...claimed].sort(), serving: opts.serving };
+  const unlisted = world.unlistedNodes();
+  return {
+    at: new Date().toISOString(),
+    engines,
+    owned,
+    claimed: [...claimed].sort(),
+    serving: opts.serving,
+    ...(unlisted.length ? { unlisted } : {}),
+  };
 }

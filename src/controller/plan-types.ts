@@ -116,6 +116,11 @@ export interface Observed {
   claimed: string[];
   /** What serving-fleet.json lists now (null: not written yet). */
   serving: ServingFleet | null;
+  /**
+   * Nodes whose engines could not be listed (their node could not be used): an engine with no
+   * record there may still run, so none is created there on a guess. Absent: every node listed.
+   */
+  unlisted?: NodeFault[];
 }
 
 /** One input field a change touches: a JSON path into the engine's inputs. */

@@ -15,6 +15,7 @@ import type {
 import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
 import { decideRollout, nodeWords, type PendingChange } from "./rollout.js";
 import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
+import type { NodeFault } from "../errors.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 
@@ -44,6 +45,12 @@ function adoptable(
       (a, b) =>
         Number(b.input_hash === hash) - Number(a.input_hash === hash) || (a.launch_token < b.launch_token ? -1 : 1),
     )[0];
+}
+
+/** The node fault that keeps `d`'s node from being listed, if it is one of those. */
+function unlistedNode(d: DesiredEngine, observed: Observed): NodeFault | undefined {
+  const node = (d.inputs["node"] as { name?: unknown } | undefined)?.name;
+  return observed.unlisted?.find((f) => f.node === node);
 }
 
 interface EngineDecision {
@@ -197,6 +204,14 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
           engine: d.engine,
           launch_token: adopt.launch_token,
           reason: `no record of it, but an engine this state directory started runs from ${from}; its run directory says how far it got`,
+        });
+      } else if (unlistedNode(d, observed)) {
+        const fault = unlistedNode(d, observed)!;
+        actions.push({
+          kind: "wait",
+          engine: d.engine,
+          until: "observation",
+          why: `not created on a guess: what runs on its node cannot be listed (${nodeWords(fault)}), and an engine of it may run there`,
         });
       } else {
         actions.push({

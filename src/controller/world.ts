@@ -111,17 +111,27 @@ export class World {
     return this.backends[handle.kind].stop(handle, this.stopGraceMs);
   }
 
+  /** The nodes the last listOwned could not list, with why (what runs there is not known). */
+  private unlisted = new Map<string, NodeFault>();
+
+  /** Nodes whose engines the last listing could not see: nothing is created there on a guess (an engine may run). */
+  unlistedNodes(): NodeFault[] {
+    return [...this.unlisted.values()];
+  }
+
   async listOwned(startup = false): Promise<Owned> {
     const all: Owned = [];
+    this.unlisted = new Map();
     for (const backend of new Set(Object.values(this.backends))) {
       try {
         for (const owned of await backend.listOwned({ startup })) all.push({ backend, owned });
       } catch (err) {
         // Nothing it runs is listed, so nothing of it is swept as an orphan or taken for gone.
         const fault = nodeFaultOf(err);
+        if (fault) this.unlisted.set(fault.node, fault);
         this.log.warn(
           fault
-            ? `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept or adopted until it answers`
+            ? `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept, adopted or created on a guess until it answers`
             : `cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`,
         );
       }

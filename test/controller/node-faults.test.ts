@@ -151,6 +151,33 @@ describe("observing engines on a node that cannot be used", () => {
   });
 });
 
+describe("listing what runs when a node cannot be used", () => {
+  it("lists nothing of that backend (so nothing is swept), names the node, and the observation says it is unlisted", async () => {
+    const log = logger();
+    let down = true;
+    const failing = {
+      ...backendOver(new Map()),
+      listOwned: async () => {
+        if (down) throw classifySshFailure(REFUSED, target("node-b"))!;
+        return [];
+      },
+    } as EngineBackend;
+    const world = new World({ native: failing, container: failing }, log, 1000);
+    const owned = await world.listOwned(true);
+    expect(owned).toEqual([]);
+    expect(log.lines).toEqual([
+      expect.stringMatching(
+        /^cannot list native engines on node node-b to find orphans \(node node-b: cannot reach .*\); none of them is swept, adopted or created on a guess until it answers$/,
+      ),
+    ]);
+    const o = await observe(world, [], [], { ...opts(), owned });
+    expect(o.unlisted).toEqual([expect.objectContaining({ node: "node-b", reason: "unreachable" })]);
+    // The next listing that goes through clears it.
+    down = false;
+    expect((await observe(world, [], [], { ...opts(), owned: await world.listOwned() })).unlisted).toBeUndefined();
+  });
+});
+
 describe("NodeReachable", () => {
   const fault = (reason: NodeFault["reason"]): NodeFault => ({
     node: "node-b",

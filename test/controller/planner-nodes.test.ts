@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { plan } from "../../src/controller/planner.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import type { NodeFault } from "../../src/errors.js";
-import type { Action, ObservedEngine, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
+import type { Action, DesiredEngine, ObservedEngine, Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
 import {
   captured,
   compatibleEdit,
@@ -142,5 +142,35 @@ describe("an incompatible (P/D unit) rollout while one node cannot be used", () 
       { engines: ["engine-1", "engine-2", "engine-3"], incompatible: true, status: "now" },
       { engines: ["engine-4"], incompatible: true, status: "later" },
     ]);
+  });
+});
+
+describe("an engine with no record on a node whose engines cannot be listed", () => {
+  /** The desired engine, placed on node `node` (the planner reads the node from its inputs). */
+  const on = (d: DesiredEngine, node: string): DesiredEngine => ({
+    ...d,
+    inputs: { ...d.inputs, node: { ...(d.inputs["node"] as object), name: node } },
+  });
+
+  it("is not created on a guess (an engine of it may run there); one on a node that was listed is", () => {
+    const desired = [old[0]!, old[1]!, on(old[2]!, "node-a"), on(old[3]!, "node-b")];
+    const p = plan(
+      desiredFor(desired),
+      observedOf(
+        old.slice(0, 2).map((d) => captured(d)),
+        { unlisted: [fault] },
+      ),
+      RUNNING,
+    );
+    expect(p.actions.filter((a) => a.kind === "create").map((a) => a.engine)).toEqual(["engine-3"]);
+    expect(waitOf(p, "engine-4")).toEqual({
+      kind: "wait",
+      engine: "engine-4",
+      until: "observation",
+      why: `not created on a guess: what runs on its node cannot be listed (${NODE_B}), and an engine of it may run there`,
+    });
+    // Once node-b is listed again, it is created (or adopted at a controller start).
+    const q = plan(desiredFor(desired), observedOf(old.slice(0, 2).map((d) => captured(d))), RUNNING);
+    expect(q.actions.filter((a) => a.kind === "create").map((a) => a.engine)).toEqual(["engine-3", "engine-4"]);
   });
 });
