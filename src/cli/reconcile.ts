@@ -12,6 +12,7 @@ import { controllerFor } from "./runtime.js";
 import { EXIT } from "./exit-codes.js";
 import { renderStatusText, statusView } from "./status-view.js";
 import { unobservable } from "../controller/node-faults.js";
+import { nodeWords } from "../controller/rollout.js";
 import type { Observed } from "../controller/plan-types.js";
 
 function onShutdown(): { signal: AbortSignal; dispose(): void } {
@@ -35,13 +36,13 @@ export async function convergeOnce(
   guard?: { file: string; check: PlanGuard },
 ): Promise<number> {
   const shutdown = onShutdown();
-  const unseen = outwaitNodes(controller, config);
+  const unseen = outwaitNodes(controller, config, desired);
   try {
     controller.apply(desired, guard?.check);
     const signal = AbortSignal.any([shutdown.signal, unseen.signal]);
     // Settled with an engine whose node does not answer is not done: it is re-observed until it answers or the bound passes.
     do await controller.waitSettled(signal);
-    while (!signal.aborted && nodeBlocked(controller.observed).length > 0 && (await unseen.tick()));
+    while (!signal.aborted && nodeBlocked(controller.observed, desired).length > 0 && (await unseen.tick()));
   } finally {
     unseen.dispose();
     shutdown.dispose();
@@ -51,7 +52,7 @@ export async function convergeOnce(
   if (guard && controller.refused) throw new StalePlanError(guard.file, controller.refused);
   const state = await readState(config.stateDir);
   const view = statusView(state);
-  const blocked = nodeBlocked(controller.observed);
+  const blocked = nodeBlocked(controller.observed, desired);
   const gaveUp = blocked.length
     ? `\nnot converged: ${blocked.map((b) => `${b.engine}: ${b.why}`).join("; ")}, after outwaiting it for ${Math.round(config.retry.onceOutwaitMs / 1000)} s (NARWHAL_ONCE_OUTWAIT_MS); the other engines were reconciled`
     : "";
@@ -66,9 +67,19 @@ export async function convergeOnce(
   return converged ? EXIT.ok : EXIT.notConverged;
 }
 
-/** Engines of the last observation that cannot be observed because their node cannot be used. */
-function nodeBlocked(observed: Observed | null): Array<{ engine: string; why: string }> {
-  return unobservable(observed).filter((u) => observed?.engines[u.engine]?.node_fault);
+/**
+ * Engines their node keeps from converging in the last observation: recorded ones that cannot be
+ * observed there, and desired ones not created because what runs there cannot be listed.
+ */
+function nodeBlocked(observed: Observed | null, desired: DesiredState): Array<{ engine: string; why: string }> {
+  const unseen = unobservable(observed).filter((u) => observed?.engines[u.engine]?.node_fault);
+  const unlisted = desired.specs.flatMap((s) => {
+    const fault = observed?.unlisted?.find((f) => f.node === s.node.name);
+    return fault && !observed?.engines[s.name]
+      ? [{ engine: s.name, why: `not created: what runs there cannot be listed, ${nodeWords(fault)}` }]
+      : [];
+  });
+  return [...unseen, ...unlisted];
 }
 
 /**
@@ -80,6 +91,7 @@ function nodeBlocked(observed: Observed | null): Array<{ engine: string; why: st
 function outwaitNodes(
   controller: Controller,
   config: Config,
+  desired: DesiredState,
 ): { signal: AbortSignal; tick(): Promise<boolean>; dispose(): void } {
   const ac = new AbortController();
   const bound = config.retry.onceOutwaitMs;
@@ -90,7 +102,7 @@ function outwaitNodes(
   };
   const timer = setInterval(
     () => {
-      if (nodeBlocked(controller.observed).length === 0) since = null;
+      if (nodeBlocked(controller.observed, desired).length === 0) since = null;
       else {
         since ??= Date.now();
         if (Date.now() - since >= bound) {
