@@ -97,8 +97,6 @@ export class World {
       if (open) problems.push(open);
       return problems.length ? problems.join("; ") : null;
     } catch (err) {
-      // A node that cannot be reached proves nothing about the key: liveness says so at the next observation.
-      if (nodeFaultOf(err)) return null;
       if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's
       this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, {
         engine: plan.engine,
