@@ -14,13 +14,13 @@ import { sha256Hex } from "../../src/desired/hash.js";
 import type { EngineSpec } from "../../src/desired/types.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 import { inspect } from "../../src/phases/inspect.js";
-import { InspectionError } from "../../src/phases/inspect-problems.js";
+import { inspectionFailure } from "../phases/inspection-failure.js";
 import { engineSpec, H100 } from "../phases/plan-fixtures.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
+import { rigSshHost } from "../rig/ssh-host.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/hosts/h100x2/", import.meta.url));
 const CONFIG = JSON.stringify({ architectures: ["LlamaForCausalLM"], model_type: "llama" });
-const CLIENT_ENV = { PATH: "/usr/local/bin:/usr/bin:/bin" };
 
 let rig: Rig;
 let a: RigHost;
@@ -28,19 +28,6 @@ let b: RigHost;
 let stateDir = "";
 let modelDir = "";
 const access = new Map<string, SshHost>();
-
-function sshHostFor(h: RigHost): SshHost {
-  return new SshHost({
-    node: h.name,
-    destination: h.ssh.destination,
-    port: h.ssh.port,
-    identityFile: h.ssh.identity_file,
-    knownHostsFile: h.ssh.known_hosts_file,
-    stateDir,
-    connectTimeoutS: 5,
-    clientEnv: CLIENT_ENV,
-  });
-}
 
 /** Where the node's GPU tree lives: "home" = /root, which only host A's sessions hold; "shared" = the repository's fixture. */
 type Paths = "home" | "shared";
@@ -74,15 +61,6 @@ const opts = (h: RigHost) => ({
   host: access.get(h.name)!,
 });
 
-async function problemsOf(p: Promise<unknown>): Promise<InspectionError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(InspectionError);
-  return err as InspectionError;
-}
-
 /** python3's http.server inside the host's namespace on address:port; resolves once it serves (its own words). */
 function serveIn(h: RigHost, port: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
@@ -105,7 +83,7 @@ beforeAll(async () => {
   // The GPU host tree only on A: its /root (a.home) is no other host's, nor the controller's.
   for (const part of ["sys", "bin", "dev", "tool-output"])
     await fs.cp(path.join(FIXTURE, part), path.join(a.home, part), { recursive: true, verbatimSymlinks: true });
-  for (const h of rig.hosts) access.set(h.name, sshHostFor(h));
+  for (const h of rig.hosts) access.set(h.name, rigSshHost(h, stateDir));
 });
 afterAll(async () => {
   for (const h of access.values()) await h.close();
@@ -139,7 +117,7 @@ describe("inspect over ssh on the engine's own node", () => {
   });
 
   it("tells the engine on host B that B lacks the tree and the tool, naming node B and its paths", async () => {
-    const noTree = await problemsOf(inspect(specOn(b, "home"), opts(b)));
+    const noTree = await inspectionFailure(inspect(specOn(b, "home"), opts(b)));
     expect(noTree.problems[0]).toMatchObject({ input: "node.sysfs_root", failure: "terminal" });
     expect(noTree.problems[0]!.message).toContain(
       `/root/sys/bus/pci/devices cannot be read on node ${b.name} (ENOENT)`,
@@ -150,7 +128,7 @@ describe("inspect over ssh on the engine's own node", () => {
     );
 
     // The PCI tree is shared (the repository's fixture), the tool only in A's /root.
-    const noTool = await problemsOf(
+    const noTool = await inspectionFailure(
       inspect(
         specOn(b, "shared", { node: { ...specOn(b, "shared").node, nvidia_smi: "/root/bin/nvidia-smi" } }),
         opts(b),
@@ -169,7 +147,7 @@ describe("inspect over ssh on the engine's own node", () => {
     const port = engineSpec().http_port;
     const server = await serveIn(a, port);
     try {
-      const onA = await problemsOf(inspect(specOn(a, "home"), opts(a)));
+      const onA = await inspectionFailure(inspect(specOn(a, "home"), opts(a)));
       expect(onA.problems).toEqual([
         expect.objectContaining({
           message: expect.stringContaining(`port ${port} (http) already has a listener`),
@@ -186,7 +164,7 @@ describe("inspect over ssh on the engine's own node", () => {
 
   it("refuses, on B, a planned address only A carries: the bind test and the fabric check run on B", async () => {
     const wrong = specOn(b, "shared", { host: a.address, nixl_host: a.address });
-    const err = await problemsOf(inspect(wrong, opts(b)));
+    const err = await inspectionFailure(inspect(wrong, opts(b)));
     const messages = err.problems.map((p) => p.message);
     expect(messages).toContain(`cannot bind ${a.address}:${wrong.http_port} (EADDRNOTAVAIL) on node ${b.name}`);
     expect(messages).toContainEqual(
@@ -200,7 +178,7 @@ describe("inspect over ssh on the engine's own node", () => {
   });
 
   it("outwaits a fabric interface the node does not have", async () => {
-    const err = await problemsOf(inspect(specOn(a, "home", { fabric_interface: "ib0" }), opts(a)));
+    const err = await inspectionFailure(inspect(specOn(a, "home", { fabric_interface: "ib0" }), opts(a)));
     expect(err.problems).toEqual([
       expect.objectContaining({
         message: `fabric interface ib0 does not exist on node ${a.name}`,

@@ -10,7 +10,7 @@ import type { EngineSpec } from "../../src/desired/types.js";
 import { CancelledError, NodeUnreachable } from "../../src/errors.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 import { inspect } from "../../src/phases/inspect.js";
-import { InspectionError } from "../../src/phases/inspect-problems.js";
+import { inspectionFailure } from "./inspection-failure.js";
 import { freePorts } from "../e2e/sim-fleet.js";
 import { LocalHost } from "../../src/hosts/local.js";
 
@@ -98,14 +98,7 @@ function spec(o: Overrides = {}): EngineSpec {
 const host = new LocalHost("h100-node", { PATH: "/usr/local/bin:/usr/bin:/bin" });
 const opts = () => ({ signal: new AbortController().signal, imageId: "sha256:" + "a".repeat(64), host });
 
-async function failure(p: Promise<unknown>): Promise<InspectionError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(InspectionError);
-  return err as InspectionError;
-}
+const failure = inspectionFailure;
 
 describe("inspect on h100x2", () => {
   it("passes and records what it observed", async () => {
