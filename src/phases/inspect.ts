@@ -54,31 +54,36 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
   if (opts.signal.aborted) throw new CancelledError(what);
   const { host } = opts;
   const tool = { signal: opts.signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS };
-  // Each probe reports into its own list so the final order is stable
-  // (gpu, devices, ports, fabric, model) whichever probe finishes first.
+  // Each probe reports into its own list; the problems are listed in the order
+  // gpu, devices, ports, fabric, model.
   const gpuProblems: InspectionProblem[] = [];
   const portFailures: InspectionProblem[] = [];
   const fabricProblems: InspectionProblem[] = [];
   const modelProblems: InspectionProblem[] = [];
 
-  // The probes are independent; run them together and check afterwards.
-  const [gpu, devices, ports, fabric, model] = await Promise.all([
-    observeGpus(host, spec, tool, gpuProblems),
-    checkDevices(
-      host,
-      spec.node.dev_root,
-      declaredDevices(spec.launch.accelerator_devices, spec.launch.transfer.devices),
-    ),
-    checkPlannedPorts(host, spec.host, plannedPorts(spec), new Set(opts.ignorePorts ?? []), opts.signal).catch(
-      (err: unknown) => {
-        // The listener table or the bind test could not be read at all: one problem, no port is known free.
-        portFailures.push(problemFromError(err, `node ${host.node} listeners`));
-        return [];
-      },
-    ),
-    observeFabric(host, spec, tool, fabricProblems),
-    observeModel(host, spec, opts.signal, modelProblems),
-  ]);
+  // The probes are independent but run one after another: on a remote node each
+  // reading is a session on the node's one ssh connection, and sshd allows ten
+  // at a time (MaxSessions), which several engines of one node inspecting at
+  // once would otherwise exceed. The slowest probe (nvidia-smi) dominates anyway.
+  const gpu = await observeGpus(host, spec, tool, gpuProblems);
+  const devices = await checkDevices(
+    host,
+    spec.node.dev_root,
+    declaredDevices(spec.launch.accelerator_devices, spec.launch.transfer.devices),
+  );
+  const ports = await checkPlannedPorts(
+    host,
+    spec.host,
+    plannedPorts(spec),
+    new Set(opts.ignorePorts ?? []),
+    opts.signal,
+  ).catch((err: unknown) => {
+    // The listener table or the bind test could not be read at all: one problem, no port is known free.
+    portFailures.push(problemFromError(err, `node ${host.node} listeners`));
+    return [];
+  });
+  const fabric = await observeFabric(host, spec, tool, fabricProblems);
+  const model = await observeModel(host, spec, opts.signal, modelProblems);
   if (opts.signal.aborted) throw new CancelledError(what);
 
   const problems = [...gpuProblems];
