@@ -47,7 +47,7 @@ const WILDCARDS = new Set(["", "::", "0.0.0.0", "*"]);
 type BindResult = string;
 
 /** The error a refused bind is, other than EADDRINUSE: a problem with the plan on that node, not a busy port. */
-export function bindFailure(node: string, host: string, port: number, code: string, cause?: unknown): NarwhalError {
+export function bindFailure(node: string, host: string, port: number, code: string): NarwhalError {
   const address = bindHost(host);
   return new NarwhalError(
     `cannot bind ${address.includes(":") ? `[${address}]` : address}:${port} (${code}) on node ${node}`,
@@ -58,7 +58,6 @@ export function bindFailure(node: string, host: string, port: number, code: stri
           ? `Configure ${address} on node ${node} or correct the engine URL's host.`
           : `Choose a port the engine's user may bind on node ${node}, or grant it that right.`,
       retryable: false,
-      ...(cause === undefined ? {} : { cause }),
     },
   );
 }
