@@ -15,7 +15,10 @@ import type { EngineSpec } from "../../src/desired/types.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 import { inspect } from "../../src/phases/inspect.js";
 import { inspectionFailure } from "../phases/inspection-failure.js";
-import { engineSpec, H100 } from "../phases/plan-fixtures.js";
+import { blockedListeners, checkListeners } from "../../src/phases/listeners.js";
+import { buildLaunchPlan, renderEnvFile } from "../../src/phases/plan.js";
+import { ENV_FILE } from "../../src/phases/prepare.js";
+import { engineSpec, H100, planInputs } from "../phases/plan-fixtures.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
 import { rigSshHost } from "../rig/ssh-host.js";
 
@@ -143,7 +146,7 @@ describe("inspect over ssh on the engine's own node", () => {
     ]);
   });
 
-  it("a listener inside A's namespace blocks A's engine and not B's on the same port", async () => {
+  it("a listener inside A's namespace blocks A's engine (inspection and start's last look) and not B's on the same port", async () => {
     const port = engineSpec().http_port;
     const server = await serveIn(a, port);
     try {
@@ -157,6 +160,18 @@ describe("inspect over ssh on the engine's own node", () => {
       ]);
       const onB = await inspect(specOn(b, "shared"), opts(b));
       expect(onB.ports[0]).toMatchObject({ port, purpose: "http", free: true });
+
+      // Start's last look (seed 001 "Native port checks": the prepared plan's listeners) reads the node too.
+      const lastLook = async (h: RigHost) => {
+        const { plan, env } = buildLaunchPlan(planInputs({ spec: specOn(h, "shared") }));
+        const runDir = await fs.mkdtemp(path.join(stateDir, "run-"));
+        await fs.writeFile(path.join(runDir, ENV_FILE), renderEnvFile(env), { mode: 0o600 });
+        return blockedListeners(await checkListeners(access.get(h.name)!, runDir, plan, {}));
+      };
+      expect(await lastLook(a)).toEqual([
+        `http port ${port} on ${a.address} (launch.json endpoint) already has a listener`,
+      ]);
+      expect(await lastLook(b)).toEqual([]);
     } finally {
       server.kill("SIGKILL");
     }
