@@ -84,6 +84,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
         running: (engine) => access.actors.get(engine)?.getSnapshot().context.handle != null,
         log: opts.log,
         waitMs: opts.config.sharedStartWaitMs,
+        host: (node) => opts.hosts.access(node),
       }),
     }),
   });

@@ -82,7 +82,7 @@ export function phaseActors(deps: PhaseDeps) {
       const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);
       // The engine being replaced still holds its ports; they are not a foreign listener.
       const ignorePorts = input.retiring?.run ? await planPorts(input.retiring.run.dir) : [];
-      return inspect(spec, { signal, imageId, ignorePorts });
+      return inspect(spec, { signal, imageId, ignorePorts, host: deps.hosts.access(spec.node.name) });
     }),
     prepare: step("prepare", async (input) => {
       const spec = specFor(input, "prepare");

@@ -4,6 +4,7 @@
 // engine that is not already running has asked (or a short wait passes), then
 // one startShared() launches them in sequence and hands each its engine.
 import type { EngineSpec } from "../desired/types.js";
+import type { HostAccess } from "../hosts/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import { start, type StartOptions } from "../phases/start.js";
 import { startShared } from "../phases/start-shared.js";
@@ -28,6 +29,8 @@ export interface SharedStartsDeps {
   log: Logger;
   /** How long the first engine of a group waits for the others to be checked. */
   waitMs: number;
+  /** How to reach a node: a shared start checks listeners and reads GPU memory on the GPUs' own node. */
+  host(node: string): HostAccess;
 }
 
 export const sharedKey = (spec: EngineSpec): string | null =>
@@ -123,7 +126,8 @@ export class SharedStarts {
     try {
       const result = await startShared(
         batch.map((r) => r.run.dir),
-        { ...first.opts, env: {} },
+        // One key is one node and GPU (sharedKey): every member runs on first's node.
+        { ...first.opts, env: {}, host: this.deps.host(first.spec.node.name) },
       );
       for (const r of batch) {
         const record = result.records.find((x) => x.engine === r.spec.name);

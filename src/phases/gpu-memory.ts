@@ -4,6 +4,7 @@
 // GPU in index order. The parser is pure so recorded output tests it directly.
 import { NarwhalError } from "../errors.js";
 import type { ObservedGpu } from "./types.js";
+import type { HostAccess } from "../hosts/types.js";
 import { runTool, type ToolRunOptions } from "./host/run-tool.js";
 
 export const GPU_MEMORY_QUERY_ARGS = [
@@ -43,8 +44,13 @@ export function parseGpuMemoryCsv(text: string): GpuMemory[] {
   });
 }
 
-export async function readGpuMemory(nvidiaSmi: string, opts: ToolRunOptions): Promise<GpuMemoryReading> {
-  const raw = await runTool(nvidiaSmi, [...GPU_MEMORY_QUERY_ARGS], "node.nvidia_smi", opts);
+/** One reading on the GPUs' own node (the host of the engines that share them). */
+export async function readGpuMemory(
+  host: HostAccess,
+  nvidiaSmi: string,
+  opts: ToolRunOptions,
+): Promise<GpuMemoryReading> {
+  const raw = await runTool(host, nvidiaSmi, [...GPU_MEMORY_QUERY_ARGS], "node.nvidia_smi", opts);
   return { at: new Date().toISOString(), gpus: parseGpuMemoryCsv(raw) };
 }
 

@@ -1,8 +1,10 @@
 // The GPU half of host inspection: PCI scan, then the vendor's identity tool,
 // then the launch record's accelerator and gpu_ids checked against what the
-// tool lists. Problems are collected, never thrown (except cancellation).
+// tool lists, all on the engine's node. Problems are collected, never thrown
+// (except cancellation and a node that cannot be reached).
 
 import type { EngineSpec } from "../desired/types.js";
+import type { HostAccess } from "../hosts/types.js";
 import type { InspectionProblem } from "./inspect-problems.js";
 import { problemFromError } from "./inspect-problems.js";
 import { describeGpu, resolveGpuIds } from "./host/gpu-selection.js";
@@ -27,6 +29,7 @@ export function runtimeVendor(spec: EngineSpec): GpuVendor {
 }
 
 export async function observeGpus(
+  host: HostAccess,
   spec: EngineSpec,
   tool: ToolRunOptions,
   problems: InspectionProblem[],
@@ -35,7 +38,7 @@ export async function observeGpus(
 
   let vendors: GpuVendor[];
   try {
-    vendors = (await scanPciAccelerators(spec.node.sysfs_root)).vendors;
+    vendors = (await scanPciAccelerators(host, spec.node.sysfs_root, tool.signal)).vendors;
   } catch (err) {
     problems.push(problemFromError(err, "node.sysfs_root"));
     return none;
@@ -59,8 +62,8 @@ export async function observeGpus(
   try {
     ({ gpus, raw } =
       vendor === "nvidia"
-        ? await queryNvidiaGpus(spec.node.nvidia_smi, tool)
-        : await queryRocmGpus(spec.node.rocminfo, tool));
+        ? await queryNvidiaGpus(host, spec.node.nvidia_smi, tool)
+        : await queryRocmGpus(host, spec.node.rocminfo, tool));
   } catch (err) {
     problems.push(problemFromError(err, vendor === "nvidia" ? "node.nvidia_smi" : "node.rocminfo"));
     return { ...none, vendors };

@@ -5,7 +5,7 @@
 // budget if any is (a tool that timed out), else outwaited (a stranger's port,
 // a missing device: re-checked until they clear).
 
-import { CancelledError, NarwhalError, PhaseError, type FailureClass } from "../errors.js";
+import { CancelledError, NarwhalError, NodeAccessError, PhaseError, type FailureClass } from "../errors.js";
 
 export interface InspectionProblem {
   message: string;
@@ -52,10 +52,12 @@ export class InspectionError extends PhaseError {
 
 /**
  * Turn a failure from a host probe into a problem. Cancellation is not a
- * problem with the host: it is rethrown so the caller stops at once.
+ * problem with the host, and a node that cannot be reached (or refuses narwhal)
+ * is not one the host shows: both are rethrown so the caller stops at once and
+ * reports them as what they are (the node's reachability, not its hardware).
  */
 export function problemFromError(err: unknown, fallbackInput: string): InspectionProblem {
-  if (err instanceof CancelledError) throw err;
+  if (err instanceof CancelledError || err instanceof NodeAccessError) throw err;
   if (err instanceof NarwhalError) {
     return {
       message: err.message,

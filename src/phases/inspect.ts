@@ -3,60 +3,36 @@
 // engine's host, check it against the engine spec, and return the observation
 // as data — or one error listing every problem found. Safe to run any number
 // of times: it only reads files, runs read-only tools and binds-then-closes ports.
+// Everything is read on the engine's own node through `host`: for a remote
+// node nothing is read from the controller's machine.
 
 import { groupSignature } from "../desired/hash.js";
 import type { EngineSpec } from "../desired/types.js";
 import { CancelledError } from "../errors.js";
+import type { HostAccess } from "../hosts/types.js";
 import { checkDevices, declaredDevices } from "./host/devices.js";
-import { modelConfigSha256 } from "./host/model-hash.js";
-import { checkPlannedPorts, plannedPorts } from "./host/ports.js";
+import { observeFabric } from "./host/fabric.js";
+import { checkPlannedPorts, plannedPorts, type PlannedPortCheck } from "./host/ports.js";
 import { DEFAULT_TOOL_TIMEOUT_MS } from "./host/run-tool.js";
 import { observeGpus } from "./inspect-gpus.js";
+import { observeModel } from "./inspect-model.js";
 import { InspectionError, problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import type { Inspection } from "./types.js";
 
 export interface InspectOptions {
   signal: AbortSignal;
+  /** The engine's node (NodeHosts.access(spec.node)): where every reading is taken. */
+  host: HostAccess;
   /** Image id of the engine's runtime (container image id or "native:<sha256>"), for the group signature. */
   imageId: string;
   /** Ports held by this engine's own previous process; not reported as busy. */
   ignorePorts?: number[];
-  /** Deadline for nvidia-smi / rocminfo; default DEFAULT_TOOL_TIMEOUT_MS. */
+  /** Deadline for nvidia-smi / rocminfo / ip; default DEFAULT_TOOL_TIMEOUT_MS. */
   toolTimeoutMs?: number;
 }
 
-export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<Inspection> {
-  const what = `inspection of ${spec.name}`;
-  if (opts.signal.aborted) throw new CancelledError(what);
-  const tool = { signal: opts.signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS };
-  // Each probe reports into its own list so the final order is stable
-  // (gpu, devices, ports, model) whichever probe finishes first.
-  const gpuProblems: InspectionProblem[] = [];
-  const modelProblems: InspectionProblem[] = [];
-
-  // The four probes are independent; run them together and check afterwards.
-  const [gpu, devices, ports, modelSha] = await Promise.all([
-    observeGpus(spec, tool, gpuProblems),
-    checkDevices(spec.node.dev_root, declaredDevices(spec.launch.accelerator_devices, spec.launch.transfer.devices)),
-    checkPlannedPorts(spec.host, plannedPorts(spec), new Set(opts.ignorePorts ?? [])),
-    modelConfigSha256(spec.model.dir, opts.signal).catch((err: unknown) => {
-      modelProblems.push(problemFromError(err, "model.dir"));
-      return undefined;
-    }),
-  ]);
-  if (opts.signal.aborted) throw new CancelledError(what);
-
-  const problems = [...gpuProblems];
-  for (const d of devices.filter((d) => !d.present)) {
-    problems.push({
-      message: `device ${d.path} is missing (looked for ${d.checked}; node.dev_root is "${spec.node.dev_root}")`,
-      input: d.input,
-      fix: "Restore the declared device exposure before launch.",
-      // Devices come and go with drivers and hot-plug: outwaited, re-checked until the path exists.
-      failure: "outwait",
-    });
-  }
-
+function portProblems(ports: PlannedPortCheck[]): InspectionProblem[] {
+  const problems: InspectionProblem[] = [];
   for (const p of ports) {
     if (p.error) {
       problems.push(problemFromError(p.error, p.input));
@@ -70,11 +46,62 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
       });
     }
   }
+  return problems;
+}
 
-  problems.push(...modelProblems);
+export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<Inspection> {
+  const what = `inspection of ${spec.name}`;
+  if (opts.signal.aborted) throw new CancelledError(what);
+  const { host } = opts;
+  const tool = { signal: opts.signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS };
+  // Each probe reports into its own list; the problems are listed in the order
+  // gpu, devices, ports, fabric, model.
+  const gpuProblems: InspectionProblem[] = [];
+  const portFailures: InspectionProblem[] = [];
+  const fabricProblems: InspectionProblem[] = [];
+  const modelProblems: InspectionProblem[] = [];
+
+  // The probes are independent but run one after another: on a remote node each
+  // reading is a session on the node's one ssh connection, and sshd allows ten
+  // at a time (MaxSessions), which several engines of one node inspecting at
+  // once would otherwise exceed. The slowest probe (nvidia-smi) dominates anyway.
+  const gpu = await observeGpus(host, spec, tool, gpuProblems);
+  const devices = await checkDevices(
+    host,
+    spec.node.dev_root,
+    declaredDevices(spec.launch.accelerator_devices, spec.launch.transfer.devices),
+  );
+  const ports = await checkPlannedPorts(
+    host,
+    spec.host,
+    plannedPorts(spec),
+    new Set(opts.ignorePorts ?? []),
+    opts.signal,
+  ).catch((err: unknown) => {
+    // The listener table or the bind test could not be read at all: one problem, no port is known free.
+    portFailures.push(problemFromError(err, `node ${host.node} listeners`));
+    return [];
+  });
+  const fabric = await observeFabric(host, spec, tool, fabricProblems);
+  const model = await observeModel(host, spec, opts.signal, modelProblems);
+  if (opts.signal.aborted) throw new CancelledError(what);
+
+  const problems = [...gpuProblems];
+  for (const d of devices.filter((d) => !d.present)) {
+    problems.push({
+      message: `device ${d.path} is missing on node ${host.node} (looked for ${d.checked}; node.dev_root is "${spec.node.dev_root}")`,
+      input: d.input,
+      fix: "Restore the declared device exposure before launch.",
+      // Devices come and go with drivers and hot-plug: outwaited, re-checked until the path exists.
+      failure: "outwait",
+    });
+  }
+  problems.push(...portFailures, ...portProblems(ports), ...fabricProblems, ...modelProblems);
+
+  const modelSha = model.config_sha256;
   if (modelSha !== undefined && modelSha !== spec.model.config_sha256) {
     problems.push({
-      message: `sha256 of ${spec.model.dir}/config.json is ${modelSha}, but model.config_sha256 expects ${spec.model.config_sha256}`,
+      message: `sha256 of ${spec.model.dir}/config.json on node ${host.node} is ${modelSha}, but model.config_sha256 expects ${spec.model.config_sha256}`,
       input: "model.config_sha256 (NARWHAL_MODEL_CONFIG_SHA256) / model.dir (NARWHAL_MODEL_DIR)",
       fix: "Rerun discovery after changing the provisioned checkpoint, or restore the checkpoint discovery recorded.",
       failure: "terminal",
@@ -95,6 +122,9 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
     devices: devices.map((d) => ({ path: d.path, present: d.present })),
     ports: ports.map((p) => ({ port: p.port, purpose: p.purpose, free: p.free })),
     model_config_sha256: modelSha,
+    model_meta: model.meta,
+    model_file_sha256: model.file_sha256,
+    fabric,
     image_id: opts.imageId,
     group_signature: groupSignature({
       image_id: opts.imageId,

@@ -4,12 +4,15 @@
 // same kernel test inspection uses (host/ports.ts): a dual-stack "::" bind,
 // then the planned address itself. The attestation URL given in the startup
 // environment (NARWHAL_NODE_<n>_ATTESTATION_URL) takes precedence over the prepared one.
+// The listeners are read and bound on the engine's node (`access`); the plan and
+// its env file are the controller's own prepared run, read here.
 import fs from "node:fs/promises";
 import path from "node:path";
 import { parseEndpoint } from "../desired/urls.js";
 import { ENV_FILE } from "./prepare.js";
 import { parseEnvFile, type LaunchPlan } from "./plan.js";
 import { checkPlannedPorts, type PlannedPort } from "./host/ports.js";
+import type { HostAccess } from "../hosts/types.js";
 
 export interface ListenerCheck {
   purpose: "http" | "nixl side channel" | "attestation";
@@ -40,6 +43,7 @@ export function attestationUrl(
 }
 
 export async function checkListeners(
+  access: HostAccess,
   runDir: string,
   plan: LaunchPlan,
   env: Readonly<Record<string, string | undefined>>,
@@ -76,7 +80,7 @@ export async function checkListeners(
       continue;
     }
     const planned: PlannedPort = { port: w.port, purpose: w.purpose, input: w.source };
-    const [r] = await checkPlannedPorts(w.host, [planned]);
+    const [r] = await checkPlannedPorts(access, w.host, [planned]);
     results.push({ ...w, free: !!r?.free, ...(r?.error ? { error: r.error.message } : {}) });
   }
   return results;

@@ -1,8 +1,10 @@
 // What the checkpoint's own metadata says the launch needs (seed 003 §16):
 // --trust-remote-code when the model or tokenizer config has an auto_map, and
 // VLLM_SSM_CONV_STATE_LAYOUT=DS when the model carries convolutional SSM state.
-import fs from "node:fs/promises";
+// Read on the engine's node, where the checkpoint the engine loads lives.
 import path from "node:path";
+import type { HostAccess } from "../hosts/types.js";
+import { fileErrno } from "./host/host-read.js";
 
 export interface ModelMeta {
   /** auto_map found in config.json or tokenizer_config.json (model or tokenizer dir). */
@@ -35,27 +37,38 @@ export function isConvSsmConfig(config: Record<string, unknown>): boolean {
   return ["conv_kernel", "mamba_d_conv", "ssm_state_size", "mamba_d_state"].some((k) => k in config);
 }
 
-async function readJson(file: string): Promise<Record<string, unknown> | null> {
+/** A missing or unparsable file is no metadata; a node that cannot be reached is an error (fileErrno rethrows it). */
+async function readJson(host: HostAccess, file: string): Promise<Record<string, unknown> | null> {
+  let text: string;
   try {
-    const parsed = JSON.parse(await fs.readFile(file, "utf8")) as unknown;
+    text = (await host.readFile(file)).toString("utf8");
+  } catch (err) {
+    fileErrno(err);
+    return null;
+  }
+  try {
+    const parsed = JSON.parse(text) as unknown;
     return parsed && typeof parsed === "object" ? (parsed as Record<string, unknown>) : null;
   } catch {
     return null;
   }
 }
 
-/** Read model (and separate tokenizer) metadata from host directories. */
+/** Read model (and separate tokenizer) metadata from directories on the engine's node. */
 export async function readModelMeta(
+  host: HostAccess,
   modelDir: string,
   tokenizerDir?: string,
   hfConfigPath?: string,
 ): Promise<ModelMeta> {
   const configDir = hfConfigPath ?? modelDir;
-  const config = (await readJson(path.join(configDir, "config.json"))) ?? {};
+  const config = (await readJson(host, path.posix.join(configDir, "config.json"))) ?? {};
   const tokDirs = [...new Set([modelDir, tokenizerDir ?? modelDir])];
-  const tokConfigs = await Promise.all(
-    tokDirs.flatMap((d) => [readJson(path.join(d, "tokenizer_config.json")), readJson(path.join(d, "config.json"))]),
-  );
+  // One read at a time: each is a round trip on a remote node, and a node limits its concurrent sessions.
+  const tokConfigs: Array<Record<string, unknown> | null> = [];
+  for (const d of tokDirs)
+    for (const name of ["tokenizer_config.json", "config.json"])
+      tokConfigs.push(await readJson(host, path.posix.join(d, name)));
   const autoMap = "auto_map" in config || tokConfigs.some((c) => c !== null && "auto_map" in c);
   return {
     auto_map: autoMap,

@@ -7,11 +7,9 @@ import path from "node:path";
 import { createHash, randomBytes } from "node:crypto";
 import type { EngineSpec } from "../desired/types.js";
 import type { Inspection, PreparedRun } from "./types.js";
-import { buildLaunchPlan, renderEnvFile, lastFlagValue, type AppIdentity, type LaunchPlan } from "./plan.js";
-import { readModelMeta } from "./model-meta.js";
+import { buildLaunchPlan, renderEnvFile, type AppIdentity, type LaunchPlan } from "./plan.js";
 import { createDirAtomically, createRunDir, removePartialRuns, type RunFile } from "../state/run-dir.js";
 import { exists } from "../state/atomic-file.js";
-import { sha256File } from "./host/model-hash.js";
 import { PhaseError } from "../errors.js";
 
 export const LAUNCH_FILE = "launch.json";
@@ -66,22 +64,18 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     throw new PhaseError(spec.name, "prepare", `inspection belongs to ${inspection.engine}`, { retryable: false });
   }
   if (!opts.out) await removePartialRuns(opts.stateDir, spec.name);
-  const extra = spec.launch.runtime.extra_args;
-  const hostTokenizer = spec.backend === "native" ? lastFlagValue(extra, "--tokenizer") : undefined;
-  const hostHfConfig = spec.backend === "native" ? lastFlagValue(extra, "--hf-config-path") : undefined;
-  const meta = await readModelMeta(spec.model.dir, hostTokenizer, hostHfConfig);
   const now = opts.now ?? new Date();
   const launchToken = randomBytes(16).toString("hex");
-  // A GGUF file (NARWHAL_MODEL_PATH) is identified by its own digest; config.json alone does not pin it.
-  const modelFileSha256 = spec.model.path ? await ggufSha256(spec) : null;
+  // The checkpoint's metadata and a GGUF file's digest (NARWHAL_MODEL_PATH: config.json alone does not pin it)
+  // were read on the engine's node by inspect: the plan is built from what that node holds.
   const { plan, env } = buildLaunchPlan({
     spec,
     inspection,
-    meta,
+    meta: inspection.model_meta,
     app: opts.app,
     launchToken,
     createdAt: now.toISOString(),
-    modelFileSha256,
+    modelFileSha256: inspection.model_file_sha256,
   });
   const planBytes = JSON.stringify(plan, null, 2) + "\n";
   const files: RunFile[] = [
@@ -110,21 +104,4 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     plan_sha256: sha256(planBytes),
     launch_token: launchToken,
   };
-}
-
-async function ggufSha256(spec: EngineSpec): Promise<string> {
-  try {
-    return await sha256File(spec.model.path!);
-  } catch (err) {
-    throw new PhaseError(
-      spec.name,
-      "prepare",
-      `model file ${spec.model.path} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
-      {
-        retryable: false,
-        input: "NARWHAL_MODEL_PATH",
-        fix: "Point NARWHAL_MODEL_PATH at the local GGUF file inside the model's snapshot directory.",
-      },
-    );
-  }
 }

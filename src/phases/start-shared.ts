@@ -29,6 +29,7 @@ import { compareDecimals, formatDecimal, integerDecimal, multiplyDecimals, parse
 import { ActionError, refusal } from "./action-error.js";
 import { writeFileExclusive } from "../state/atomic-file.js";
 import { DEFAULT_TOOL_TIMEOUT_MS } from "./host/run-tool.js";
+import type { HostAccess } from "../hosts/types.js";
 import { cleanUpShared, SHARED_START_FILE, type Launched, type SharedStartRecord } from "./shared-cleanup.js";
 
 export { SHARED_START_FILE, SHARED_START_SCHEMA, type SharedStartRecord } from "./shared-cleanup.js";
@@ -38,6 +39,8 @@ const ACTION = "start-shared";
 export interface StartSharedOptions extends StartOptions {
   /** Startup environment: NARWHAL_NODE_<n>_ATTESTATION_URL takes precedence over the prepared URL. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** The plans' node: the listeners and the GPU memory readings are taken there. */
+  host: HostAccess;
   /** nvidia-smi for memory readings; default the plans' node.nvidia_smi. */
   nvidiaSmi?: string;
   toolTimeoutMs?: number;
@@ -104,7 +107,7 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
   const listeners = new Map<string, ListenerCheck[]>();
   const blocked: string[] = [];
   for (const m of members) {
-    const checks = await checkListeners(m.run.dir, m.plan, env);
+    const checks = await checkListeners(opts.host, m.run.dir, m.plan, env);
     listeners.set(m.plan.engine, checks);
     blocked.push(...blockedListeners(checks).map((b) => `${m.plan.engine} ${b}`));
   }
@@ -116,7 +119,7 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
 
   const nvidiaSmi = opts.nvidiaSmi ?? members[0]!.plan.node?.nvidia_smi ?? "nvidia-smi";
   const read = (signal = opts.signal) =>
-    readGpuMemory(nvidiaSmi, { signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS });
+    readGpuMemory(opts.host, nvidiaSmi, { signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS });
   const baselineReading = await read();
   const devices = resolveDevices(members, budget, baselineReading);
   if (devices.problems.length)

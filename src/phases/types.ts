@@ -1,5 +1,6 @@
 // Data that flows between the steps of the engine procedure. Every phase
 // returns plain JSON-serialisable data so the engine machine can persist it.
+import type { ModelMeta } from "./model-meta.js";
 
 /** One GPU as the host's tool reports it. */
 export interface ObservedGpu {
@@ -11,6 +12,21 @@ export interface ObservedGpu {
   name: string;
   /** GPU UUID (nvidia-smi `uuid`, rocminfo `Uuid`) when known. */
   uuid?: string;
+}
+
+/** The transfer fabric as the engine's node shows it (`ip -j address show dev IF`, /sys/class/infiniband). */
+export interface FabricObservation {
+  /** NARWHAL_FABRIC_INTERFACE. */
+  interface: string;
+  present: boolean;
+  /** ip's operstate ("UP", "DOWN", "UNKNOWN" for loopback), when the interface was read. */
+  operstate?: string;
+  /** Local addresses on the interface. */
+  addresses: string[];
+  /** The engine's advertised address (NARWHAL_NODE_<n>_IP) is one of them; null when it is no IP literal or was not read. */
+  carries_node_ip: boolean | null;
+  /** RDMA only: each HCA (and port) of transfer.net_devices, looked for under node.sysfs_root. */
+  hcas: Array<{ name: string; port?: string; checked: string; present: boolean }>;
 }
 
 /** What `inspect` observed on the engine's host (seed 000, "Inspect every engine host"). */
@@ -31,6 +47,12 @@ export interface Inspection {
   ports: Array<{ port: number; purpose: string; free: boolean }>;
   /** sha256 of <model dir>/config.json as read now. */
   model_config_sha256: string;
+  /** What the checkpoint's metadata (on the node) says the launch needs; prepare builds the plan from it. */
+  model_meta: ModelMeta;
+  /** sha256 of the GGUF file NARWHAL_MODEL_PATH names, computed on the node; null for a model directory. */
+  model_file_sha256: string | null;
+  /** null when the engine names no fabric interface. */
+  fabric: FabricObservation | null;
   /** Container image id, or the native runtime identity ("native:<sha256>"). */
   image_id: string;
   /** seed 000 cache-equivalence group signature (16 hex). */

@@ -39,7 +39,15 @@ export async function engineFleet(opts: SimFleetOptions & { allowance?: string }
   });
   const fleetFile = path.join(base.dir, "fleet.json");
   const fleet = JSON.parse(await fs.readFile(fleetFile, "utf8"));
-  fleet.nodes[0].nvidia_smi = SIM_NVIDIA_SMI;
+  // The node's nvidia-smi knows its own GPUs: a wrapper binds the stand-in to this fleet's pool, so
+  // the reading does not depend on the caller's environment (narwhal runs tools on the node with the
+  // node's environment, not the controller's; over ssh nothing else could reach it).
+  const nvidiaSmi = path.join(path.dirname(base.dir), "bin", "nvidia-smi");
+  await fs.mkdir(path.dirname(nvidiaSmi), { recursive: true });
+  await fs.writeFile(nvidiaSmi, `#!/bin/sh\nNARWHAL_SIM_GPU_POOL=${pool} exec '${SIM_NVIDIA_SMI}' "$@"\n`, {
+    mode: 0o755,
+  });
+  fleet.nodes[0].nvidia_smi = nvidiaSmi;
   await fs.writeFile(fleetFile, JSON.stringify(fleet, null, 2));
   const launchFile = path.join(base.dir, "engine-launch.json");
   const launch = JSON.parse(await fs.readFile(launchFile, "utf8"));

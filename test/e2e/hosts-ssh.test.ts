@@ -14,13 +14,14 @@ import { LocalHost } from "../../src/hosts/local.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 import { hostAccessContract, type ContractFixture } from "../hosts/contract.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
+import { RIG_CLIENT_ENV, rigSshHost } from "../rig/ssh-host.js";
 
 let rig: Rig;
 let a: RigHost;
 let stateDir = "";
 let dir = "";
 let host: SshHost;
-const CLIENT_ENV = { PATH: "/usr/local/bin:/usr/bin:/bin" };
+const CLIENT_ENV = RIG_CLIENT_ENV;
 /** Every temp directory a test made, removed at the end. */
 const temps: string[] = [];
 
@@ -30,18 +31,7 @@ async function tempDir(prefix: string): Promise<string> {
   return made;
 }
 
-function sshHostFor(h: RigHost, state: string): SshHost {
-  return new SshHost({
-    node: h.name,
-    destination: h.ssh.destination,
-    port: h.ssh.port,
-    identityFile: h.ssh.identity_file,
-    knownHostsFile: h.ssh.known_hosts_file,
-    stateDir: state,
-    connectTimeoutS: 5,
-    clientEnv: CLIENT_ENV,
-  });
-}
+const sshHostFor = rigSshHost;
 
 /** A TCP listener inside the rig host's namespace only; resolves once it printed its port. */
 function listenOnNode(h: RigHost): ContractFixture["listen"] {

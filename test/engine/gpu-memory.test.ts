@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { gpuByUuid, parseGpuMemoryCsv, readGpuMemory } from "../../src/phases/gpu-memory.js";
+import { LocalHost } from "../../src/hosts/local.js";
 
 const STAND_IN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../sim/bin/nvidia-smi");
 
@@ -24,7 +25,11 @@ describe("GPU memory readings", () => {
   });
 
   it("reads the simulator's nvidia-smi, which counts nothing outside its pool", async () => {
-    const reading = await readGpuMemory(STAND_IN, { signal: new AbortController().signal, timeoutMs: 10_000 });
+    const reading = await readGpuMemory(
+      new LocalHost("local-test", { PATH: "/usr/local/bin:/usr/bin:/bin" }),
+      STAND_IN,
+      { signal: new AbortController().signal, timeoutMs: 10_000 },
+    );
     expect(reading.gpus.map((g) => g.uuid)).toEqual([
       "GPU-4f1a7c2e-8b3d-4e6f-9a0b-1c2d3e4f5a6b",
       "GPU-9e8d7c6b-5a4f-4e2d-8c0b-a9f8e7d6c5b4",

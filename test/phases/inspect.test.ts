@@ -7,10 +7,12 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EngineSpec } from "../../src/desired/types.js";
-import { CancelledError } from "../../src/errors.js";
+import { CancelledError, NodeUnreachable } from "../../src/errors.js";
+import { SshHost } from "../../src/hosts/ssh.js";
 import { inspect } from "../../src/phases/inspect.js";
-import { InspectionError } from "../../src/phases/inspect-problems.js";
+import { inspectionFailure } from "./inspection-failure.js";
 import { freePorts } from "../e2e/sim-fleet.js";
+import { LocalHost } from "../../src/hosts/local.js";
 
 const hosts = fileURLToPath(new URL("../fixtures/hosts/", import.meta.url));
 const H100 = "NVIDIA H100 80GB HBM3";
@@ -93,16 +95,10 @@ function spec(o: Overrides = {}): EngineSpec {
   };
 }
 
-const opts = () => ({ signal: new AbortController().signal, imageId: "sha256:" + "a".repeat(64) });
+const host = new LocalHost("h100-node", { PATH: "/usr/local/bin:/usr/bin:/bin" });
+const opts = () => ({ signal: new AbortController().signal, imageId: "sha256:" + "a".repeat(64), host });
 
-async function failure(p: Promise<unknown>): Promise<InspectionError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(InspectionError);
-  return err as InspectionError;
-}
+const failure = inspectionFailure;
 
 describe("inspect on h100x2", () => {
   it("passes and records what it observed", async () => {
@@ -206,6 +202,45 @@ describe("inspect on h100x2", () => {
   });
 });
 
+describe("inspect reads the model and the node's reachability through the host", () => {
+  it("records the checkpoint's metadata and a GGUF file's digest; a missing GGUF names NARWHAL_MODEL_PATH", async () => {
+    const gguf = path.join(modelDir, "model.Q8_0.gguf");
+    await writeFile(gguf, "GGUF fixture bytes");
+    const r = await inspect(spec({ model: { path: gguf } }), opts());
+    expect(r.model_meta).toEqual({ auto_map: false, conv_ssm: false, model_type: "llama" });
+    expect(r.model_file_sha256).toBe(createHash("sha256").update("GGUF fixture bytes").digest("hex"));
+    expect(r.fabric).toMatchObject({ interface: "lo", present: true, carries_node_ip: true });
+
+    const err = await failure(inspect(spec({ model: { path: path.join(modelDir, "absent.gguf") } }), opts()));
+    expect(err.problems).toEqual([
+      expect.objectContaining({
+        message: `model file ${path.join(modelDir, "absent.gguf")} cannot be read on node h100-node (ENOENT)`,
+        input: "NARWHAL_MODEL_PATH",
+        failure: "terminal",
+      }),
+    ]);
+  });
+
+  it("rejects with the node's own NodeUnreachable, not a list of host problems, when the node cannot be reached", async () => {
+    const stateDir = await mkdtemp(path.join(tmpdir(), "narwhal-inspect-ssh-"));
+    const [closed = 0] = await freePorts(1);
+    const unreachable = new SshHost({
+      node: "h100-node",
+      destination: "root@127.0.0.1",
+      port: closed,
+      stateDir,
+      connectTimeoutS: 5,
+      clientEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" },
+    });
+    try {
+      await expect(inspect(spec(), { ...opts(), host: unreachable })).rejects.toBeInstanceOf(NodeUnreachable);
+    } finally {
+      await unreachable.close();
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("inspect on other hosts", () => {
   it("passes on mi300x through rocminfo", async () => {
     const mi = path.join(hosts, "mi300x");
@@ -246,7 +281,8 @@ describe("inspect on other hosts", () => {
       ),
     );
     expect(err.message).toContain("Inspect GPU PCI device exposure on this engine host.");
-    expect(err.problems.filter((p) => p.input.startsWith("launch.")).length).toBe(5); // 4 accelerator + 1 transfer device
+    // 4 accelerator + 1 transfer device + the RDMA HCA mlx5_0:1, which nogpu's sysfs lacks too.
+    expect(err.problems.filter((p) => p.input.startsWith("launch.")).length).toBe(6);
   });
 
   it("reports a CUDA launch record on an AMD-only host", async () => {

@@ -30,6 +30,15 @@ import { refusal } from "../../phases/action-error.js";
 import { ENGINE_LOG } from "../../backends/native.js";
 import { engineResult, type EngineResult } from "./result.js";
 import type { ActionContext } from "./context.js";
+import { LocalHost } from "../../hosts/local.js";
+
+/**
+ * The manual engine actions run in the engine-role shell on the engine's own host (seed 001),
+ * so the node their listener and GPU checks read is this machine.
+ */
+function thisHost(ctx: ActionContext, node = "local"): LocalHost {
+  return new LocalHost(node, ctx.config.hostEnv);
+}
 
 const inspectOpts = (ctx: ActionContext, backend: EngineSpec["backend"]): RuntimeInspectOptions => ({
   backend: ctx.backends[backend],
@@ -67,7 +76,7 @@ export async function startAction(ctx: ActionContext, dir: string, readySeconds:
   const loaded = await loadCheckedRun(action, dir);
   await refuseUsed(action, loaded);
   const { run, plan } = loaded;
-  const blocked = blockedListeners(await checkListeners(run.dir, plan, ctx.env));
+  const blocked = blockedListeners(await checkListeners(thisHost(ctx, plan.node?.name), run.dir, plan, ctx.env));
   if (blocked.length)
     throw refusal(action, `planned listeners are not free: ${blocked.join("; ")}`, {
       engine: plan.engine,
@@ -187,6 +196,7 @@ export async function startSharedAction(
   progress: (s: string) => void,
 ): Promise<EngineResult> {
   const result = await startShared(dirs, {
+    host: thisHost(ctx),
     backend: ctx.backends[backend],
     signal: ctx.signal,
     readySeconds,

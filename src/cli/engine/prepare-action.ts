@@ -10,6 +10,7 @@ import { loadDesired, type DesiredOverrides } from "../../desired/load.js";
 import { parseJsonSafely } from "../../desired/json-safe.js";
 import { DesiredStateError } from "../../errors.js";
 import { inspect } from "../../phases/inspect.js";
+import { nodeHostsFor } from "../../backends/for-config.js";
 import { prepare, ENV_FILE, LAUNCH_FILE, API_KEY_FILE, readPlan } from "../../phases/prepare.js";
 import { LAUNCH_FILE as RECORDS_FILE } from "../../desired/rules.js";
 import { refusal } from "../../phases/action-error.js";
@@ -135,7 +136,12 @@ export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptio
   }
   const backend = ctx.backends[spec.backend];
   const imageId = await backend.runtimeIdentity(spec, ctx.signal);
-  const inspection = await inspect(spec, { signal: ctx.signal, imageId });
+  // Inspect the engine's own node: the local host, or over ssh when its node record says so.
+  const hosts = nodeHostsFor(ctx.config);
+  hosts.learn([spec]);
+  const inspection = await inspect(spec, { signal: ctx.signal, imageId, host: hosts.access(spec.node.name) }).finally(
+    () => hosts.close(),
+  );
   const prepared = await prepare(spec, inspection, { stateDir: ctx.config.stateDir, app: ctx.app, out });
   const { plan } = await readPlan(prepared.dir);
   const files: Record<string, string> = {

@@ -3,6 +3,7 @@
 
 import { NarwhalError } from "../../errors.js";
 import type { ObservedGpu } from "../types.js";
+import type { HostAccess } from "../../hosts/types.js";
 import { runTool, type ToolRunOptions } from "./run-tool.js";
 
 export const NVIDIA_SMI_QUERY_ARGS = ["--query-gpu=pci.bus_id,name,uuid", "--format=csv"] as const;
@@ -57,8 +58,12 @@ export interface NvidiaSmiResult {
   raw: string;
 }
 
-/** Run the identity query with `nvidiaSmi` (path or name on PATH) and parse it. */
-export async function queryNvidiaGpus(nvidiaSmi: string, opts: ToolRunOptions): Promise<NvidiaSmiResult> {
-  const raw = await runTool(nvidiaSmi, [...NVIDIA_SMI_QUERY_ARGS], "node.nvidia_smi", opts);
+/** Run the identity query on the node with `nvidiaSmi` (path or name on the node's PATH) and parse it. */
+export async function queryNvidiaGpus(
+  host: HostAccess,
+  nvidiaSmi: string,
+  opts: ToolRunOptions,
+): Promise<NvidiaSmiResult> {
+  const raw = await runTool(host, nvidiaSmi, [...NVIDIA_SMI_QUERY_ARGS], "node.nvidia_smi", opts);
   return { gpus: parseNvidiaSmiCsv(raw), raw };
 }

@@ -2,9 +2,9 @@
 // as the seed's shell loop over /sys/bus/pci/devices, against any sysfs root so
 // tests can point it at a fixture tree.
 
-import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { NarwhalError } from "../../errors.js";
+import type { HostAccess } from "../../hosts/types.js";
 
 export type GpuVendor = "nvidia" | "amd";
 
@@ -43,53 +43,56 @@ export function classifyPciDevice(pciClass: string, vendor: string): GpuVendor |
 }
 
 /**
- * Read class and vendor of every device under <sysfsRoot>/bus/pci/devices.
- * Real sysfs entries are symlinks into /sys/devices; fixtures may use plain
- * directories. Entries without readable class/vendor are skipped, like the seed's
- * `test -r ... || continue`.
+ * The seed's walk, run on the node as one sh process: "<address> <class> <vendor>"
+ * per device whose class and vendor are readable (`test -r ... || continue`).
+ * One process, not two reads per device: a host has a hundred PCI functions and
+ * each read on a remote node is a round trip. Exit 3: no such directory; 4: not readable.
  */
-export async function readPciDevices(sysfsRoot: string): Promise<PciDevice[]> {
-  const dir = path.join(sysfsRoot, "bus", "pci", "devices");
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch (err) {
-    throw new NarwhalError(
-      `${NO_PCI_ACCELERATOR} ${dir} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`,
-      {
-        input: "node.sysfs_root",
-        fix: "Point node.sysfs_root at the host's sysfs (default /sys) and make sure it is mounted.",
-        retryable: false,
-        cause: err,
-      },
-    );
+const PCI_WALK = `[ -e "$1" ] || exit 3; cd -- "$1" 2>/dev/null || exit 4
+for d in *; do
+  test -r "$d/class" && test -r "$d/vendor" || continue
+  printf '%s %s %s\\n' "$d" "$(cat "$d/class")" "$(cat "$d/vendor")"
+done`;
+
+/**
+ * Read class and vendor of every device under <sysfsRoot>/bus/pci/devices on
+ * the engine's node. Real sysfs entries are symlinks into /sys/devices;
+ * fixtures may use plain directories.
+ */
+export async function readPciDevices(host: HostAccess, sysfsRoot: string, signal?: AbortSignal): Promise<PciDevice[]> {
+  const dir = path.posix.join(sysfsRoot, "bus", "pci", "devices");
+  const r = await host.run(["/bin/sh", "-c", PCI_WALK, "sh", dir], {
+    env: { LC_ALL: "C" },
+    timeoutMs: 30_000,
+    ...(signal ? { signal } : {}),
+  });
+  if (r.code !== 0) {
+    const why = r.code === 3 ? "ENOENT" : r.code === 4 ? "EACCES" : `exit ${r.code ?? r.signal}: ${r.stderr.trim()}`;
+    throw new NarwhalError(`${NO_PCI_ACCELERATOR} ${dir} cannot be read on node ${host.node} (${why})`, {
+      input: "node.sysfs_root",
+      fix: `Point node.sysfs_root at node ${host.node}'s sysfs (default /sys) and make sure it is mounted there.`,
+      // A walk that timed out may finish next time; a missing or unreadable directory will not.
+      retryable: r.timedOut,
+    });
   }
-  const devices = await Promise.all(
-    names.sort().map(async (address): Promise<PciDevice | undefined> => {
-      try {
-        const [cls, vendor] = await Promise.all([
-          readFile(path.join(dir, address, "class"), "utf8"),
-          readFile(path.join(dir, address, "vendor"), "utf8"),
-        ]);
-        return { address, class: cls.trim(), vendor: vendor.trim() };
-      } catch {
-        return undefined;
-      }
-    }),
-  );
-  return devices.filter((d): d is PciDevice => d !== undefined);
+  return r.stdout
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/))
+    .filter((f): f is [string, string, string] => f.length === 3)
+    .map(([address, cls, vendor]) => ({ address, class: cls, vendor }))
+    .sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
 
 /** Scan for accelerators; throws the seed's error when there is none. */
-export async function scanPciAccelerators(sysfsRoot: string): Promise<PciScan> {
+export async function scanPciAccelerators(host: HostAccess, sysfsRoot: string, signal?: AbortSignal): Promise<PciScan> {
   const accelerators: PciAccelerator[] = [];
-  for (const device of await readPciDevices(sysfsRoot)) {
+  for (const device of await readPciDevices(host, sysfsRoot, signal)) {
     const gpuVendor = classifyPciDevice(device.class, device.vendor);
     if (gpuVendor) accelerators.push({ ...device, gpu_vendor: gpuVendor });
   }
   if (accelerators.length === 0) {
     throw new NarwhalError(
-      `${NO_PCI_ACCELERATOR} No NVIDIA or AMD display/accelerator device under ${sysfsRoot}/bus/pci/devices.`,
+      `${NO_PCI_ACCELERATOR} No NVIDIA or AMD display/accelerator device under ${sysfsRoot}/bus/pci/devices on node ${host.node}.`,
       {
         input: "node.sysfs_root",
         fix: "Expose the host's GPUs (PCI passthrough, driver binding) or place this engine on a GPU host.",

@@ -4,6 +4,7 @@
 
 import { NarwhalError } from "../../errors.js";
 import type { ObservedGpu } from "../types.js";
+import type { HostAccess } from "../../hosts/types.js";
 import { runTool, type ToolRunOptions } from "./run-tool.js";
 
 /** Top-level fields of one HSA agent, e.g. {"Name": "gfx942", "Device Type": "GPU", ...}. */
@@ -69,8 +70,8 @@ export interface RocminfoResult {
   raw: string;
 }
 
-/** Run `rocminfo` (path or name on PATH) and parse its GPU agents. */
-export async function queryRocmGpus(rocminfo: string, opts: ToolRunOptions): Promise<RocminfoResult> {
-  const raw = await runTool(rocminfo, [], "node.rocminfo", opts);
+/** Run `rocminfo` on the node (path or name on the node's PATH) and parse its GPU agents. */
+export async function queryRocmGpus(host: HostAccess, rocminfo: string, opts: ToolRunOptions): Promise<RocminfoResult> {
+  const raw = await runTool(host, rocminfo, [], "node.rocminfo", opts);
   return { gpus: parseRocminfoGpus(raw), raw };
 }
