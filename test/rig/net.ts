@@ -13,6 +13,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseProcStat, processExists } from "../../src/backends/proc.js";
+import { unmountUnder } from "../docker/mounts.js";
 import { runSync } from "./run.js";
 
 export const NETNS_PREFIX = "nwr-";
@@ -150,7 +151,7 @@ export interface RigResources {
 /**
  * Remove a rig's kernel objects and files: SIGKILL every process in its namespaces,
  * delete the namespaces, the root-side veths (which takes their peers) and the bridge,
- * then the rig dir. Synchronous so that it also runs from a process "exit" handler.
+ * then the rig dir (after unmounting what a host's dockerd mounted under it). Synchronous so that it also runs from a process "exit" handler.
  * Idempotent: what is already gone is skipped.
  */
 export function removeRig(r: RigResources): void {
@@ -168,7 +169,11 @@ export function removeRig(r: RigResources): void {
   }
   const links = new Set(listLinks().map((l) => l.ifname));
   for (const l of r.links) if (links.has(l)) runSync(["ip", "link", "del", l]);
-  if (r.dir) fs.rmSync(r.dir, { recursive: true, force: true });
+  if (r.dir) {
+    // a host's dockerd (test/rig/docker.ts) mounts its layers under the rig dir: undo them first
+    unmountUnder(r.dir);
+    fs.rmSync(r.dir, { recursive: true, force: true });
+  }
 }
 
 export function listNetns(): string[] {
