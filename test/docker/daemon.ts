@@ -171,6 +171,8 @@ export interface PrivateDaemonOptions {
    * `ip netns exec` would replace).
    */
   netns?: string;
+  /** More dockerd flags (the rig's --cgroup-parent, so a killed run's containers are found by name). */
+  args?: string[];
 }
 
 /** Start a dockerd of this test run's own (root only); the global setup's, or one a test stops and starts. */
@@ -206,6 +208,7 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
       "--iptables=false",
       "--ip-masq=false",
       "--bridge=none",
+      ...(opts.args ?? []),
     ],
     { stdio: ["ignore", out, out] },
   );

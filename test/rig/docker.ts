@@ -42,6 +42,9 @@ export async function startHostDockerd(
     runDir: dir,
     dataRoot: path.join(dir, "data"),
     netns: `/run/netns/${netns}`,
+    // Containers under a cgroup named as the namespace (pid of the run in it): the sweep finds a
+    // killed run's containers by it, also those with a network namespace of their own.
+    args: [`--cgroup-parent=/${netns}`],
   });
   return { docker: { host: d.host, socket, client: d.docker }, stop: d.stop };
 }

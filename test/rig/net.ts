@@ -14,6 +14,7 @@ import os from "node:os";
 import path from "node:path";
 import { parseProcStat, processExists } from "../../src/backends/proc.js";
 import { unmountUnder } from "../docker/mounts.js";
+import { removeRigCgroups, rigCgroupNames } from "./cgroups.js";
 import { runSync } from "./run.js";
 
 export const NETNS_PREFIX = "nwr-";
@@ -149,8 +150,8 @@ export interface RigResources {
 }
 
 /**
- * Remove a rig's kernel objects and files: SIGKILL every process in its namespaces,
- * delete the namespaces, the root-side veths (which takes their peers) and the bridge,
+ * Remove a rig's kernel objects and files: SIGKILL every process in its namespaces and
+ * in the cgroups named as them (a host dockerd's containers), delete the namespaces, the root-side veths (which takes their peers) and the bridge,
  * then the rig dir (after unmounting what a host's dockerd mounted under it). Synchronous so that it also runs from a process "exit" handler.
  * Idempotent: what is already gone is skipped.
  */
@@ -167,6 +168,8 @@ export function removeRig(r: RigResources): void {
     }
     runSync(["ip", "netns", "del", ns]);
   }
+  // a host's dockerd's containers, also those with a network namespace of their own
+  removeRigCgroups(r.netns);
   const links = new Set(listLinks().map((l) => l.ifname));
   for (const l of r.links) if (links.has(l)) runSync(["ip", "link", "del", l]);
   if (r.dir) {
@@ -188,7 +191,9 @@ export function listLinks(): { ifname: string; ifalias?: string }[] {
 /** Leftovers of rigs whose creating process is dead (a killed test run): namespaces, links, dirs, claims. */
 export function sweepStale(): RigResources[] {
   const dead = ownerDead;
-  const netns = listNetns().filter((n) => n.startsWith(NETNS_PREFIX) && dead(Number(n.split("-")[1])));
+  const deadRun = (n: string) => n.startsWith(NETNS_PREFIX) && dead(Number(n.split("-")[1]));
+  // a host's cgroup (test/rig/cgroups.ts) may outlive its namespace: both are swept by name
+  const netns = [...new Set([...listNetns().filter(deadRun), ...rigCgroupNames(deadRun)])];
   const links = listLinks()
     .filter((l) => l.ifalias?.startsWith(LINK_ALIAS_PREFIX) && dead(Number(l.ifalias.slice(LINK_ALIAS_PREFIX.length))))
     .map((l) => l.ifname);
