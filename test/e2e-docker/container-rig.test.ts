@@ -6,7 +6,6 @@
 // refused, terminally; a node whose sshd is down outwaited); a master that dies
 // between calls is dialled anew by the next one. And the rig's own promise for
 // its dockerds: a killed run's daemons, containers and mounts are swept.
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -24,6 +23,7 @@ import type { EngineHandle, PreparedRun } from "../../src/phases/types.js";
 import { engineSpec, inspection, planInputs } from "../phases/plan-fixtures.js";
 import { mountsUnder } from "../docker/mounts.js";
 import { rigCgroupNames } from "../rig/cgroups.js";
+import { heldByKilledRun } from "../rig/killed-run.js";
 import { ownerDead } from "../rig/net.js";
 import { createRig, sshRun, type Rig, type RigHost } from "../rig/rig.js";
 import { run } from "../rig/run.js";
@@ -170,61 +170,28 @@ describe("container engines on nodes reached over ssh", () => {
 
 describe("a test run SIGKILLed while its hosts' dockerds run containers", () => {
   it("leaves daemons, containers and their mounts behind, and the next createRig removes them all", async () => {
-    // A throwaway vitest run whose only test makes a one-host docker rig, runs two containers on
-    // it (host network, and a network namespace of their own), says where, and never ends.
-    const work = await fs.mkdtemp(path.join(os.tmpdir(), "nw-cr-killed-"));
-    const said = path.join(work, "held.json");
-    const rigModule = path.join(import.meta.dirname, "../rig/rig.ts");
-    await fs.writeFile(
-      path.join(work, "vitest.config.mjs"),
-      "export default { test: { include: ['hold.test.ts'] } };\n",
-    );
-    await fs.writeFile(
-      path.join(work, "hold.test.ts"),
-      [
-        'import { writeFileSync } from "node:fs";',
-        'import { test } from "vitest";',
-        `import { createRig } from ${JSON.stringify(rigModule)};`,
-        'test("hold", async () => {',
-        "  const rig = await createRig({ hosts: 1, docker: true });",
-        "  const docker = rig.hosts[0].docker.client;",
-        "  const pids = [];",
-        '  for (const NetworkMode of ["host", "none"]) {',
-        '    const c = await docker.createContainer({ Image: rig.simImage.tag, Cmd: ["python3", "-c", "import time; time.sleep(600)"], HostConfig: { NetworkMode } });',
-        "    await c.start();",
-        "    pids.push((await c.inspect()).State.Pid);",
-        "  }",
-        `  writeFileSync(${JSON.stringify(said)}, JSON.stringify({ netns: rig.hosts[0].netns, dir: rig.dir, pids }));`,
-        "  await new Promise(() => {});",
-        "}, 600_000);",
-        "",
-      ].join("\n"),
-    );
-    const vitest = path.join(import.meta.dirname, "../../node_modules/vitest/vitest.mjs");
-    const child = spawn(process.execPath, [vitest, "run", "--root", work, "--config", "vitest.config.mjs"], {
-      detached: true, // its own process group: the run, its worker and the dockerds it spawned die together
-      stdio: "ignore",
-    });
-    const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
-    try {
-      await expect.poll(() => existsSync(said), { timeout: 120_000, interval: 100 }).toBe(true);
-      const held = JSON.parse(await fs.readFile(said, "utf8")) as { netns: string; dir: string; pids: number[] };
-      process.kill(-child.pid!, "SIGKILL");
-      await exited;
-      await expect.poll(() => ownerDead(Number(held.netns.split("-")[1])), { timeout: 10_000 }).toBe(true);
-      // No exit handler ran: the containers live on (their shims are no children of the run), their layers mounted.
-      expect(held.pids.filter((pid) => !ownerDead(pid))).toEqual(held.pids);
-      expect(mountsUnder(held.dir)).not.toEqual([]);
+    // One host with a container on the host network and one with a network namespace of its own.
+    const held = await heldByKilledRun<{ netns: string; dir: string; pids: number[] }>([
+      "const rig = await createRig({ hosts: 1, docker: true });",
+      "const docker = rig.hosts[0].docker.client;",
+      "const pids = [];",
+      'for (const NetworkMode of ["host", "none"]) {',
+      '  const Cmd = ["python3", "-c", "import time; time.sleep(600)"];',
+      "  const c = await docker.createContainer({ Image: rig.simImage.tag, Cmd, HostConfig: { NetworkMode } });",
+      "  await c.start();",
+      "  pids.push((await c.inspect()).State.Pid);",
+      "}",
+      "say({ netns: rig.hosts[0].netns, dir: rig.dir, pids });",
+    ]);
+    // No exit handler ran: the containers live on (their shims are no children of the run), their layers mounted.
+    expect(held.pids.filter((pid) => !ownerDead(pid))).toEqual(held.pids);
+    expect(mountsUnder(held.dir)).not.toEqual([]);
 
-      const next = await createRig({ hosts: 1 });
-      await next.teardown();
-      await expect.poll(() => held.pids.filter((pid) => !ownerDead(pid)), { timeout: 10_000 }).toEqual([]);
-      expect(mountsUnder(held.dir)).toEqual([]);
-      expect(existsSync(held.dir)).toBe(false);
-      expect(rigCgroupNames((n) => n === held.netns)).toEqual([]);
-    } finally {
-      if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, "SIGKILL");
-      await fs.rm(work, { recursive: true, force: true });
-    }
+    const next = await createRig({ hosts: 1 });
+    await next.teardown();
+    await expect.poll(() => held.pids.filter((pid) => !ownerDead(pid)), { timeout: 10_000 }).toEqual([]);
+    expect(mountsUnder(held.dir)).toEqual([]);
+    expect(existsSync(held.dir)).toBe(false);
+    expect(rigCgroupNames((n) => n === held.netns)).toEqual([]);
   });
 });
