@@ -12,6 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContainerBackend } from "../../src/backends/container.js";
+import { DockerCallError } from "../../src/backends/docker-calls.js";
 import { loadConfig } from "../../src/config.js";
 import { nodeSpec } from "../../src/desired/spec.js";
 import { sshDockerHost } from "../../src/desired/node-host.js";
@@ -146,6 +147,16 @@ describe("container engines on nodes reached over ssh", () => {
       process.kill(pid, "SIGKILL"); // as a crash of the master, or the node rebooting under it, would
     }
     await docker.ping();
+  });
+
+  it("a node whose Docker daemon is down is outwaited, named, and used again once it is back", async () => {
+    await b.docker!.halt();
+    const down: unknown = await failureOf(backend.client(endpointOf(b)).ping());
+    expect(down).toBeInstanceOf(DockerCallError);
+    expect(down).toMatchObject({ failure: "outwait" });
+    expect((down as Error).message).toMatch(new RegExp(`node ${b.name}: docker system dial-stdio exited`));
+    await b.docker!.start();
+    await backend.client(endpointOf(b)).ping();
   });
 
   it("a node whose sshd is down is outwaited, named; a changed host key is refused, terminally, naming the node", async () => {

@@ -15,6 +15,10 @@ export interface RigDocker {
   /** its socket, outside the host; /var/run/docker.sock in the host's ssh sessions links to it */
   socket: string;
   client: Docker;
+  /** stop the daemon as a daemon restart or crash would (SIGTERM), keeping its data and socket path */
+  halt(): Promise<void>;
+  /** start it again after halt, on the same data, socket and namespace */
+  start(): Promise<void>;
 }
 
 export interface RigSimImage {
@@ -38,15 +42,32 @@ export async function startHostDockerd(
   // Loaded only by rigs that ask for dockerds: dockerode and the image builder are heavy.
   const { startPrivateDaemon } = await import("../docker/daemon.js");
   const { dir, socket } = dockerPaths(hostDir);
-  const d: PrivateDaemon = await startPrivateDaemon({
-    runDir: dir,
-    dataRoot: path.join(dir, "data"),
-    netns: `/run/netns/${netns}`,
-    // Containers under a cgroup named as the namespace (pid of the run in it): the sweep finds a
-    // killed run's containers by it, also those with a network namespace of their own.
-    args: [`--cgroup-parent=/${netns}`],
-  });
-  return { docker: { host: d.host, socket, client: d.docker }, stop: d.stop };
+  const start = () =>
+    startPrivateDaemon({
+      runDir: dir,
+      dataRoot: path.join(dir, "data"),
+      netns: `/run/netns/${netns}`,
+      // Containers under a cgroup named as the namespace (pid of the run in it): the sweep finds a
+      // killed run's containers by it, also those with a network namespace of their own.
+      args: [`--cgroup-parent=/${netns}`],
+    });
+  let d: PrivateDaemon = await start();
+  let halted = false;
+  const docker: RigDocker = {
+    host: d.host,
+    socket,
+    client: d.docker,
+    halt: async () => {
+      halted = true;
+      await d.halt();
+    },
+    start: async () => {
+      if (!halted) return;
+      d = await start(); // same dirs: its data (images, containers) is still there
+      halted = false;
+    },
+  };
+  return { docker, stop: () => d.stop() };
 }
 
 /** The simulator image (variant a) on every host's daemon. */
