@@ -36,14 +36,49 @@ export function dialStdioFailure(
   return e;
 }
 
-/** An HTTP agent whose every connection is a stream `open` makes (not a net.Socket). */
+/**
+ * Connections open at once per endpoint: each is a session on the node's one master connection, and
+ * sshd allows 10 of those by default (MaxSessions); the node's other steps keep room beside them.
+ */
+export const MAX_CONNECTIONS = 6;
+
+/**
+ * An HTTP agent whose every connection is a stream `open` makes (not a net.Socket), one per call.
+ * Not kept alive: a kept connection outlives a master that dies (a node reboot) and fails the next
+ * call on it; a fresh dial makes that call connect anew. The price, ~0.1 s a call (an ssh session and
+ * a docker CLI start on the node), is small beside what a reconcile step waits for anyway.
+ */
 export function streamAgent(open: () => Promise<Duplex>): http.Agent {
   const agent = new http.Agent({ keepAlive: false });
+  // Node's Agent counts a socket only once it exists, so a callback-made one is limited here: a call
+  // past the limit waits for a stream to close.
+  let inUse = 0;
+  const waiting: Array<() => void> = [];
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else inUse--;
+  };
+  const slot = (): Promise<void> => {
+    if (inUse < MAX_CONNECTIONS) {
+      inUse++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => waiting.push(resolve));
+  };
   const create = (_opts: unknown, done: (err: Error | null, socket?: Duplex) => void): undefined => {
-    open().then(
-      (socket) => done(null, socket),
-      (e: unknown) => done(e instanceof Error ? e : new Error(String(e))),
-    );
+    slot()
+      .then(open)
+      .then(
+        (socket) => {
+          socket.once("close", release);
+          done(null, socket);
+        },
+        (e: unknown) => {
+          release();
+          done(e instanceof Error ? e : new Error(String(e)));
+        },
+      );
     return undefined;
   };
   // Node's Agent takes a callback-style createConnection: the socket may come later, or an error instead.

@@ -9,6 +9,8 @@ import { Duplex } from "node:stream";
 /** Why a finished command failed, or null when its exit was a clean end of the stream. */
 export type StreamFailure = (r: { code: number | null; signal: string | null; stderr: string }) => Error | null;
 
+/** A client that outlives SIGTERM this long is sent SIGKILL. */
+const KILL_GRACE_MS = 2_000;
 /** Most bytes of the client's stderr kept for the failure's message. */
 const MAX_STDERR_BYTES = 64 * 1024;
 
@@ -29,9 +31,17 @@ export function childStream(child: ChildProcess, failure: StreamFailure): Duplex
       done();
     },
     destroy: (e, done) => {
-      // Ending the local client ends the channel; the remote command sees its stdin close.
-      if (!exited) signalGroup(child, "SIGTERM");
-      done(e);
+      if (exited) return done(e);
+      // Ending the local client ends the channel; the remote command sees its stdin close. The stream
+      // is closed once the client is gone, so a closed stream no longer holds a session on the master.
+      const kill = setTimeout(() => signalGroup(child, "SIGKILL"), KILL_GRACE_MS);
+      child.once("close", () => {
+        clearTimeout(kill);
+        done(e);
+      });
+      signalGroup(child, "SIGTERM");
+      // Unread output would keep the pipe, and so the child's "close", from ever ending.
+      stdout.destroy();
     },
   });
   stdout.on("data", (chunk: Buffer) => {

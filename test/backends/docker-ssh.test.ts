@@ -12,7 +12,7 @@ import path from "node:path";
 import Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerCalls, DockerCallError } from "../../src/backends/docker-calls.js";
-import { dialStdioFailure, streamAgent } from "../../src/backends/docker-ssh.js";
+import { dialStdioFailure, MAX_CONNECTIONS, streamAgent } from "../../src/backends/docker-ssh.js";
 import { loadConfig } from "../../src/config.js";
 import { NarwhalError } from "../../src/errors.js";
 import { childStream } from "../../src/hosts/ssh-stream.js";
@@ -31,14 +31,22 @@ threading.Thread(target=up, daemon=True).start()
 while (b := s.recv(65536)): sys.stdout.buffer.write(b); sys.stdout.buffer.flush()
 `;
 
-/** DockerCalls whose every connection runs argv, its stdio the connection. */
-function callsOver(argv: string[]): DockerCalls {
+/** Streams open now, and the most ever open at once. */
+interface StreamCount {
+  open: number;
+  most: number;
+}
+
+/** DockerCalls whose every connection runs argv, its stdio the connection, counted in `streams`. */
+function callsOver(argv: string[], streams: StreamCount = { open: 0, most: 0 }, pingMs = timeouts.ping): DockerCalls {
   const agent = streamAgent(async () => {
     const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    streams.most = Math.max(streams.most, ++streams.open);
+    child.once("close", () => streams.open--);
     return childStream(child, (r) => dialStdioFailure("gpu-b", ENDPOINT, r));
   });
   const docker = new Docker({ protocol: "http", host: "gpu-b", port: 22, agent } as Docker.DockerOptions);
-  return new DockerCalls(docker, timeouts, ENDPOINT);
+  return new DockerCalls(docker, { ...timeouts, ping: pingMs }, ENDPOINT);
 }
 
 describe("a ssh:// endpoint's connections are a remote command's stdio", () => {
@@ -60,11 +68,20 @@ describe("a ssh:// endpoint's connections are a remote command's stdio", () => {
     await fs.rm(dir, { recursive: true, force: true });
   });
 
-  it("carries each call over a new stream to the daemon", async () => {
+  it("carries each call over a stream of its own to the daemon", async () => {
     const c = callsOver(["python3", "-c", RELAY, path.join(dir, "docker.sock")]);
     await c.ping();
     await c.ping();
     expect(seen.filter((s) => s.endsWith("/_ping"))).toHaveLength(2);
+  });
+
+  it("keeps at most MAX_CONNECTIONS streams open at once: sessions on one master are limited (sshd MaxSessions 10)", async () => {
+    const streams = { open: 0, most: 0 };
+    // A call waiting for a stream waits within its own deadline: ample here, where each relay starts a python.
+    const c = callsOver(["python3", "-c", RELAY, path.join(dir, "docker.sock")], streams, 60_000);
+    await Promise.all(Array.from({ length: 2 * MAX_CONNECTIONS }, () => c.ping()));
+    expect(streams.most).toBeGreaterThan(1); // calls do run side by side
+    expect(streams.most).toBeLessThanOrEqual(MAX_CONNECTIONS);
   });
 
   it("outwaits a node whose daemon is not answering, naming the node", async () => {
