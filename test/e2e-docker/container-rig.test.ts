@@ -3,7 +3,7 @@
 // the node's own ssh settings (docker system dial-stdio over its master), so an
 // engine's container runs on that node's daemon, in that node's network
 // namespace; the endpoint's typed errors are the node's (a changed host key
-// refused, terminally; a node whose sshd is down outwaited); a master that dies
+// refused, terminally; a node whose sshd or daemon is down outwaited); a master that dies
 // between calls is dialled anew by the next one. And the rig's own promise for
 // its dockerds: a killed run's daemons, containers and mounts are swept.
 import { existsSync } from "node:fs";
