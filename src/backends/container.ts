@@ -15,6 +15,7 @@ import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, Runtime
 import { containerLogSaved, copyContainerLog } from "./container-log.js";
 import { DockerCalls } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
+import { sshDialAgent } from "./docker-ssh.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import { LABEL, parseImageRef } from "./container-labels.js";
@@ -50,14 +51,19 @@ export class ContainerBackend implements EngineBackend {
     this.failpoint = opts.failpoint ?? noFailpoints;
   }
 
-  /** The bounded-call client for a node's endpoint (undefined = DOCKER_HOST or the local socket). */
+  /**
+   * The bounded-call client for a node's endpoint (undefined = DOCKER_HOST or the local socket). A
+   * ssh:// endpoint is dialled over the ssh access NodeHosts maps it to (the node whose endpoint it is).
+   */
   client(host?: string): DockerCalls {
     const key = host ?? this.opts.docker.host ?? "";
     let c = this.clients.get(key);
     if (!c) {
       const DockerClient = requireCjs("dockerode") as typeof Docker;
+      const hosts = this.opts.hosts;
+      const sshAgent = (endpoint: string) => sshDialAgent(endpoint, () => hosts.sshForDockerHost(endpoint));
       c = new DockerCalls(
-        new DockerClient(dockerOptions(key || undefined, this.opts.docker)),
+        new DockerClient(dockerOptions(key || undefined, this.opts.docker, sshAgent)),
         this.opts.docker.timeouts,
         key || "the local Docker socket",
       );

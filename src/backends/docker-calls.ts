@@ -5,6 +5,7 @@
 // failure is classified (retry, outwait, terminal) is docker-errors.ts.
 import Docker from "dockerode";
 import type { DockerTimeouts } from "../config.js";
+import { NarwhalError } from "../errors.js";
 import { DockerCallError, callFailure, deadlineExceeded } from "./docker-errors.js";
 import { FrameDemux, type LogTail } from "./engine-log.js";
 
@@ -45,6 +46,8 @@ export class DockerCalls {
     } catch (err) {
       if (deadline.aborted) throw deadlineExceeded(what, `NARWHAL_DOCKER_${kind.toUpperCase()}_MS`, ms, this.endpoint);
       if (signal?.aborted) throw signal.reason;
+      // The transport's own typed errors (a ssh:// endpoint's node unreachable, its host key refused) say it best.
+      if (err instanceof NarwhalError) throw err;
       throw callFailure(what, err, this.endpoint);
     }
   }

@@ -1,6 +1,8 @@
 // Docker endpoints as DOCKER_HOST spells them: unix://, tcp:// (TLS when
-// DOCKER_TLS_VERIFY=1, certificates from DOCKER_CERT_PATH), ssh://.
+// DOCKER_TLS_VERIFY=1, certificates from DOCKER_CERT_PATH), ssh:// (through the
+// operator's OpenSSH client: the agent docker-ssh.ts makes).
 import fs from "node:fs";
+import type http from "node:http";
 import path from "node:path";
 import Docker from "dockerode";
 import type { DockerConfig } from "../config.js";
@@ -13,6 +15,8 @@ const bareHost = (url: URL) => url.hostname.replace(/^\[|\]$/g, "");
 export function dockerOptions(
   host: string | undefined,
   cfg: Pick<DockerConfig, "tlsVerify" | "certPath">,
+  /** The HTTP agent that dials a ssh:// endpoint (sshDialAgent); required for one. */
+  sshAgent?: (endpoint: string) => http.Agent,
 ): Docker.DockerOptions {
   if (!host) return { socketPath: DEFAULT_SOCKET };
   const url = new URL(host);
@@ -36,11 +40,14 @@ export function dockerOptions(
       return opts;
     }
     case "ssh:":
+      if (!sshAgent) throw new Error(`internal: the ssh:// endpoint ${host} needs an agent to dial it`);
+      // Plain HTTP over the agent's streams; host and port only label the requests (the agent dials the node).
+      // docker-modem honours `agent`; @types/dockerode does not list it.
       return {
-        protocol: "ssh",
+        protocol: "http",
         host: bareHost(url),
         port: url.port || 22,
-        username: url.username || undefined,
+        agent: sshAgent(host),
       } as Docker.DockerOptions;
     default:
       throw new Error(`unsupported Docker endpoint ${host}: use unix://, tcp:// or ssh://`);

@@ -4,6 +4,7 @@
 // so a fleet of N hosts holds N master connections. Steps and backends ask it
 // for an engine's node by the node's name (what a plan and a handle record).
 import path from "node:path";
+import { parseDestination, sshDockerHost } from "../desired/node-host.js";
 import type { EngineSpec, NodeSpec } from "../desired/types.js";
 import { NarwhalError } from "../errors.js";
 import { LocalHost } from "./local.js";
@@ -32,6 +33,8 @@ export class NodeHosts {
   private readonly known = new Map<string, Known>();
   /** Accesses replaced by a changed target: closed with the rest, never mid-command. */
   private readonly retired: HostAccess[] = [];
+  /** ssh:// Docker endpoints no node's ssh block spells, each with its own master (sshForDockerHost). */
+  private readonly endpoints = new Map<string, SshHost>();
 
   constructor(private readonly opts: NodeHostsOptions) {}
 
@@ -99,10 +102,53 @@ export class NodeHosts {
     );
   }
 
+  /**
+   * The ssh access through which a `ssh://` Docker endpoint is reached. The endpoint maps to the
+   * node whose default endpoint it is (its ssh block's user, host and port, as sshDockerHost spells
+   * them), so the node's identity_file, known_hosts_file and master connection are used and errors
+   * name the node. An endpoint no node spells that way (DOCKER_HOST=ssh://…, or a docker_host naming
+   * another machine) is reached with the operator's own OpenSSH defaults (ssh_config,
+   * ~/.ssh/known_hosts), one master per endpoint, and named by the endpoint.
+   */
+  sshForDockerHost(endpoint: string): SshHost {
+    const want = sshEndpointKey(endpoint);
+    for (const { spec, access } of this.known.values())
+      if (spec.ssh && access instanceof SshHost && sshEndpointKey(sshDockerHost(spec.ssh)) === want) return access;
+    let own = this.endpoints.get(want);
+    if (!own) {
+      const url = new URL(endpoint);
+      const user = decodeURIComponent(url.username);
+      const destination = `${user ? `${user}@` : ""}${url.hostname.replace(/^\[|\]$/g, "")}`;
+      const parsed = parseDestination(destination);
+      if (typeof parsed === "string")
+        throw new NarwhalError(`Docker endpoint ${endpoint}: ${parsed}`, {
+          retryable: false,
+          input: `docker_host ${endpoint}`,
+          fix: "Write the endpoint as ssh://[user@]host[:port].",
+        });
+      own = new SshHost({
+        node: endpoint,
+        destination,
+        port: Number(url.port || 22),
+        stateDir: this.opts.stateDir,
+        clientEnv: this.opts.clientEnv,
+      });
+      this.endpoints.set(want, own);
+    }
+    return own;
+  }
+
   /** Release every connection (SSH masters). Failures to close are not worth failing a shutdown for. */
   async close(): Promise<void> {
-    const all = [...this.retired, ...[...this.known.values()].map((k) => k.access)];
+    const all = [...this.retired, ...[...this.known.values()].map((k) => k.access), ...this.endpoints.values()];
     this.retired.length = 0;
+    this.endpoints.clear();
     await Promise.allSettled(all.map((a) => a.close()));
   }
+}
+
+/** One spelling per ssh endpoint: host names compared case-insensitively (IPv6 in brackets), port 22 written out. */
+function sshEndpointKey(endpoint: string): string {
+  const url = new URL(endpoint);
+  return `${decodeURIComponent(url.username)}@${url.hostname.toLowerCase()}:${url.port || "22"}`;
 }

@@ -5,7 +5,9 @@
 // /bin/sh, reports its session pid first (so a deadline or abort can end it on
 // the node, and so ssh's own exit 255 is told from the command's), and gets
 // its arguments quoted by shQuote.
+import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
+import type { Duplex } from "node:stream";
 import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
 import { parseCmdline, parseEnviron, parseProcStat } from "./proc-parse.js";
@@ -14,6 +16,7 @@ import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
 import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
 import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
 import * as scripts from "./ssh-scripts.js";
+import { childStream, type StreamFailure } from "./ssh-stream.js";
 import {
   DEFAULT_READ_MAX_BYTES,
   type FileStat,
@@ -258,6 +261,29 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
 
   listeners(): Promise<Listener[]> {
     return listenersVia(this);
+  }
+
+  /**
+   * A remote command's stdin and stdout as one byte stream, over the node's master connection: how a
+   * Docker endpoint on the node is dialled (`docker system dial-stdio`, as the docker CLI's own ssh://
+   * transport does). Failing to connect is the error every step sees (NodeUnreachable, HostKeyRejected,
+   * NodeAuthFailed); any other failed exit is what `failure` makes of it.
+   */
+  async openStream(argv: string[], failure: StreamFailure): Promise<Duplex> {
+    await this.ensureMaster();
+    const child = spawn(
+      "ssh",
+      [
+        ...sshClientArgs(this.opts, this.controlDir, CONTROL_PERSIST_S),
+        this.opts.destination,
+        "--",
+        `exec ${shCommand(argv)}`,
+      ],
+      { env: this.opts.clientEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] },
+    );
+    // The master outlives a cleanly ended stream by its persist time, as it does a command.
+    child.once("close", (code) => code === 0 && this.touch());
+    return childStream(child, (r) => sshConnectionError(r, this.target, false) ?? failure(r));
   }
 
   /** End the master connection (`ssh -O exit`); a master already gone is fine. */

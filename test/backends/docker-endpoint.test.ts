@@ -1,20 +1,35 @@
 // DOCKER_HOST-style endpoints → dockerode options; the ssh:// endpoint is what
-// a node reached over ssh defaults to (src/desired/node-host.ts sshDockerHost).
+// a node reached over ssh defaults to (src/desired/node-host.ts sshDockerHost),
+// dialled by the agent it is given (OpenSSH, src/backends/docker-ssh.ts), never ssh2.
+import http from "node:http";
 import { describe, expect, it } from "vitest";
 import { dockerOptions } from "../../src/backends/docker-endpoint.js";
 import { sshDockerHost } from "../../src/desired/node-host.js";
 
 const cfg = { tlsVerify: false };
+const agent = new http.Agent();
+const dialled: string[] = [];
+const sshAgent = (endpoint: string) => {
+  dialled.push(endpoint);
+  return agent;
+};
 
 describe("dockerOptions", () => {
   it.each([
-    ["ssh://alice@gpu-b", { protocol: "ssh", host: "gpu-b", port: 22, username: "alice" }],
-    ["ssh://gpu-b:2222", { protocol: "ssh", host: "gpu-b", port: "2222", username: undefined }],
-    // ssh2 connects to the address itself: the URL's brackets are not part of it.
-    ["ssh://narwhal@[fd00::12]:2222", { protocol: "ssh", host: "fd00::12", port: "2222", username: "narwhal" }],
+    ["ssh://alice@gpu-b", { protocol: "http", host: "gpu-b", port: 22, agent }],
+    ["ssh://gpu-b:2222", { protocol: "http", host: "gpu-b", port: "2222", agent }],
+    // The host only labels the requests (the agent dials the node): no URL brackets in it.
+    ["ssh://narwhal@[fd00::12]:2222", { protocol: "http", host: "fd00::12", port: "2222", agent }],
     ["tcp://[fd00::12]:2375", { protocol: "http", host: "fd00::12", port: "2375" }],
   ])("%s", (endpoint, want) => {
-    expect(dockerOptions(endpoint, cfg)).toEqual(want);
+    expect(dockerOptions(endpoint, cfg, sshAgent)).toEqual(want);
+  });
+
+  it("a ssh:// endpoint is dialled by the agent made for it, and needs one", () => {
+    dialled.length = 0;
+    dockerOptions("ssh://alice@gpu-b", cfg, sshAgent);
+    expect(dialled).toEqual(["ssh://alice@gpu-b"]);
+    expect(() => dockerOptions("ssh://alice@gpu-b", cfg)).toThrow(/needs an agent/);
   });
 
   it("a node's default ssh endpoint reaches the node's destination and port", () => {
@@ -23,8 +38,8 @@ describe("dockerOptions", () => {
       ["alice@gpu-b", 22, "gpu-b"],
       ["10.20.0.12", 22, "10.20.0.12"],
     ] as const) {
-      const opts = dockerOptions(sshDockerHost({ destination, port }), cfg);
-      expect(opts).toMatchObject({ protocol: "ssh", host, port: port === 22 ? 22 : String(port) });
+      const opts = dockerOptions(sshDockerHost({ destination, port }), cfg, sshAgent);
+      expect(opts).toMatchObject({ protocol: "http", host, port: port === 22 ? 22 : String(port), agent });
     }
   });
 });

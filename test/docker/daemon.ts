@@ -15,6 +15,7 @@ import os from "node:os";
 import path from "node:path";
 import type Docker from "dockerode";
 import type { TestProject } from "vitest/node";
+import { unmountUnder } from "./mounts.js";
 import { dockerClient, ensureSimImage } from "./sim-image.mjs";
 
 declare module "vitest" {
@@ -135,17 +136,6 @@ async function tail(file: string, lines = 30): Promise<string> {
   return text.trimEnd().split("\n").slice(-lines).join("\n");
 }
 
-/** Mount points at or below `dir`, deepest first. */
-function mountsUnder(dir: string): string[] {
-  const text = readFileSync("/proc/self/mountinfo", "utf8");
-  const points = text
-    .split("\n")
-    .map((l) => l.split(" ")[4])
-    .filter((p): p is string => !!p && (p === dir || p.startsWith(dir + "/")))
-    .map((p) => p.replace(/\\040/g, " "));
-  return [...new Set(points)].sort((a, b) => b.length - a.length);
-}
-
 function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
   return new Promise((resolve) => {
@@ -174,6 +164,15 @@ export interface PrivateDaemonOptions {
   runDir?: string;
   /** Its data root; default the shared one under BASE (or a throwaway when another run holds it). */
   dataRoot?: string;
+  /**
+   * A network namespace (a path such as /run/netns/<name>) to run dockerd in: a rig host's own
+   * daemon (test/rig), whose host-network containers are then in that host's namespace. Joined
+   * with nsenter, which keeps the mount namespace (and the cgroup mounts under /sys that
+   * `ip netns exec` would replace).
+   */
+  netns?: string;
+  /** More dockerd flags (the rig's --cgroup-parent, so a killed run's containers are found by name). */
+  args?: string[];
 }
 
 /** Start a dockerd of this test run's own (root only); the global setup's, or one a test stops and starts. */
@@ -195,8 +194,9 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
   await fs.mkdir(dataRoot, { recursive: true });
   const out = openSync(logFile, "a");
   const child = spawn(
-    dockerd,
+    opts.netns ? "nsenter" : dockerd,
     [
+      ...(opts.netns ? [`--net=${opts.netns}`, "--", dockerd] : []),
       "--data-root",
       dataRoot,
       "--exec-root",
@@ -208,6 +208,7 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
       "--iptables=false",
       "--ip-masq=false",
       "--bridge=none",
+      ...(opts.args ?? []),
     ],
     { stdio: ["ignore", out, out] },
   );
@@ -264,9 +265,8 @@ export async function startPrivateDaemon(opts: PrivateDaemonOptions = {}): Promi
       }
     }
     release();
-    for (const m of [...mountsUnder(runDir), ...mountsUnder(dataRoot)]) {
-      spawnSync("umount", ["-l", m], { stdio: "ignore" });
-    }
+    unmountUnder(runDir);
+    unmountUnder(dataRoot);
     try {
       await fs.rm(runDir, { recursive: true, force: true });
     } catch (e) {

@@ -35,3 +35,6 @@ export declare function ensureSimImage(opts?: {
   tagLatest?: boolean;
   log?: (msg: string) => void;
 }): Promise<SimImage>;
+
+/** Copies an image by tag between two daemons (docker save | docker load): the same image ID on both. */
+export declare function copyImage(from: Docker, to: Docker, tag: string): Promise<void>;

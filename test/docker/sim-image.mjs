@@ -385,3 +385,16 @@ export async function ensureSimImage(opts = {}) {
   if (built) log(`built ${tag} ${info.Id} in ${buildMs} ms`);
   return { tag, id: info.Id, built, size: info.Size, buildMs };
 }
+
+/**
+ * Copies an image (by tag: the tag comes along) from one daemon to another, `docker save | docker load`:
+ * the same image ID on both, built once. For daemons that share no data root (the rig's hosts).
+ * @param {Docker} from @param {Docker} to @param {string} tag
+ * @returns {Promise<void>}
+ */
+export async function copyImage(from, to, tag) {
+  const saved = /** @type {NodeJS.ReadableStream} */ (await from.getImage(tag).get());
+  const loading = /** @type {NodeJS.ReadableStream} */ (await to.loadImage(saved, { quiet: true }));
+  await followProgress(to, loading);
+  if (!(await inspectImage(to, tag))) throw new Error(`docker load finished but ${tag} is not on the daemon`);
+}

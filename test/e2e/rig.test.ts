@@ -4,10 +4,10 @@ import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { LINK_ALIAS_PREFIX, ownerDead, rigNames, SUBNET_CLAIMS } from "../rig/net.js";
+import { LINK_ALIAS_PREFIX, rigNames, SUBNET_CLAIMS } from "../rig/net.js";
+import { heldByKilledRun } from "../rig/killed-run.js";
 import { createRig, sshArgv, sshRun, type Rig, type RigHost } from "../rig/rig.js";
 
 /** First line a host's listener sends, read by the controller over the bridge. */
@@ -208,53 +208,18 @@ describe("leftovers of a killed run", () => {
 
 describe("a test run SIGKILLed while it holds a rig", () => {
   test("leaves its namespace and bridge behind, and the next createRig removes them", async () => {
-    // a throwaway vitest run whose only test creates a rig, says where, and never ends
-    const work = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-rig-killed-"));
-    const said = path.join(work, "rig.json");
-    const rigModule = path.join(import.meta.dirname, "../rig/rig.ts");
-    await fs.writeFile(
-      path.join(work, "vitest.config.mjs"),
-      "export default { test: { include: ['hold.test.ts'] } };\n",
-    );
-    await fs.writeFile(
-      path.join(work, "hold.test.ts"),
-      [
-        'import { writeFileSync } from "node:fs";',
-        'import { test } from "vitest";',
-        `import { createRig } from ${JSON.stringify(rigModule)};`,
-        'test("hold", async () => {',
-        "  const rig = await createRig({ hosts: 1 });",
-        `  writeFileSync(${JSON.stringify(said)}, JSON.stringify({ netns: rig.hosts[0].netns, bridge: rig.bridge, dir: rig.dir }));`,
-        "  await new Promise(() => {});",
-        "}, 600_000);",
-        "",
-      ].join("\n"),
-    );
-    const vitest = path.join(import.meta.dirname, "../../node_modules/vitest/vitest.mjs");
-    const child = spawn(process.execPath, [vitest, "run", "--root", work, "--config", "vitest.config.mjs"], {
-      detached: true, // its own process group: the run and its worker die together
-      stdio: "ignore",
-    });
-    const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
-    try {
-      await expect.poll(() => existsSync(said), { timeout: 60_000, interval: 50 }).toBe(true);
-      process.kill(-child.pid!, "SIGKILL");
-      await exited;
-      const held = JSON.parse(await fs.readFile(said, "utf8")) as { netns: string; bridge: string; dir: string };
-      // the worker that created the rig (its pid is in the namespace's name) is killed with its group
-      await expect.poll(() => ownerDead(Number(held.netns.split("-")[1])), { timeout: 10_000 }).toBe(true);
-      expect(netnsNames()).toContain(held.netns); // no exit handler runs under SIGKILL
-      expect(linkNames()).toContain(held.bridge);
+    const held = await heldByKilledRun<{ netns: string; bridge: string; dir: string }>([
+      "const rig = await createRig({ hosts: 1 });",
+      "say({ netns: rig.hosts[0].netns, bridge: rig.bridge, dir: rig.dir });",
+    ]);
+    expect(netnsNames()).toContain(held.netns); // no exit handler runs under SIGKILL
+    expect(linkNames()).toContain(held.bridge);
 
-      const rig = await createRig({ hosts: 1 });
-      await rig.teardown();
-      expect(netnsNames()).not.toContain(held.netns);
-      expect(linkNames()).not.toContain(held.bridge);
-      expect(existsSync(held.dir)).toBe(false);
-    } finally {
-      if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, "SIGKILL");
-      await fs.rm(work, { recursive: true, force: true });
-    }
+    const rig = await createRig({ hosts: 1 });
+    await rig.teardown();
+    expect(netnsNames()).not.toContain(held.netns);
+    expect(linkNames()).not.toContain(held.bridge);
+    expect(existsSync(held.dir)).toBe(false);
   });
 });
 

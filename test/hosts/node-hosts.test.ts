@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
+import { SshHost } from "../../src/hosts/ssh.js";
+import { sshDockerHost } from "../../src/desired/node-host.js";
 import type { NodeSpec } from "../../src/desired/types.js";
 
 function node(name: string, ssh?: NodeSpec["ssh"]): { node: NodeSpec } {
@@ -47,5 +49,32 @@ describe("NodeHosts", () => {
     const run = "/var/lib/narwhal/state/runs/engine-2/20261201T000000Z-abcd1234";
     expect(h.runDirOnNode("a", run)).toBe(run);
     expect(h.runDirOnNode("b", run)).toBe("/srv/narwhal/runs/engine-2/20261201T000000Z-abcd1234");
+  });
+
+  it("dials a node's default ssh:// Docker endpoint over that node's own ssh access; others over the operator's defaults", () => {
+    const h = hosts();
+    const ssh = { destination: "narwhal@fd00::12", port: 2222, identity_file: "/keys/id" };
+    h.learn([node("a"), node("gpu-b", ssh), node("gpu-c", { destination: "GPU-C", port: 22 })]);
+    expect(h.sshForDockerHost(sshDockerHost(ssh))).toBe(h.access("gpu-b"));
+    // The URL's spelling of one endpoint: host case, and port 22 written out or not.
+    expect(h.sshForDockerHost("ssh://gpu-c:22")).toBe(h.access("gpu-c"));
+    // Another user on gpu-b's address is not gpu-b's record: reached with ssh's own defaults, named by the endpoint.
+    const other = h.sshForDockerHost("ssh://root@[fd00::12]:2222");
+    expect(other).toBeInstanceOf(SshHost);
+    expect(other).not.toBe(h.access("gpu-b"));
+    expect(other.node).toBe("ssh://root@[fd00::12]:2222");
+    expect(h.sshForDockerHost("ssh://root@[fd00::12]:2222")).toBe(other);
+  });
+
+  it("refuses a ssh:// endpoint ssh would read as an option", () => {
+    const err: unknown = (() => {
+      try {
+        return hosts().sshForDockerHost("ssh://-oProxyCommand=x");
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toMatchObject({ retryable: false, input: "docker_host ssh://-oProxyCommand=x" });
+    expect((err as Error).message).toMatch(/starts with "-"/);
   });
 });

@@ -13,6 +13,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseProcStat, processExists } from "../../src/backends/proc.js";
+import { unmountUnder } from "../docker/mounts.js";
+import { removeRigCgroups, rigCgroupNames } from "./cgroups.js";
 import { runSync } from "./run.js";
 
 export const NETNS_PREFIX = "nwr-";
@@ -148,9 +150,9 @@ export interface RigResources {
 }
 
 /**
- * Remove a rig's kernel objects and files: SIGKILL every process in its namespaces,
- * delete the namespaces, the root-side veths (which takes their peers) and the bridge,
- * then the rig dir. Synchronous so that it also runs from a process "exit" handler.
+ * Remove a rig's kernel objects and files: SIGKILL every process in its namespaces and
+ * in the cgroups named as them (a host dockerd's containers), delete the namespaces, the root-side veths (which takes their peers) and the bridge,
+ * then the rig dir (after unmounting what a host's dockerd mounted under it). Synchronous so that it also runs from a process "exit" handler.
  * Idempotent: what is already gone is skipped.
  */
 export function removeRig(r: RigResources): void {
@@ -166,9 +168,15 @@ export function removeRig(r: RigResources): void {
     }
     runSync(["ip", "netns", "del", ns]);
   }
+  // a host's dockerd's containers, also those with a network namespace of their own
+  removeRigCgroups(r.netns);
   const links = new Set(listLinks().map((l) => l.ifname));
   for (const l of r.links) if (links.has(l)) runSync(["ip", "link", "del", l]);
-  if (r.dir) fs.rmSync(r.dir, { recursive: true, force: true });
+  if (r.dir) {
+    // a host's dockerd (test/rig/docker.ts) mounts its layers under the rig dir: undo them first
+    unmountUnder(r.dir);
+    fs.rmSync(r.dir, { recursive: true, force: true });
+  }
 }
 
 export function listNetns(): string[] {
@@ -183,7 +191,9 @@ export function listLinks(): { ifname: string; ifalias?: string }[] {
 /** Leftovers of rigs whose creating process is dead (a killed test run): namespaces, links, dirs, claims. */
 export function sweepStale(): RigResources[] {
   const dead = ownerDead;
-  const netns = listNetns().filter((n) => n.startsWith(NETNS_PREFIX) && dead(Number(n.split("-")[1])));
+  const deadRun = (n: string) => n.startsWith(NETNS_PREFIX) && dead(Number(n.split("-")[1]));
+  // a host's cgroup (test/rig/cgroups.ts) may outlive its namespace: both are swept by name
+  const netns = [...new Set([...listNetns().filter(deadRun), ...rigCgroupNames(deadRun)])];
   const links = listLinks()
     .filter((l) => l.ifalias?.startsWith(LINK_ALIAS_PREFIX) && dead(Number(l.ifalias.slice(LINK_ALIAS_PREFIX.length))))
     .map((l) => l.ifname);

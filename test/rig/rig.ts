@@ -7,9 +7,11 @@ import path from "node:path";
 import { claimSubnet, LINK_ALIAS_PREFIX, NAMED_SUBNETS, parseSubnet, removeRig, rigNames, sweepStale } from "./net.js";
 import { run, runOk, type RunOptions, type RunResult } from "./run.js";
 import { ensureSshd, hostSshd, keygen, sshArgv, type HostSshd, type SshClient } from "./sshd.js";
+import { dockerPaths, simImageOnAll, startHostDockerd, type RigDocker, type RigSimImage } from "./docker.js";
 
 export { sshArgv } from "./sshd.js";
 export type { RunResult } from "./run.js";
+export type { RigDocker, RigSimImage } from "./docker.js";
 
 export interface RigHost {
   /** `<rig name>-a`, `<rig name>-b`, …; also the hostname its sshd's sessions see */
@@ -33,6 +35,8 @@ export interface RigHost {
   rotateHostKey(): Promise<void>;
   /** the inode of the host's network namespace, as `stat -L /proc/PID/ns/net` reports it */
   netnsInode(): Promise<string>;
+  /** the host's own dockerd (with `docker: true`), /var/run/docker.sock in its ssh sessions */
+  docker?: RigDocker;
 }
 
 export interface Rig {
@@ -42,6 +46,8 @@ export interface Rig {
   /** the controller's (root namespace's) address on the bridge, `<subnet>.1` */
   gateway: string;
   bridge: string;
+  /** with `docker: true`: the simulator image, on every host's dockerd under one ID */
+  simImage?: RigSimImage;
   teardown(): Promise<void>;
 }
 
@@ -51,6 +57,8 @@ export interface RigOptions {
   name?: string;
   /** a fixed "a.b.c.0/24" instead of a random free one in 10.201–250.x.0/24 */
   subnet?: string;
+  /** a private dockerd per host, in its namespace, with the simulator image (test/rig/docker.ts) */
+  docker?: boolean;
 }
 
 export async function createRig(opts: RigOptions): Promise<Rig> {
@@ -79,6 +87,7 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
   const resources = { netns, links, dir: n.dir };
   let done: Promise<void> | null = null;
   const sshds: (HostSshd | undefined)[] = [];
+  const dockerds: (() => Promise<void>)[] = [];
   // Last resort when the process exits without teardown; a SIGKILLed one is swept by the next createRig.
   const onExit = (): void => {
     removeRig(resources);
@@ -89,6 +98,8 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
     (done ??= (async () => {
       process.off("exit", onExit);
       await Promise.all(sshds.map((s) => s?.stop() ?? Promise.resolve()));
+      // gracefully first (containers removed, mounts undone); removeRig kills whatever is left
+      await Promise.allSettled(dockerds.map((stop) => stop()));
       removeRig(resources);
       release();
     })());
@@ -129,9 +140,25 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
           known_hosts_file: knownHosts,
         };
         const home = path.join(hostDir, "root");
-        const sshd = hostSshd({ name: hostName, netns: ns, address, dir: hostDir, home, authorizedKeys, client: ssh });
+        const dockerSocket = opts.docker ? dockerPaths(hostDir).socket : undefined;
+        const sshd = hostSshd({
+          name: hostName,
+          netns: ns,
+          address,
+          dir: hostDir,
+          home,
+          authorizedKeys,
+          client: ssh,
+          ...(dockerSocket ? { dockerSocket } : {}),
+        });
         sshds[i] = sshd;
         await sshd.start();
+        let docker: RigDocker | undefined;
+        if (opts.docker) {
+          const d = await startHostDockerd(ns, hostDir);
+          dockerds.push(d.stop);
+          docker = d.docker;
+        }
         return {
           name: hostName,
           netns: ns,
@@ -147,13 +174,16 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
             await sshd.rotateKey();
           },
           netnsInode: async () => String((await fs.stat(`/run/netns/${ns}`)).ino),
+          ...(docker ? { docker } : {}),
         };
       }),
     );
     // known_hosts by address (port 22 needs no [addr]:port form), so the client checks strictly and never prompts
     const lines = await Promise.all(hosts.map(async (h, i) => `${h.address} ${await sshds[i]?.hostKeyPub()}`));
     await fs.writeFile(knownHosts, lines.join("\n") + "\n");
-    return { hosts, dir: n.dir, gateway, bridge: n.bridge, teardown };
+    const dockers = hosts.flatMap((h) => (h.docker ? [h.docker] : []));
+    const simImage = opts.docker ? await simImageOnAll(dockers) : undefined;
+    return { hosts, dir: n.dir, gateway, bridge: n.bridge, ...(simImage ? { simImage } : {}), teardown };
   } catch (e) {
     await teardown();
     throw e;

@@ -103,6 +103,11 @@ export interface HostSshdOptions {
   home: string;
   authorizedKeys: string;
   client: SshClient;
+  /**
+   * The host's own dockerd socket (test/rig/docker.ts): the sessions get a private tmpfs on /run
+   * (with sshd's /run/sshd) in which /run/docker.sock, the docker CLI's default, links to it.
+   */
+  dockerSocket?: string;
 }
 
 export function hostSshd(o: HostSshdOptions): HostSshd {
@@ -163,18 +168,17 @@ export function hostSshd(o: HostSshdOptions): HostSshd {
     // ip netns exec → unshare (own UTS and mount ns) → sh (hostname, its own /root) → exec sshd: one pid
     // throughout. Its own empty /root makes each host's home its own, as on separate machines, and keeps
     // the controller's ~/.bashrc (which bash sources under sshd) out of every session.
-    const setup = 'hostname "$0" && mount --bind "$1" /root && shift && exec "$@"';
+    // With a dockerd of its own, /run is the host's own too: a tmpfs (made anew at each start, so a
+    // restarted sshd sees it) holding sshd's privilege separation dir and the docker socket's link.
+    const ownRun =
+      '[ -z "$2" ] || { mount -t tmpfs -o mode=0755 rig-run /run && mkdir -m 0755 /run/sshd && ln -s "$2" /run/docker.sock; }';
+    const setup = `hostname "$0" && mount --bind "$1" /root && { ${ownRun}; } && shift 2 && exec "$@"`;
     const c = spawn(
       "ip",
-      ["netns", "exec", o.netns, "unshare", "--uts", "--mount", "--", "sh", "-c", setup, o.name, o.home].concat([
-        SSHD,
-        "-D",
-        "-e",
-        "-f",
-        config,
-        "-h",
-        key,
-      ]),
+      [
+        ...["netns", "exec", o.netns, "unshare", "--uts", "--mount", "--", "sh", "-c", setup],
+        ...[o.name, o.home, o.dockerSocket ?? ""],
+      ].concat([SSHD, "-D", "-e", "-f", config, "-h", key]),
       { stdio: ["ignore", out, out] },
     );
     closeSync(out);
