@@ -30,6 +30,34 @@ umask 077; mkdir -p -- "$d" || exit 1
 t="$d/.\${f##*/}.narwhal.$$.tmp"; trap 'rm -f -- "$t"' EXIT
 cat > "$t" && chmod "$2" "$t" && sync -- "$t" && mv -f -- "$t" "$f" && trap - EXIT && sync -- "$d"`;
 
+/** A detached start could not open its log file (stderr line before the shell's own message). */
+export const SPAWN_LOG_MARKER = "narwhal-spawn-log";
+
+/**
+ * $1 log file, $2... the command: started under setsid(1) in the background with stdin /dev/null and
+ * stdout+stderr appended to the log, so the ssh session holds none of its descriptors and ends at once.
+ * A background child of a non-interactive sh is no group leader, so setsid(1) calls setsid() itself,
+ * without forking: $! is the session leader. Printed once it leads its session (or is gone), so the
+ * caller never reads a pid that is still the shell's. Exit 127/126: the command cannot be executed.
+ */
+export const SPAWN_DETACHED = `log=$1; shift
+case $1 in
+  */*) [ -e "$1" ] || { echo "$1: No such file or directory" >&2; exit 127; }
+       [ -f "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied" >&2; exit 126; } ;;
+  *) command -v "$1" >/dev/null 2>&1 || { echo "$1: No such file or directory" >&2; exit 127; } ;;
+esac
+umask 077
+{ : >> "$log"; } 2>/dev/null || { echo ${SPAWN_LOG_MARKER} >&2; : >> "$log"; exit 1; }
+setsid "$@" </dev/null >>"$log" 2>&1 &
+pid=$!; i=0
+while s=$(cat "/proc/$pid/stat" 2>/dev/null); do
+  s=\${s##*) }; set -- $s
+  [ "$4" = "$pid" ] && break
+  i=$((i+1)); [ $i -le 500 ] || break
+  sleep 0.01
+done
+echo "$pid"`;
+
 /** $1 pid: its environment as hex bytes (od is POSIX; the NULs and any bytes survive the text channel). */
 export const ENVIRON_HEX = `exec od -An -v -tx1 "/proc/$1/environ"`;
 

@@ -22,12 +22,15 @@ import {
   type ProcessInfo,
   type RunOptions,
   type RunResult,
+  type SpawnDetachedOptions,
 } from "./types.js";
 
 /** The master outlives its last client by this long (ControlPersist). */
 const CONTROL_PERSIST_S = 60;
 /** Ending a timed-out or aborted remote command: the kill itself is bounded too. */
 const REMOTE_KILL_TIMEOUT_MS = 10_000;
+/** A detached start returns once its process leads its session: seconds, not the engine's lifetime. */
+const SPAWN_TIMEOUT_MS = 30_000;
 
 /** A remote script's result with stdout's bytes (readFile is binary). */
 type ScriptResult = RunResult & { bytes: Buffer };
@@ -217,6 +220,34 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   async writeFile(file: string, data: string | Buffer, mode: number): Promise<void> {
     const r = await this.script(scripts.WRITE_FILE, [file, mode.toString(8)], { stdin: data });
     if (r.code !== 0) throw scripts.remoteIoError(this.node, "open", file, r.stderr);
+  }
+
+  async spawnDetached(argv: string[], opts: SpawnDetachedOptions): Promise<{ pid: number }> {
+    const [cmd] = argv;
+    if (!cmd) throw new NarwhalError(`node ${this.node}: spawnDetached needs a command`, { retryable: false });
+    // The engine keeps the node's locale; only the start itself is bounded.
+    const r = await this.script(
+      scripts.SPAWN_DETACHED,
+      [opts.logFile, ...argv],
+      { env: opts.env, cwd: opts.cwd, timeoutMs: SPAWN_TIMEOUT_MS },
+      false,
+    );
+    if (r.code === 127 || r.code === 126)
+      throw scripts.remoteIoError(this.node, "spawn", cmd, r.stderr, r.code === 127 ? "ENOENT" : "EACCES");
+    const logFailed = r.stderr.split("\n").includes(scripts.SPAWN_LOG_MARKER);
+    const pid = Number(r.stdout.trim());
+    if (r.code !== 0 || !Number.isInteger(pid) || pid <= 0)
+      throw logFailed
+        ? scripts.remoteIoError(this.node, "open", opts.logFile, r.stderr)
+        : new NarwhalError(
+            `node ${this.node}: starting ${cmd} detached failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
+            {
+              retryable: r.timedOut,
+              input: `node ${this.node}`,
+              fix: "Check that setsid (util-linux) is installed on the node and that it can start the command.",
+            },
+          );
+    return { pid };
   }
 
   async listProcesses(): Promise<ProcessInfo[]> {
