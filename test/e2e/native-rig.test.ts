@@ -13,6 +13,7 @@ import { readPlan } from "../../src/phases/prepare.js";
 import type { LaunchPlan } from "../../src/phases/plan.js";
 import type { EngineHandle, PreparedRun } from "../../src/phases/types.js";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
+import { PhaseError } from "../../src/errors.js";
 import { loadDesired } from "../../src/desired/load.js";
 import { checkScriptPath } from "../../src/app.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
@@ -157,4 +158,47 @@ describe("native backend on a node reached over ssh", () => {
     expect(await backend.isAlive(onA)).toBe(false);
     expect(await backend.isAlive(onB)).toBe(false);
   }, 120_000);
+
+  it("refuses a node's run file with other bytes, naming it, and starts nothing", async () => {
+    const run = await prepared("rig-immutable");
+    const onA = path.join(a.home, "narwhal-runs/engine-1/rig-immutable");
+    await fs.mkdir(onA, { recursive: true });
+    await fs.writeFile(path.join(onA, "container.env"), "NARWHAL_SOMEONE_ELSES=1\n", { mode: 0o600 });
+    const err: unknown = await backend.ensureStarted(run, plan, new AbortController().signal).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PhaseError);
+    expect(err).toMatchObject({
+      step: "start",
+      message: expect.stringContaining(`${WORK_DIR}/engine-1/rig-immutable/container.env on node ${a.name}`),
+      fix: expect.stringContaining(`remove ${WORK_DIR}/engine-1/rig-immutable there`),
+    });
+    expect(await fs.readFile(path.join(onA, "container.env"), "utf8")).toBe("NARWHAL_SOMEONE_ELSES=1\n");
+    await expect(fs.stat(path.join(run.dir, PROCESS_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    expect((await backend.listOwned()).filter((o) => o.launch_token === run.launch_token)).toEqual([]);
+  }, 60_000);
+
+  it("the orphan sweep skips a node it cannot reach, says so, and still lists the others", async () => {
+    const run = await prepared("rig-sweep");
+    const handle = await backend.ensureStarted(run, plan, new AbortController().signal);
+    started.push({ handle });
+    const warnings: string[] = [];
+    const logged = new NativeBackend({
+      stateDir: fleet.stateDir,
+      hostEnv: CLIENT_ENV,
+      logCapBytes: 1 << 20,
+      hosts,
+      log: { warn: (msg: string) => warnings.push(msg) },
+    });
+    // Sessions already open outlive a stopped sshd: end B's master first, so the next command connects anew.
+    await hosts.access(b.name).close();
+    await b.stopSshd();
+    try {
+      const owned = await logged.listOwned();
+      expect(owned.filter((o) => o.launch_token === run.launch_token).map((o) => o.handle)).toEqual([handle]);
+      expect(warnings).toEqual([expect.stringContaining(`orphan sweep skips node ${b.name}`)]);
+    } finally {
+      await b.startSshd();
+    }
+    await backend.stop(handle, 5_000);
+    expect(await backend.isAlive(handle)).toBe(false);
+  }, 60_000);
 });
