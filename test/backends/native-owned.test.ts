@@ -9,19 +9,9 @@ import { readBootId } from "../../src/backends/proc.js";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
 import { NarwhalError } from "../../src/errors.js";
 import type { EngineHandle } from "../../src/phases/types.js";
-import type { NodeSpec } from "../../src/desired/types.js";
+import { nodeRecord } from "../hosts/node-fixture.js";
 
-const node = (name: string, ssh?: NodeSpec["ssh"]): { node: NodeSpec } => ({
-  node: {
-    name,
-    sysfs_root: "/sys",
-    nvidia_smi: "nvidia-smi",
-    rocminfo: "rocminfo",
-    dev_root: "/",
-    work_dir: "/srv/narwhal/runs",
-    ...(ssh ? { ssh } : {}),
-  },
-});
+const node = nodeRecord;
 
 async function handle(fields: { node?: string; boot_id?: string }): Promise<Extract<EngineHandle, { kind: "native" }>> {
   return {
