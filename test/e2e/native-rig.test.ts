@@ -70,7 +70,8 @@ describe("native backend on a node reached over ssh", () => {
     doc.nodes[0].name = a.name;
     await fs.writeFile(fleetFile, JSON.stringify(doc, null, 2));
     const spec = (await loadDesired(fleet.dir)).specs[0]!;
-    hosts = new NodeHosts({ stateDir: fleet.stateDir, clientEnv: CLIENT_ENV });
+    // This test's ssh control sockets live apart from the state dir's: a `down` that reaches a node makes its own.
+    hosts = new NodeHosts({ stateDir: path.join(path.dirname(fleet.dir), "test-ssh"), clientEnv: CLIENT_ENV });
     hosts.learn([a, b].map((h) => ({ node: { ...spec.node, name: h.name, ssh: h.ssh, work_dir: WORK_DIR } })));
     backend = new NativeBackend({ stateDir: fleet.stateDir, hostEnv: CLIENT_ENV, logCapBytes: 1 << 20, hosts });
   }, 600_000);
@@ -199,6 +200,43 @@ describe("native backend on a node reached over ssh", () => {
       await b.startSshd();
     }
     await backend.stop(handle, 5_000);
+    expect(await backend.isAlive(handle)).toBe(false);
+  }, 60_000);
+
+  it("names the node's own interpreter in the runtime identity", async () => {
+    const spec = (await loadDesired(fleet.dir)).specs[0]!;
+    // A link only host A has (its own /root): the identity follows it there, to the real interpreter.
+    await fs.symlink(await fs.realpath(spec.python), path.join(a.home, "python-on-a"));
+    const onA = { ...spec, node: hosts.spec(a.name)!, python: "/root/python-on-a" };
+    const real = { ...spec, node: hosts.spec(a.name)!, python: await fs.realpath(spec.python) };
+    expect(await backend.runtimeIdentity(onA)).toBe(await backend.runtimeIdentity(real));
+    // On host B the link does not exist: the identity is by the configured path, another one.
+    const onB = { ...onA, node: hosts.spec(b.name)! };
+    expect(await backend.runtimeIdentity(onB)).not.toBe(await backend.runtimeIdentity(real));
+  }, 60_000);
+
+  it("down learns the nodes from desired/ and stops the engine on host A", async () => {
+    const run = await prepared("rig-down");
+    const handle = await backend.ensureStarted(run, plan, new AbortController().signal);
+    started.push({ handle });
+    // desired/ as the operator writes it for this fleet: host A's node record with its ssh block.
+    const desired = path.join(path.dirname(fleet.dir), "desired-rig");
+    await fs.cp(fleet.dir, desired, { recursive: true });
+    const fleetFile = path.join(desired, "fleet.json");
+    const doc = JSON.parse(await fs.readFile(fleetFile, "utf8"));
+    Object.assign(doc.nodes[0], { ssh: a.ssh, work_dir: WORK_DIR });
+    await fs.writeFile(fleetFile, JSON.stringify(doc, null, 2));
+    // The rig's hosts share one process table, so a local sweep would see the engine too: what proves down
+    // went to host A over ssh is its control socket directory under the state dir.
+    const controlDir = path.join(fleet.stateDir, "ssh");
+    await expect(fs.stat(controlDir)).rejects.toMatchObject({ code: "ENOENT" });
+    const r = await runCli(["down", "--state", fleet.stateDir, "--format", "json"], {
+      ...CLIENT_ENV,
+      NARWHAL_DESIRED: desired,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).stopped).toEqual(["engine-1"]);
+    expect((await fs.stat(controlDir)).isDirectory()).toBe(true);
     expect(await backend.isAlive(handle)).toBe(false);
   }, 60_000);
 });
