@@ -9,9 +9,15 @@ export const PID_MARKER = "narwhal-pid:";
 /** A remote command's cwd does not exist. */
 export const NO_CWD_MARKER = "narwhal-no-cwd";
 
-/** Prefix of every script: report the session's pid, then read messages in a locale narwhal parses. */
-export function wrapScript(script: string, exportLine: string, cwdLine: string): string {
-  return `printf '${PID_MARKER}%s\\n' "$$" >&2; ${exportLine}${cwdLine}${script}`;
+/**
+ * Prefix of every script: report the session's pid, then export the `vars` NAME=value lines that
+ * arrive first on stdin (read(1) takes a pipe byte by byte, so the rest stays the command's input).
+ */
+export function wrapScript(script: string, vars: number, cwdLine: string): string {
+  const exports = vars
+    ? `n=${vars}; while [ "$n" -gt 0 ] && IFS= read -r l; do export "$l"; n=$((n-1)); done; unset n l; `
+    : "";
+  return `printf '${PID_MARKER}%s\\n' "$$" >&2; ${exports}${cwdLine}${script}`;
 }
 
 /** $1 file, $2 most bytes + 1: head stops there, so a runaway file never crosses the wire whole. */

@@ -127,18 +127,26 @@ export class SshHost implements HostAccess {
           fix: "Use names of letters, digits and underscores.",
         },
       );
-    const exports = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env })
-      .map(([k, v]) => `export ${k}=${shQuote(v)}; `)
-      .join("");
+    // Variables travel on stdin ahead of the command's own input, never in the command line: the ssh
+    // client's and the remote shell's argv are readable by every user of either machine (API keys).
+    const vars = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env });
+    const multiline = vars.find(([, v]) => v.includes("\n"));
+    if (multiline)
+      throw new NarwhalError(`node ${this.node}: environment variable ${multiline[0]} holds a newline`, {
+        retryable: false,
+        input: multiline[0],
+        fix: "Pass single-line values to a remote command (container.env values are single-line).",
+      });
+    const envBlock = vars.map(([k, v]) => `${k}=${v}\n`).join("");
     const cwd = opts.cwd
       ? `cd -- ${shQuote(opts.cwd)} 2>/dev/null || { echo ${scripts.NO_CWD_MARKER} >&2; exit 1; }; `
       : "";
-    const remote = `exec /bin/sh -c ${shQuote(scripts.wrapScript(script, exports, cwd))} sh ${shCommand(operands)}`;
+    const remote = `exec /bin/sh -c ${shQuote(scripts.wrapScript(script, vars.length, cwd))} sh ${shCommand(operands)}`;
     await this.ensureMaster();
     let stderrSoFar = "";
     let remotePid: number | undefined;
     const r = await this.ssh([this.opts.destination, "--", remote], {
-      stdin: opts.stdin,
+      stdin: Buffer.concat([Buffer.from(envBlock), Buffer.from(opts.stdin ?? "")]),
       timeoutMs: opts.timeoutMs,
       signal: opts.signal,
       onStderr: (chunk: Buffer) => {

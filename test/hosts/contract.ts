@@ -62,6 +62,25 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       expect(r.stdout).toBe(`from stdin\nx 'y' $z|${await fs.realpath(dir).catch(() => dir)}`);
     });
 
+    it("never puts an env value in a command line, on the node or on the controller (API keys travel so)", async () => {
+      const { host, dir } = setup();
+      const secret = `secret-${randomUUID()}`;
+      // Every process's argv while the command runs (for SSH: the client's too, when /proc is shared).
+      const r = await host.run(
+        [
+          "sh",
+          "-c",
+          'printf %s "$NARWHAL_SECRET" > "$1/pattern"; grep -lF -f "$1/pattern" /proc/[0-9]*/cmdline; true',
+          "sh",
+          dir,
+        ],
+        { env: { NARWHAL_SECRET: secret } },
+      );
+      expect(r.code).toBe(0);
+      expect(r.stdout.split("\n").filter((l) => l && !l.startsWith("/proc/self/"))).toEqual([]);
+      expect((await host.readFile(`${dir}/pattern`)).toString()).toBe(secret);
+    });
+
     it("refuses a cwd that does not exist with an IoError naming it", async () => {
       const { host, dir } = setup();
       const missing = `${dir}/missing-cwd`;
