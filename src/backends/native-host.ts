@@ -26,13 +26,10 @@ export async function isSameProcessOn(host: HostAccess, pid: number, startTicks:
 
 /** Live (non-zombie) members of a process group on the node; with `token`, only those carrying that launch token. */
 export async function groupMembersOn(host: HostAccess, pgid: number, token?: string): Promise<number[]> {
-  const members: number[] = [];
-  for (const p of await host.listProcesses()) {
-    if (p.pgid !== pgid || p.state === "Z") continue;
-    if (token !== undefined && (await host.processEnvToken(p.pid, "NARWHAL_LAUNCH_TOKEN")) !== token) continue;
-    members.push(p.pid);
-  }
-  return members.sort((a, b) => a - b);
+  const group = (await host.listProcesses()).filter((p) => p.pgid === pgid && p.state !== "Z").map((p) => p.pid);
+  if (token === undefined) return group.sort((a, b) => a - b);
+  const envs = await host.processEnvs(group, ["NARWHAL_LAUNCH_TOKEN"]);
+  return group.filter((pid) => envs.get(pid)?.NARWHAL_LAUNCH_TOKEN === token).sort((a, b) => a - b);
 }
 
 /** The process's arguments on the node; empty when gone. */

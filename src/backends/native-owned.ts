@@ -50,16 +50,21 @@ export async function findOwnedOn(
   hosts?: NodeHosts,
 ): Promise<OwnedEngine[]> {
   const bootId = await host.bootId();
+  // The group leader is the process whose pgid is its own pid (started as a session leader).
+  const leaders = (await host.listProcesses()).filter((p) => p.state !== "Z" && p.pgid === p.pid);
+  const envs = await host.processEnvs(
+    leaders.map((p) => p.pid),
+    ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_STATE_DIR", "NARWHAL_ENGINE", "NARWHAL_NODE"],
+  );
   const owned: OwnedEngine[] = [];
-  for (const p of await host.listProcesses()) {
-    // The group leader is the process whose pgid is its own pid (started as a session leader).
-    if (p.state === "Z" || p.pgid !== p.pid) continue;
-    const launchToken = await host.processEnvToken(p.pid, "NARWHAL_LAUNCH_TOKEN");
-    if (!launchToken || (token !== undefined && launchToken !== token)) continue;
-    if ((await host.processEnvToken(p.pid, "NARWHAL_STATE_DIR")) !== stateDir) continue;
-    const engine = await host.processEnvToken(p.pid, "NARWHAL_ENGINE");
+  for (const p of leaders) {
+    const env = envs.get(p.pid);
+    const launchToken = env?.NARWHAL_LAUNCH_TOKEN;
+    if (!env || !launchToken || (token !== undefined && launchToken !== token)) continue;
+    if (env.NARWHAL_STATE_DIR !== stateDir) continue;
+    const engine = env.NARWHAL_ENGINE;
     if (token === undefined && !engine) continue;
-    const said = await host.processEnvToken(p.pid, "NARWHAL_NODE");
+    const said = env.NARWHAL_NODE ?? null;
     if (!belongs(host, said, hosts)) continue;
     const node = said ?? (hosts?.spec(host.node) || token !== undefined ? host.node : undefined);
     const runDir = engine ? await runDirOf(host, p.pid, stateDir, engine, hosts) : undefined;

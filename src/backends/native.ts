@@ -184,8 +184,8 @@ export class NativeBackend implements EngineBackend {
     if (!(await this.isAlive(handle)))
       return [`process ${handle.pid} (start tick ${handle.start_ticks}) is not running`];
     const host = await this.hostOf(handle);
-    const token = await host.processEnvToken(handle.pid, "NARWHAL_LAUNCH_TOKEN");
-    const engine = await host.processEnvToken(handle.pid, "NARWHAL_ENGINE");
+    const env = (await host.processEnvs([handle.pid], ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_ENGINE"])).get(handle.pid);
+    const [token, engine] = [env?.NARWHAL_LAUNCH_TOKEN, env?.NARWHAL_ENGINE];
     const problems: string[] = [];
     if (token !== plan.launch_token)
       problems.push(`process ${handle.pid} carries launch token ${token ?? "none"}, not this plan's`);

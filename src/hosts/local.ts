@@ -179,6 +179,15 @@ export class LocalHost implements HostAccess {
     }
   }
 
+  async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
+    const found = new Map<number, Record<string, string>>();
+    for (const pid of pids) {
+      const env = await fs.readFile(`/proc/${pid}/environ`, "utf8").then(parseEnviron, () => null);
+      if (env) found.set(pid, pickNames(env, names));
+    }
+    return found;
+  }
+
   async bootId(): Promise<string> {
     return (await this.readFile("/proc/sys/kernel/random/boot_id")).toString("utf8").trim();
   }
@@ -188,6 +197,11 @@ export class LocalHost implements HostAccess {
   }
 
   async close(): Promise<void> {}
+}
+
+/** Only `names` of an environment, those it has. */
+function pickNames(env: Record<string, string>, names: string[]): Record<string, string> {
+  return Object.fromEntries(names.flatMap((n) => (env[n] !== undefined ? [[n, env[n]]] : [])));
 }
 
 function tooLarge(file: string, max: number): NodeJS.ErrnoException {

@@ -84,6 +84,23 @@ for p in os.listdir("/proc"):
     sys.stdout.write(json.dumps([s, c]) + "\\n")
 '`;
 
+/**
+ * $1 comma-separated names, $2... pids: one JSON line [pid, {name: value}] per readable pid, only the
+ * names asked for (the rest of an environment, keys included, never crosses the wire); one process on
+ * the node, not one per pid.
+ */
+export const ENVIRONS = `exec python3 -c '
+import json, sys
+names = set(sys.argv[1].split(","))
+for p in sys.argv[2:]:
+    try:
+        raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
+    except OSError:
+        continue
+    env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
+    sys.stdout.write(json.dumps([int(p), env]) + "\\n")
+' "$@"`;
+
 /** od -tx1 output back to bytes. */
 export function fromOdHex(text: string): Buffer {
   return Buffer.from(text.replace(/\s+/g, ""), "hex");

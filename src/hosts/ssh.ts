@@ -291,6 +291,33 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
     return parseEnviron(scripts.fromOdHex(r.stdout).toString("utf8"))[name] ?? null;
   }
 
+  async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
+    const found = new Map<number, Record<string, string>>();
+    if (!pids.length) return found;
+    const bad = names.find((n) => !isShellName(n));
+    if (bad !== undefined)
+      throw new NarwhalError(`node ${this.node}: ${JSON.stringify(bad)} is no environment variable name`, {
+        retryable: false,
+        input: bad,
+      });
+    const r = await this.script(scripts.ENVIRONS, [names.join(","), ...pids.map(String)], { timeoutMs: 30_000 });
+    if (r.code !== 0)
+      throw new NarwhalError(
+        `node ${this.node}: reading process environments failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
+        {
+          input: `node ${this.node}`,
+          fix: r.code === 127 ? "Install python3 on the node." : "Run the listing by hand on the node to see why.",
+          retryable: r.code !== 127,
+        },
+      );
+    for (const line of r.stdout.split("\n")) {
+      if (!line) continue;
+      const [pid, env] = JSON.parse(line) as [number, Record<string, string>];
+      found.set(pid, env);
+    }
+    return found;
+  }
+
   async bootId(): Promise<string> {
     return (await this.readFile("/proc/sys/kernel/random/boot_id")).toString("utf8").trim();
   }

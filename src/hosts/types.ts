@@ -86,6 +86,11 @@ export interface HostAccess {
   listProcesses(): Promise<ProcessInfo[]>;
   /** The value of one variable in a process's environment (/proc/PID/environ), e.g. the launch token; null when absent or unreadable. */
   processEnvToken(pid: number, name: string): Promise<string | null>;
+  /**
+   * The named variables of many processes' environments in one call (one round trip over SSH): a pid
+   * maps to those of `names` it has; a pid gone or unreadable is absent from the map.
+   */
+  processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>>;
   /** /proc/sys/kernel/random/boot_id: a recorded pid means nothing across a reboot. */
   bootId(): Promise<string>;
   /** TCP listeners on the node, `ss -Hltn` parsed. */

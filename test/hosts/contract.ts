@@ -181,6 +181,11 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
         expect(p.startTicks).toBeGreaterThan(0);
         expect(await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")).toBe(token);
         expect(await host.processEnvToken(pid, "NARWHAL_NOT_SET")).toBeNull();
+        // Many at once: only the names asked for, and nothing for a pid that is gone.
+        const gone = 2 ** 22 + 1;
+        const envs = await host.processEnvs([pid, gone], ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"]);
+        expect([...envs]).toEqual([[pid, { NARWHAL_LAUNCH_TOKEN: token }]]);
+        expect(await host.processEnvs([], ["PATH"])).toEqual(new Map());
       } finally {
         await host.run(["kill", String(pid)]);
       }
