@@ -1,7 +1,8 @@
 // The small POSIX sh scripts SshHost runs on a node for file and process
-// access: builtins and coreutils (head, stat, mkdir, mv, od), one python3
-// one-liner for the process table (one process, not a fork per pid). Each gets
-// its operands as "$1", "$2", never spliced into the script text.
+// access: builtins and coreutils (head, stat, mkdir, mv), util-linux's setsid
+// for a detached start, python3 one-liners for the process table and process
+// environments (one process, not a fork per pid). Each gets its operands as
+// "$1", "$2", never spliced into the script text.
 import { ioFailure } from "../errors.js";
 
 /** First line on stderr of every remote command: the pid of its session (= its process group). */
@@ -64,9 +65,6 @@ while s=$(cat "/proc/$pid/stat" 2>/dev/null); do
 done
 echo "$pid"`;
 
-/** $1 pid: its environment as hex bytes (od is POSIX; the NULs and any bytes survive the text channel). */
-export const ENVIRON_HEX = `exec od -An -v -tx1 "/proc/$1/environ"`;
-
 /** One JSON line per process: [stat text, cmdline text], parsed by the same code as LocalHost's reads. */
 export const LIST_PROCESSES = `exec python3 -c '
 import os, json, sys
@@ -100,11 +98,6 @@ for p in sys.argv[2:]:
     env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
     sys.stdout.write(json.dumps([int(p), env]) + "\\n")
 ' "$@"`;
-
-/** od -tx1 output back to bytes. */
-export function fromOdHex(text: string): Buffer {
-  return Buffer.from(text.replace(/\s+/g, ""), "hex");
-}
 
 const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No such file or directory/, "ENOENT"],

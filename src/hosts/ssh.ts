@@ -8,7 +8,7 @@
 import fs from "node:fs/promises";
 import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
-import { parseCmdline, parseEnviron, parseProcStat } from "./proc-parse.js";
+import { parseCmdline, parseProcStat } from "./proc-parse.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
 import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
@@ -286,9 +286,8 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   }
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
-    const r = await this.script(scripts.ENVIRON_HEX, [String(pid)]);
-    if (r.code !== 0) return null; // gone, or another user's
-    return parseEnviron(scripts.fromOdHex(r.stdout).toString("utf8"))[name] ?? null;
+    // Only the one variable crosses the wire, not the environment (an engine's holds its key).
+    return (await this.processEnvs([pid], [name])).get(pid)?.[name] ?? null;
   }
 
   async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
