@@ -3,6 +3,9 @@
 // (startup: the KV-cache sizing capture reads) and the tail (why it exited),
 // and never holds the whole log. The cap is NARWHAL_ENGINE_LOG_CAP_BYTES.
 import fs from "node:fs/promises";
+import path from "node:path";
+import type { HostAccess } from "../hosts/types.js";
+import { writeFileAtomic } from "../state/atomic-file.js";
 
 /** An engine's log in its run directory: written by a native engine itself, copied from a container. */
 export const ENGINE_LOG = "engine.log";
@@ -151,5 +154,51 @@ export async function readLogFile(file: string, cap: number): Promise<EngineLog>
     return { text: sink.text(), where: file };
   } catch (err) {
     return { text: sink.text(), where: file, problem: `${file} could not be read: ${(err as Error).message}` };
+  }
+}
+
+/** `head -c`/`tail -c` of a file on a node: bytes at the start or the end, never the whole log. */
+async function nodeBytes(host: HostAccess, tool: "head" | "tail", n: number, file: string): Promise<Buffer> {
+  if (n <= 0) return Buffer.alloc(0);
+  const r = await host.run([tool, "-c", String(n), "--", file], { env: { LC_ALL: "C" }, timeoutMs: 30_000 });
+  if (r.code !== 0)
+    throw new Error(`${tool} -c ${n} ${file} on node ${host.node}: ${r.stderr.trim() || `exit ${r.code}`}`);
+  return Buffer.from(r.stdout, "utf8");
+}
+
+/**
+ * The bounded text of an engine's log on its node. `host` null: the controller's own file. On a remote
+ * node only the head and the last `cap` bytes cross the wire, and the bounded copy is kept in
+ * `evidenceDir` (the controller's run directory) as engine.log, best-effort.
+ */
+export async function readNodeLog(
+  host: HostAccess | null,
+  file: string,
+  cap: number,
+  evidenceDir?: string,
+): Promise<EngineLog> {
+  if (!host) return readLogFile(file, cap);
+  const where = `${file} on node ${host.node}`;
+  const sink = new LogTail(cap);
+  try {
+    const st = await host.stat(file);
+    if (!st) throw new Error("no such file");
+    const headLen = Math.min(Math.min(HEAD_MAX, Math.floor(cap / HEAD_SHARE)), st.size);
+    const head = await nodeBytes(host, "head", headLen, file);
+    sink.push(head);
+    const from = Math.max(head.length, st.size - cap);
+    sink.total += from - head.length;
+    sink.push(await nodeBytes(host, "tail", st.size - from, file));
+  } catch (err) {
+    return { text: sink.text(), where, problem: `${where} could not be read: ${(err as Error).message}` };
+  }
+  const text = sink.text();
+  if (!evidenceDir) return { text, where };
+  const copy = path.join(evidenceDir, ENGINE_LOG);
+  try {
+    await writeFileAtomic(copy, text, 0o600);
+    return { text, where: copy };
+  } catch (err) {
+    return { text, where, problem: `the copy to ${copy} failed: ${(err as Error).message}` };
   }
 }

@@ -7,6 +7,7 @@ import { NodeHosts } from "../hosts/node-hosts.js";
 import { ContainerBackend } from "./container.js";
 import { NativeBackend } from "./native.js";
 import type { EngineBackend } from "./types.js";
+import type { Logger } from "../log.js";
 
 /** How this controller reaches the nodes: control sockets under its state directory, its host environment. */
 export function nodeHostsFor(config: Config): NodeHosts {
@@ -17,6 +18,8 @@ export function backendsFor(
   config: Config,
   failpoint: Failpoint = noFailpoints,
   hosts: NodeHosts = nodeHostsFor(config),
+  /** Where the native orphan sweep reports a node it skipped (unreachable). */
+  log?: Logger,
 ): Record<EngineSpec["backend"], EngineBackend> {
   return {
     native: new NativeBackend({
@@ -25,6 +28,7 @@ export function backendsFor(
       logCapBytes: config.engineLogCapBytes,
       hosts,
       failpoint,
+      ...(log ? { log } : {}),
     }),
     container: new ContainerBackend({
       stateDir: config.stateDir,

@@ -1,27 +1,33 @@
-// The native backend: an engine is a process group on this host. It is found
-// again after a controller crash by the launch token in its environment, and
-// is "ours" only while its boot id and start tick match the record.
+// The native backend: an engine is a process group on its node (the controller's
+// machine, or one reached over ssh: every action goes through the node's
+// HostAccess). It is found again after a controller crash by the launch token in
+// its environment, and is "ours" only while its node's boot id and its start tick
+// match the record.
 import fs from "node:fs/promises";
-import { realpathSync } from "node:fs";
 import path from "node:path";
-import { spawn, execFile } from "node:child_process";
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID, createHash } from "node:crypto";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { parseEnvFile } from "../phases/plan.js";
-import { PhaseError } from "../errors.js";
+import { ENV_FILE } from "../phases/prepare.js";
+import { IoError, PhaseError } from "../errors.js";
 import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
-import { ENGINE_LOG, readLogFile } from "./engine-log.js";
-import { isSameProcess, listPids, readBootId, readProcEnviron, readProcStat } from "./proc.js";
+import { ENGINE_LOG, readNodeLog } from "./engine-log.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
+import type { HostAccess } from "../hosts/types.js";
+import type { Logger } from "../log.js";
+import { runOnNode, stageRun, type RunOnNode } from "./native-node-files.js";
+import { cmdlineOn, groupMembersOn, isSameProcessOn, procStatOn, signalGroupOn, startTimeOn } from "./native-host.js";
+import { findOwnedOn, nativeHostFor } from "./native-owned.js";
 
 export const PROCESS_FILE = "native-process.json";
 export { ENGINE_LOG } from "./engine-log.js";
 const CHECK_TIMEOUT_MS = 120_000;
-const CLK_TCK = 100; // USER_HZ on every Linux ABI narwhal supports
+
+type NativeHandle = Extract<EngineHandle, { kind: "native" }>;
 
 export interface NativeBackendOptions {
   stateDir: string;
@@ -31,16 +37,8 @@ export interface NativeBackendOptions {
   /** The nodes and how each is reached: every host-side action runs on the engine's own node. */
   hosts: NodeHosts;
   failpoint?: Failpoint;
-}
-
-async function engineEnv(
-  run: PreparedRun,
-  hostEnv: Record<string, string>,
-  stateDir: string,
-): Promise<Record<string, string>> {
-  const env = parseEnvFile(await fs.readFile(path.join(run.dir, "container.env"), "utf8"));
-  // NARWHAL_STATE_DIR scopes ownership: two controllers on one host never adopt each other's engines.
-  return { ...hostEnv, ...env, NARWHAL_STATE_DIR: stateDir };
+  /** Where a node skipped by the orphan sweep (unreachable) is reported. */
+  log?: Pick<Logger, "warn">;
 }
 
 export class NativeBackend implements EngineBackend {
@@ -54,12 +52,27 @@ export class NativeBackend implements EngineBackend {
     this.opts.hosts.learn(specs);
   }
 
+  /**
+   * The engine's environment on its node: the run's env file, scoped by state dir and node. A local
+   * node starts from the controller's host environment; a remote one from its own (sshd's).
+   */
+  private async engineEnv(run: PreparedRun, where: RunOnNode): Promise<Record<string, string>> {
+    const env = parseEnvFile(await fs.readFile(path.join(run.dir, ENV_FILE), "utf8"));
+    // NARWHAL_STATE_DIR scopes ownership: two controllers on one host never adopt each other's engines.
+    // NARWHAL_NODE: hosts that share a process table (test rigs, two records for one machine) never adopt each other's.
+    const scope = { NARWHAL_STATE_DIR: this.opts.stateDir, NARWHAL_NODE: where.host.node };
+    return where.remote ? { ...env, ...scope } : { ...this.opts.hostEnv, ...env, ...scope };
+  }
+
+  /** The interpreter's real path on the engine's node, so the identity names the runtime that node runs. */
   async runtimeIdentity(spec: EngineSpec): Promise<string> {
     let python = spec.python;
-    try {
-      python = realpathSync(spec.python);
-    } catch {
-      /* a bare name on PATH: identity by name */
+    if (python.includes("/")) {
+      const r = await this.opts.hosts
+        .access(spec.node.name)
+        .run(["readlink", "-e", "--", python], { timeoutMs: 10_000 });
+      // Not there (yet): identity by the configured path; the check reports a missing interpreter.
+      if (r.code === 0 && r.stdout.trim()) python = r.stdout.trim();
     }
     const identity = {
       python,
@@ -76,62 +89,44 @@ export class NativeBackend implements EngineBackend {
     inputPath: string,
     signal: AbortSignal,
   ): Promise<RuntimeCheckOutput> {
-    const env = await engineEnv(run, this.opts.hostEnv, this.opts.stateDir);
-    const inspectionId = randomUUID();
-    return new Promise((resolve) => {
-      setImmediate(() => this.failpoint("native:check:running"));
-      execFile(
-        plan.command[0]!,
-        [scriptPath, inputPath],
-        { env, cwd: run.dir, signal, timeout: CHECK_TIMEOUT_MS, maxBuffer: 8 * 1024 * 1024 },
-        (err, stdout, stderr) => {
-          const errno = (err as { code?: unknown } | null)?.code;
-          // An interpreter that cannot be executed fails the same way every time: report it as a
-          // shell does (127 not found, 126 not executable), an exit the check treats as final,
-          // not as a run that produced nothing (a timeout, which is retried).
-          const notRunnable = errno === "ENOENT" || errno === "ENOTDIR" ? 127 : errno === "EACCES" ? 126 : null;
-          const code = err ? (typeof errno === "number" ? errno : notRunnable) : 0;
-          // execFile's timeout kills the check: a deadline, with the partial output kept.
-          // (maxBuffer also kills the child, but says so in its code.)
-          const killed = err as { killed?: boolean; code?: unknown } | null;
-          const timedOut = !!killed?.killed && killed.code !== "ERR_CHILD_PROCESS_STDIO_MAXBUFFER" && !signal.aborted;
-          resolve({
-            inspection_id: inspectionId,
-            exit_code: code,
-            stdout: String(stdout),
-            stderr: String(stderr) + (err && typeof errno !== "number" ? `\n${err.message}` : ""),
-            ...(timedOut
-              ? {
-                  deadline: {
-                    message: `the runtime check exceeded its deadline of ${CHECK_TIMEOUT_MS} ms`,
-                    input: "the native check deadline (fixed, 120 s)",
-                  },
-                }
-              : {}),
-          });
-        },
-      );
+    const where = runOnNode(this.opts.hosts, plan.node.name, run);
+    const [script, input] = await stageRun(where, run, "check", [scriptPath, inputPath]);
+    const env = await this.engineEnv(run, where);
+    setImmediate(() => this.failpoint("native:check:running"));
+    // 127 (not found) and 126 (not executable) come back as exit codes, as a shell says them: the
+    // check treats them as final, unlike a run cut off by its deadline (retried).
+    const r = await where.host.run([plan.command[0]!, script!, input!], {
+      env,
+      cwd: where.dir,
+      timeoutMs: CHECK_TIMEOUT_MS,
+      signal,
     });
+    return {
+      inspection_id: randomUUID(),
+      exit_code: r.code,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      ...(r.timedOut
+        ? {
+            deadline: {
+              message: `the runtime check exceeded its deadline of ${CHECK_TIMEOUT_MS} ms`,
+              input: "the native check deadline (fixed, 120 s)",
+            },
+          }
+        : {}),
+    };
   }
 
-  private async findByToken(token: string): Promise<EngineHandle | null> {
-    const bootId = await readBootId();
-    for (const pid of await listPids()) {
-      const env = await readProcEnviron(pid);
-      if (env?.NARWHAL_LAUNCH_TOKEN !== token || env.NARWHAL_STATE_DIR !== this.opts.stateDir) continue;
-      const stat = await readProcStat(pid);
-      // The group leader is the process whose pgid is its own pid (spawned detached).
-      if (stat && stat.state !== "Z" && stat.pgid === pid) {
-        return { kind: "native", pid, pgid: pid, boot_id: bootId, start_ticks: stat.startTicks, launch_token: token };
-      }
-    }
-    return null;
+  /** The node's access for a handle (a handle naming no node, or an unlearned one from this boot, is local). */
+  private hostOf(handle: NativeHandle): Promise<HostAccess> {
+    return nativeHostFor(this.opts.hosts, handle);
   }
 
   async ensureStarted(run: PreparedRun, plan: LaunchPlan, signal: AbortSignal): Promise<EngineHandle> {
     const recorded = await readJsonIfExists<EngineHandle>(path.join(run.dir, PROCESS_FILE));
     if (recorded && (await this.isAlive(recorded))) return recorded;
-    const found = await this.findByToken(run.launch_token);
+    const where = runOnNode(this.opts.hosts, plan.node.name, run);
+    const found = (await findOwnedOn(where.host, this.opts.stateDir, run.launch_token))[0]?.handle;
     if (found) {
       await writeFileExclusive(path.join(run.dir, PROCESS_FILE), JSON.stringify(found, null, 2) + "\n");
       return found;
@@ -148,60 +143,53 @@ export class NativeBackend implements EngineBackend {
       );
     }
     signal.throwIfAborted();
-    const env = await engineEnv(run, this.opts.hostEnv, this.opts.stateDir);
-    const log = await fs.open(path.join(run.dir, ENGINE_LOG), "a", 0o600);
-    try {
-      const [cmd, ...args] = plan.command;
-      this.failpoint("native:spawn:before");
-      const child = spawn(cmd!, args, { env, cwd: run.dir, detached: true, stdio: ["ignore", log.fd, log.fd] });
-      const pid = await new Promise<number>((resolve, reject) => {
-        child.once("error", (err) =>
-          reject(
-            new PhaseError(run.engine, "start", `cannot execute ${cmd}: ${err.message}`, {
-              input: "NARWHAL_NATIVE_PYTHON",
-              retryable: false,
-              fix: "Point NARWHAL_NATIVE_PYTHON at the checked Python runtime.",
-            }),
-          ),
-        );
-        child.once("spawn", () => resolve(child.pid!));
+    await stageRun(where, run, "start");
+    const env = await this.engineEnv(run, where);
+    const [cmd] = plan.command;
+    this.failpoint("native:spawn:before");
+    const { pid } = await where.host
+      .spawnDetached(plan.command, { env, cwd: where.dir, logFile: path.posix.join(where.dir, ENGINE_LOG) })
+      .catch((err: unknown) => {
+        if (!(err instanceof IoError && err.path === cmd)) throw err;
+        throw new PhaseError(run.engine, "start", `cannot execute ${cmd} on node ${where.host.node}: ${err.message}`, {
+          input: "NARWHAL_NATIVE_PYTHON",
+          retryable: false,
+          fix: "Point NARWHAL_NATIVE_PYTHON at the checked Python runtime.",
+        });
       });
-      child.unref();
-      this.failpoint("native:spawn:after");
-      const stat = await readProcStat(pid);
-      const handle: EngineHandle = {
-        kind: "native",
-        pid,
-        pgid: pid,
-        boot_id: await readBootId(),
-        start_ticks: stat?.startTicks ?? -1,
-        launch_token: run.launch_token,
-      };
-      await writeFileExclusive(path.join(run.dir, PROCESS_FILE), JSON.stringify(handle, null, 2) + "\n");
-      return handle;
-    } finally {
-      await log.close();
-    }
+    this.failpoint("native:spawn:after");
+    const stat = await procStatOn(where.host, pid);
+    const handle: EngineHandle = {
+      kind: "native",
+      pid,
+      pgid: pid,
+      boot_id: await where.host.bootId(),
+      start_ticks: stat?.startTicks ?? -1,
+      launch_token: run.launch_token,
+      node: plan.node.name,
+    };
+    await writeFileExclusive(path.join(run.dir, PROCESS_FILE), JSON.stringify(handle, null, 2) + "\n");
+    return handle;
   }
 
   async isAlive(handle: EngineHandle): Promise<boolean> {
     if (handle.kind !== "native") return false;
-    if (handle.boot_id !== (await readBootId())) return false;
-    return isSameProcess(handle.pid, handle.start_ticks);
+    const host = await this.hostOf(handle);
+    if (handle.boot_id !== (await host.bootId())) return false;
+    return isSameProcessOn(host, handle.pid, handle.start_ticks);
   }
 
   async identityProblems(handle: EngineHandle, plan: LaunchPlan): Promise<string[]> {
     if (handle.kind !== "native") return [`handle is a ${handle.kind} engine, the plan is native`];
     if (!(await this.isAlive(handle)))
       return [`process ${handle.pid} (start tick ${handle.start_ticks}) is not running`];
-    const env = await readProcEnviron(handle.pid);
+    const host = await this.hostOf(handle);
+    const env = (await host.processEnvs([handle.pid], ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_ENGINE"])).get(handle.pid);
+    const [token, engine] = [env?.NARWHAL_LAUNCH_TOKEN, env?.NARWHAL_ENGINE];
     const problems: string[] = [];
-    if (env?.NARWHAL_LAUNCH_TOKEN !== plan.launch_token)
-      problems.push(
-        `process ${handle.pid} carries launch token ${env?.NARWHAL_LAUNCH_TOKEN ?? "none"}, not this plan's`,
-      );
-    if (env?.NARWHAL_ENGINE !== plan.engine)
-      problems.push(`process ${handle.pid} belongs to ${env?.NARWHAL_ENGINE ?? "no engine"}`);
+    if (token !== plan.launch_token)
+      problems.push(`process ${handle.pid} carries launch token ${token ?? "none"}, not this plan's`);
+    if (engine !== plan.engine) problems.push(`process ${handle.pid} belongs to ${engine ?? "no engine"}`);
     return problems;
   }
 
@@ -212,18 +200,15 @@ export class NativeBackend implements EngineBackend {
 
   async processStartTime(handle: EngineHandle): Promise<number | null> {
     if (handle.kind !== "native" || !(await this.isAlive(handle))) return null;
-    const stat = await fs.readFile("/proc/stat", "utf8");
-    const btime = Number(/^btime (\d+)$/m.exec(stat)?.[1]);
-    return Number.isFinite(btime) ? btime + handle.start_ticks / CLK_TCK : null;
+    return startTimeOn(await this.hostOf(handle), handle.start_ticks);
   }
 
   async describeProcess(handle: EngineHandle): Promise<ProcessDescription> {
     if (handle.kind !== "native") return { pid: null, args: [] };
     const alive = await this.isAlive(handle);
-    const cmdline = alive ? await fs.readFile(`/proc/${handle.pid}/cmdline`, "utf8").catch(() => "") : "";
     return {
       pid: alive ? handle.pid : null,
-      args: cmdline.split("\0").filter((a, i, all) => a !== "" || i < all.length - 1),
+      args: alive ? await cmdlineOn(await this.hostOf(handle), handle.pid) : [],
       boot_id: handle.boot_id,
       start_ticks: handle.start_ticks,
     };
@@ -231,75 +216,60 @@ export class NativeBackend implements EngineBackend {
 
   async stop(handle: EngineHandle, graceMs: number): Promise<void> {
     if (handle.kind !== "native") return;
+    const host = await this.hostOf(handle);
     // Ours while the leader is (boot id + start tick), or while members of its group still carry its
-    // launch token (workers that outlived their API server). Never signal a reused pid or group.
-    if (!(await this.isAlive(handle)) && !(await groupHasMembers(handle.pgid, handle.launch_token))) return;
-    const signalGroup = (sig: NodeJS.Signals) => {
-      try {
-        process.kill(-handle.pgid, sig);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
-      }
-    };
+    // launch token (workers that outlived their API server). Re-checked before every signal: never a reused pid or group.
+    const ours = async () =>
+      (await this.isAlive(handle)) || (await groupMembersOn(host, handle.pgid, handle.launch_token)).length > 0;
+    if (!(await ours())) return;
     this.failpoint("native:stop:before");
-    signalGroup("SIGTERM");
+    await signalGroupOn(host, handle.pgid, "TERM");
     const deadline = Date.now() + graceMs;
-    while (
-      Date.now() < deadline &&
-      ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token)))
-    ) {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    if ((await this.isAlive(handle)) || (await groupHasMembers(handle.pgid, handle.launch_token))) {
-      signalGroup("SIGKILL");
+    while (Date.now() < deadline && (await ours())) await new Promise((r) => setTimeout(r, 100));
+    if (await ours()) {
+      await signalGroupOn(host, handle.pgid, "KILL");
       for (let i = 0; i < 50 && (await this.isAlive(handle)); i++) await new Promise((r) => setTimeout(r, 100));
     }
     this.failpoint("native:stop:after");
   }
 
-  /** The engine writes engine.log itself; only its first lines and tail (within the cap) are read. */
-  startupLog(run: PreparedRun): Promise<EngineLog> {
-    return readLogFile(path.join(run.dir, ENGINE_LOG), this.opts.logCapBytes);
+  /**
+   * The engine writes engine.log itself, on its node: only its first lines and tail (within the cap) are
+   * read, and for a remote node copied into the controller's run directory as evidence.
+   */
+  async startupLog(run: PreparedRun, handle?: EngineHandle): Promise<EngineLog> {
+    const node = handle?.kind === "native" ? handle.node : undefined;
+    if (node === undefined || !this.opts.hosts.spec(node)?.ssh)
+      return readNodeLog(null, path.join(run.dir, ENGINE_LOG), this.opts.logCapBytes);
+    const where = runOnNode(this.opts.hosts, node, run);
+    return readNodeLog(where.host, path.posix.join(where.dir, ENGINE_LOG), this.opts.logCapBytes, run.dir);
   }
 
+  /** Every node learned (and the controller's machine): a node that cannot be reached is reported and skipped. */
   async listOwned(): Promise<OwnedEngine[]> {
-    const bootId = await readBootId();
+    const hosts = this.opts.hosts;
+    const known = hosts.all();
+    const scans: HostAccess[] = known.map((k) => k.access);
+    // Engines recorded before nodes were named, or by a command that learned no nodes (down): the local host.
+    if (!known.some((k) => k.access.kind === "local")) scans.push(hosts.local());
     const owned: OwnedEngine[] = [];
-    for (const pid of await listPids()) {
-      const env = await readProcEnviron(pid);
-      if (!env?.NARWHAL_LAUNCH_TOKEN || env.NARWHAL_STATE_DIR !== this.opts.stateDir || !env.NARWHAL_ENGINE) continue;
-      const stat = await readProcStat(pid);
-      if (!stat || stat.state === "Z" || stat.pgid !== pid) continue;
-      const runDir = await fs.readlink(`/proc/${pid}/cwd`).catch(() => undefined);
-      owned.push({
-        ...(runDir ? { run_dir: runDir } : {}),
-        engine: env.NARWHAL_ENGINE,
-        launch_token: env.NARWHAL_LAUNCH_TOKEN,
-        handle: {
-          kind: "native",
-          pid,
-          pgid: pid,
-          boot_id: bootId,
-          start_ticks: stat.startTicks,
-          launch_token: env.NARWHAL_LAUNCH_TOKEN,
-        },
-      });
+    const seen = new Set<string>();
+    for (const host of scans) {
+      let found: OwnedEngine[];
+      try {
+        found = await findOwnedOn(host, this.opts.stateDir, undefined, hosts);
+      } catch (err) {
+        this.opts.log?.warn(`orphan sweep skips node ${host.node}: ${(err as Error).message}`, { node: host.node });
+        continue;
+      }
+      for (const o of found) {
+        const h = o.handle as NativeHandle;
+        const key = `${h.boot_id}:${h.pid}:${h.start_ticks}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        owned.push(o);
+      }
     }
     return owned;
   }
-}
-
-/** Any live (non-zombie) process still in the group that carries this launch token. */
-async function groupHasMembers(pgid: number, token: string): Promise<boolean> {
-  for (const pid of await listPids()) {
-    const stat = await readProcStat(pid);
-    if (
-      stat &&
-      stat.pgid === pgid &&
-      stat.state !== "Z" &&
-      (await readProcEnviron(pid))?.NARWHAL_LAUNCH_TOKEN === token
-    )
-      return true;
-  }
-  return false;
 }

@@ -1,8 +1,9 @@
-// Linux process identity: a PID alone is reused, so a process is "ours" only
-// when its boot id and start tick (field 22 of /proc/<pid>/stat) match what
-// was recorded when it started.
+// Linux process identity on the controller's own machine (the state lock's
+// holder): a PID alone is reused, so a process is the one recorded only when its
+// boot id and start tick (field 22 of /proc/<pid>/stat) match. An engine's
+// process is read on its node instead (native-host.ts).
 import fs from "node:fs/promises";
-import { parseEnviron, parseProcStat, type ProcStat } from "../hosts/proc-parse.js";
+import { parseProcStat, type ProcStat } from "../hosts/proc-parse.js";
 
 export async function readBootId(procRoot = "/proc"): Promise<string> {
   return (await fs.readFile(`${procRoot}/sys/kernel/random/boot_id`, "utf8")).trim();
@@ -16,26 +17,6 @@ export async function readProcStat(pid: number): Promise<ProcStat | null> {
   } catch {
     return null;
   }
-}
-
-/** The environment a process started with (NUL-separated), or null when unreadable. */
-export async function readProcEnviron(pid: number): Promise<Record<string, string> | null> {
-  try {
-    return parseEnviron(await fs.readFile(`/proc/${pid}/environ`, "utf8"));
-  } catch {
-    return null;
-  }
-}
-
-export async function listPids(): Promise<number[]> {
-  const names = await fs.readdir("/proc");
-  return names.filter((n) => /^\d+$/.test(n)).map(Number);
-}
-
-/** True when pid is alive (not a zombie) and has the recorded start tick. */
-export async function isSameProcess(pid: number, startTicks: number): Promise<boolean> {
-  const stat = await readProcStat(pid);
-  return stat !== null && stat.state !== "Z" && stat.startTicks === startTicks;
 }
 
 /** True when some process (perhaps a zombie, perhaps another user's) has this pid. */

@@ -3,13 +3,17 @@
 // engine this state directory started that no record knows (a start cut short
 // by a crash, a lost state file). Records keep their history and run
 // directories as evidence. One engine that cannot be stopped does not stop the rest.
+// Engines on other nodes are reached through the desired state's node records:
+// without them (desired/ missing or invalid) what runs here is stopped and each
+// remote engine fails, naming its node.
 import { StateStore } from "../state/store.js";
 import { acquireStateLock } from "../state/lock.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { EngineHandle } from "../phases/types.js";
 import { ioFailure, NarwhalError } from "../errors.js";
-import { backendsFor } from "./runtime.js";
+import { backendsFor, nodeHostsFor } from "./runtime.js";
+import { validateDesired } from "../desired/load.js";
 import { writeServingFleet } from "../controller/serving-file.js";
 import { World } from "../controller/world.js";
 import { recordContext, stoppedConditions } from "../controller/record.js";
@@ -24,11 +28,18 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     throw ioFailure(err, { step: "state" });
   });
   const result: DownResult = { stopped: [], failed: [] };
+  let closeHosts = async () => {};
   try {
     // Only the lock holder writes narwhal.log: a `down` refused the lock leaves the live controller's log alone.
     log.recordTo(config.stateDir);
     const store = await StateStore.open(config.stateDir);
-    const world = new World(backendsFor(config), log, config.stopGraceMs);
+    const hosts = nodeHostsFor(config);
+    const backends = backendsFor(config, undefined, hosts, log);
+    const desired = await validateDesired(config.desiredDir).catch(() => null);
+    if (desired?.state) for (const b of Object.values(backends)) b.knowHosts?.(desired.state.specs);
+    else log.warn(`desired state ${config.desiredDir} not loaded: engines on other nodes cannot be reached`);
+    closeHosts = () => hosts.close();
+    const world = new World(backends, log, config.stopGraceMs);
     // A router stops sending before anything is stopped.
     await writeServingFleet(config.stateDir, { group_signature: null, engines: [] });
     const stop = async (engine: string, handle: EngineHandle) => {
@@ -66,6 +77,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     // Engines no record knows: everything this state directory still owns now is one.
     for (const { owned } of await world.listOwned(true)) await stop(owned.engine, owned.handle);
   } finally {
+    await closeHosts();
     await lock.release();
   }
   if (result.failed.length) {

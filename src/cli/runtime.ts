@@ -31,7 +31,7 @@ export function controllerFor(config: Config, log: Logger, mode: "once" | "watch
     log,
     app: appIdentity(),
     scriptPath: checkScriptPath(),
-    backends: backendsFor(config, failpoint, hosts),
+    backends: backendsFor(config, failpoint, hosts, log),
     hosts,
     failpoint,
     mode,

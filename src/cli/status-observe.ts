@@ -1,16 +1,19 @@
 // The no-controller check of `narwhal status`: with nobody observing, a record
 // says "captured" long after its engine died. Each recorded process or container
 // is checked once, cheaply, with the identity checks the backends use: a native
-// engine by pid + start ticks + boot id, containers by one labelled list per
-// Docker endpoint under a short deadline. Nothing is changed; the Docker client
-// is loaded only when some record is a container engine.
+// engine by pid + start ticks + boot id on its node (a remote node's record is
+// learned from the desired state, best-effort; a node that does not answer is
+// "unknown"), containers by one labelled list per Docker endpoint under a short
+// deadline. Nothing is changed; the Docker client is loaded only when some
+// record is a container engine.
 import type { Config } from "../config.js";
 import type { EngineHandle } from "../phases/types.js";
 import type { Live } from "./status-view.js";
 import { NativeBackend } from "../backends/native.js";
 import { nodeHostsFor } from "../backends/for-config.js";
-import { processExists, readProcStat } from "../backends/proc.js";
-import { describeFailure } from "../errors.js";
+import { processExists, readBootId, readProcStat } from "../backends/proc.js";
+import { validateDesired } from "../desired/load.js";
+import type { NodeHosts } from "../hosts/node-hosts.js";
 
 /** A status command answers in seconds: an endpoint that does not list in this time is "unknown", not waited on. */
 export const STATUS_DOCKER_DEADLINE_MS = 3_000;
@@ -26,16 +29,20 @@ const GONE_STATES = new Set(["created", "exited", "dead", "removing"]);
 type NativeHandle = Extract<EngineHandle, { kind: "native" }>;
 type ContainerHandle = Extract<EngineHandle, { kind: "container" }>;
 
-async function nativeLive(backend: NativeBackend, h: NativeHandle): Promise<Live> {
+async function nativeLive(backend: NativeBackend, h: NativeHandle, localBoot: string): Promise<Live> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error(), { name: "TimeoutError" })), STATUS_DOCKER_DEADLINE_MS);
+  });
   try {
-    if (await backend.isAlive(h)) return { liveness: "alive", problem: null };
+    if (await Promise.race([backend.isAlive(h), deadline])) return { liveness: "alive", problem: null };
   } catch (err) {
-    // Its node does not answer (or refuses narwhal): not for a status check to call it gone.
-    return { liveness: "unknown", problem: describeFailure(err) };
+    return { liveness: "unknown", problem: `node ${h.node ?? "local"}: ${reason(err)}` };
+  } finally {
+    clearTimeout(timer);
   }
   // /proc mounted with hidepid shows nothing of other users' processes: an existing pid cannot be ruled out.
-  // Only this host's /proc says so: an engine on another node is that node's.
-  if (h.node === undefined && processExists(h.pid) && (await readProcStat(h.pid)) === null) {
+  if (h.boot_id === localBoot && processExists(h.pid) && (await readProcStat(h.pid)) === null) {
     return { liveness: "unknown", problem: `pid ${h.pid} exists but /proc/${h.pid}/stat cannot be read (hidepid?)` };
   }
   return { liveness: "gone", problem: `pid ${h.pid} not running` };
@@ -94,21 +101,54 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
   return handles.map((h) => found.get(h)!);
 }
 
+/**
+ * Learn the nodes from the desired state when some native engine ran on another machine (its boot id is
+ * not this one's): only then is its ssh block needed. Best-effort: without it that engine is "unknown".
+ */
+async function learnRemoteNodes(config: Config, hosts: NodeHosts, natives: NativeHandle[], localBoot: string) {
+  if (!natives.some((h) => h.node !== undefined && h.boot_id !== localBoot)) return;
+  const loaded = await validateDesired(config.desiredDir).catch(() => null);
+  if (loaded?.state) hosts.learn(loaded.state.specs);
+}
+
 /** Check each target once; the answer per engine. */
 export async function probeEngines(config: Config, targets: ProbeTarget[]): Promise<Record<string, Live>> {
   const result: Record<string, Live> = {};
+  const hosts = nodeHostsFor(config);
   const native = new NativeBackend({
     stateDir: config.stateDir,
     hostEnv: config.hostEnv,
     logCapBytes: config.engineLogCapBytes,
-    hosts: nodeHostsFor(config),
+    hosts,
   });
   const natives = targets.flatMap((t) => (t.handle.kind === "native" ? [{ engine: t.engine, handle: t.handle }] : []));
+  const localBoot = await readBootId();
+  try {
+    await learnRemoteNodes(
+      config,
+      hosts,
+      natives.map((t) => t.handle),
+      localBoot,
+    );
+    return await probeAll(config, native, natives, targets, localBoot, result);
+  } finally {
+    await hosts.close();
+  }
+}
+
+async function probeAll(
+  config: Config,
+  native: NativeBackend,
+  natives: Array<{ engine: string; handle: NativeHandle }>,
+  targets: ProbeTarget[],
+  localBoot: string,
+  result: Record<string, Live>,
+): Promise<Record<string, Live>> {
   const containers = targets.flatMap((t) =>
     t.handle.kind === "container" ? [{ engine: t.engine, handle: t.handle }] : [],
   );
   const [nativeResults, containerResults] = await Promise.all([
-    Promise.all(natives.map(async (t) => [t.engine, await nativeLive(native, t.handle)] as const)),
+    Promise.all(natives.map(async (t) => [t.engine, await nativeLive(native, t.handle, localBoot)] as const)),
     containers.length
       ? containerLive(
           config,

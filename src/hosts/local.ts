@@ -1,5 +1,6 @@
 // The controller's own machine as a node: node.js APIs, no shell, /proc read
 // directly. What it parses is shared with SshHost (proc-parse.ts).
+import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
@@ -14,6 +15,7 @@ import {
   type ProcessInfo,
   type RunOptions,
   type RunResult,
+  type SpawnDetachedOptions,
 } from "./types.js";
 
 /** Most stdout a command may print before it is killed: tool output is small, a runaway is not. */
@@ -123,6 +125,36 @@ export class LocalHost implements HostAccess {
     }
   }
 
+  async spawnDetached(argv: string[], opts: SpawnDetachedOptions): Promise<{ pid: number }> {
+    const [cmd, ...args] = argv;
+    if (!cmd) throw new NarwhalError(`node ${this.node}: spawnDetached needs a command`, { retryable: false });
+    const log = await fs.open(opts.logFile, "a", 0o600).catch((err: unknown) => {
+      throw ioFailure(err);
+    });
+    try {
+      // detached: setsid(), so the child leads its own session and process group (what stop signals).
+      const child = spawn(cmd, args, {
+        env: { ...this.baseEnv, ...opts.env },
+        cwd: opts.cwd,
+        detached: true,
+        stdio: ["ignore", log.fd, log.fd],
+      });
+      const pid = await new Promise<number>((resolve, reject) => {
+        child.once("error", reject);
+        child.once("spawn", () => resolve(child.pid!));
+      });
+      child.unref();
+      return { pid };
+    } catch (err) {
+      const cwdStat = await this.stat(opts.cwd);
+      // spawn says ENOENT for a missing cwd too: name the one that is missing.
+      const at = cwdStat?.kind === "dir" ? { path: cmd, syscall: "spawn" } : { path: opts.cwd, syscall: "chdir" };
+      throw ioFailure(Object.assign(err as Error, at));
+    } finally {
+      await log.close();
+    }
+  }
+
   async listProcesses(): Promise<ProcessInfo[]> {
     const pids = (await fs.readdir("/proc")).filter((n) => /^\d+$/.test(n));
     const found = await Promise.all(
@@ -147,6 +179,15 @@ export class LocalHost implements HostAccess {
     }
   }
 
+  async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
+    const found = new Map<number, Record<string, string>>();
+    for (const pid of pids) {
+      const env = await fs.readFile(`/proc/${pid}/environ`, "utf8").then(parseEnviron, () => null);
+      if (env) found.set(pid, pickNames(env, names));
+    }
+    return found;
+  }
+
   async bootId(): Promise<string> {
     return (await this.readFile("/proc/sys/kernel/random/boot_id")).toString("utf8").trim();
   }
@@ -156,6 +197,11 @@ export class LocalHost implements HostAccess {
   }
 
   async close(): Promise<void> {}
+}
+
+/** Only `names` of an environment, those it has. */
+function pickNames(env: Record<string, string>, names: string[]): Record<string, string> {
+  return Object.fromEntries(names.flatMap((n) => (env[n] !== undefined ? [[n, env[n]]] : [])));
 }
 
 function tooLarge(file: string, max: number): NodeJS.ErrnoException {

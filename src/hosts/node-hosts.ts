@@ -16,6 +16,12 @@ export interface NodeHostsOptions {
   stateDir: string;
   /** The environment of local commands and of the ssh client (config.hostEnv). */
   clientEnv: Record<string, string>;
+  /**
+   * This process runs on the engine's node itself (a `narwhal engine` role shell): a node it was not
+   * told about is this machine, reached locally, under its own name. Off for the controller, where a
+   * node it has not learned is an error.
+   */
+  roleShell?: boolean;
 }
 
 interface Known {
@@ -35,6 +41,10 @@ export class NodeHosts {
   private readonly retired: HostAccess[] = [];
   /** ssh:// Docker endpoints no node's ssh block spells, each with its own master (sshForDockerHost). */
   private readonly endpoints = new Map<string, SshHost>();
+  /** The controller's own machine for what names no node (records from before nodes were reached over ssh). */
+  private localAccess: HostAccess | undefined;
+  /** roleShell: the nodes named by plans and handles, each this machine. */
+  private readonly roleShellNodes = new Map<string, HostAccess>();
 
   constructor(private readonly opts: NodeHostsOptions) {}
 
@@ -74,6 +84,11 @@ export class NodeHosts {
   access(node: string | Pick<NodeSpec, "name">): HostAccess {
     const name = typeof node === "string" ? node : node.name;
     const known = this.known.get(name);
+    if (!known && this.opts.roleShell) {
+      const local = this.roleShellNodes.get(name) ?? new LocalHost(name, this.opts.clientEnv);
+      this.roleShellNodes.set(name, local);
+      return local;
+    }
     if (!known)
       throw new NarwhalError(`node ${name} is not in the desired fleet, so narwhal does not know how to reach it`, {
         retryable: false,
@@ -81,6 +96,17 @@ export class NodeHosts {
         fix: `Add node ${name} back to fleet.json (with its ssh block) so narwhal can reach and stop what runs there.`,
       });
     return known.access;
+  }
+
+  /** The controller's own machine, whatever node records say: for handles that name no node. */
+  local(): HostAccess {
+    this.localAccess ??= new LocalHost("local", this.opts.clientEnv);
+    return this.localAccess;
+  }
+
+  /** The node's access, or the local host when no node is named (a handle recorded before nodes had ssh). */
+  accessForHandle(handle: { node?: string }): HostAccess {
+    return handle.node === undefined ? this.local() : this.access(handle.node);
   }
 
   /** Every node learned so far, with its access (orphan sweeps walk them all). */

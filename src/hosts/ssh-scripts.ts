@@ -1,7 +1,8 @@
 // The small POSIX sh scripts SshHost runs on a node for file and process
-// access: builtins and coreutils (head, stat, mkdir, mv, od), one python3
-// one-liner for the process table (one process, not a fork per pid). Each gets
-// its operands as "$1", "$2", never spliced into the script text.
+// access: builtins and coreutils (head, stat, mkdir, mv), util-linux's setsid
+// for a detached start, python3 one-liners for the process table and process
+// environments (one process, not a fork per pid). Each gets its operands as
+// "$1", "$2", never spliced into the script text.
 import { ioFailure } from "../errors.js";
 
 /** First line on stderr of every remote command: the pid of its session (= its process group). */
@@ -9,9 +10,15 @@ export const PID_MARKER = "narwhal-pid:";
 /** A remote command's cwd does not exist. */
 export const NO_CWD_MARKER = "narwhal-no-cwd";
 
-/** Prefix of every script: report the session's pid, then read messages in a locale narwhal parses. */
-export function wrapScript(script: string, exportLine: string, cwdLine: string): string {
-  return `printf '${PID_MARKER}%s\\n' "$$" >&2; ${exportLine}${cwdLine}${script}`;
+/**
+ * Prefix of every script: report the session's pid, then export the `vars` NAME=value lines that
+ * arrive first on stdin (read(1) takes a pipe byte by byte, so the rest stays the command's input).
+ */
+export function wrapScript(script: string, vars: number, cwdLine: string): string {
+  const exports = vars
+    ? `n=${vars}; while [ "$n" -gt 0 ] && IFS= read -r l; do export "$l"; n=$((n-1)); done; unset n l; `
+    : "";
+  return `printf '${PID_MARKER}%s\\n' "$$" >&2; ${exports}${cwdLine}${script}`;
 }
 
 /** $1 file, $2 most bytes + 1: head stops there, so a runaway file never crosses the wire whole. */
@@ -30,8 +37,33 @@ umask 077; mkdir -p -- "$d" || exit 1
 t="$d/.\${f##*/}.narwhal.$$.tmp"; trap 'rm -f -- "$t"' EXIT
 cat > "$t" && chmod "$2" "$t" && sync -- "$t" && mv -f -- "$t" "$f" && trap - EXIT && sync -- "$d"`;
 
-/** $1 pid: its environment as hex bytes (od is POSIX; the NULs and any bytes survive the text channel). */
-export const ENVIRON_HEX = `exec od -An -v -tx1 "/proc/$1/environ"`;
+/** A detached start could not open its log file (stderr line before the shell's own message). */
+export const SPAWN_LOG_MARKER = "narwhal-spawn-log";
+
+/**
+ * $1 log file, $2... the command: started under setsid(1) in the background with stdin /dev/null and
+ * stdout+stderr appended to the log, so the ssh session holds none of its descriptors and ends at once.
+ * A background child of a non-interactive sh is no group leader, so setsid(1) calls setsid() itself,
+ * without forking: $! is the session leader. Printed once it leads its session (or is gone), so the
+ * caller never reads a pid that is still the shell's. Exit 127/126: the command cannot be executed.
+ */
+export const SPAWN_DETACHED = `log=$1; shift
+case $1 in
+  */*) [ -e "$1" ] || { echo "$1: No such file or directory" >&2; exit 127; }
+       [ -f "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied" >&2; exit 126; } ;;
+  *) command -v "$1" >/dev/null 2>&1 || { echo "$1: No such file or directory" >&2; exit 127; } ;;
+esac
+umask 077
+{ : >> "$log"; } 2>/dev/null || { echo ${SPAWN_LOG_MARKER} >&2; : >> "$log"; exit 1; }
+setsid "$@" </dev/null >>"$log" 2>&1 &
+pid=$!; i=0
+while s=$(cat "/proc/$pid/stat" 2>/dev/null); do
+  s=\${s##*) }; set -- $s
+  [ "$4" = "$pid" ] && break
+  i=$((i+1)); [ $i -le 500 ] || break
+  sleep 0.01
+done
+echo "$pid"`;
 
 /** One JSON line per process: [stat text, cmdline text], parsed by the same code as LocalHost's reads. */
 export const LIST_PROCESSES = `exec python3 -c '
@@ -50,10 +82,22 @@ for p in os.listdir("/proc"):
     sys.stdout.write(json.dumps([s, c]) + "\\n")
 '`;
 
-/** od -tx1 output back to bytes. */
-export function fromOdHex(text: string): Buffer {
-  return Buffer.from(text.replace(/\s+/g, ""), "hex");
-}
+/**
+ * $1 comma-separated names, $2... pids: one JSON line [pid, {name: value}] per readable pid, only the
+ * names asked for (the rest of an environment, keys included, never crosses the wire); one process on
+ * the node, not one per pid.
+ */
+export const ENVIRONS = `exec python3 -c '
+import json, sys
+names = set(sys.argv[1].split(","))
+for p in sys.argv[2:]:
+    try:
+        raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
+    except OSError:
+        continue
+    env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
+    sys.stdout.write(json.dumps([int(p), env]) + "\\n")
+' "$@"`;
 
 const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No such file or directory/, "ENOENT"],

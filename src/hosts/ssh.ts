@@ -10,7 +10,7 @@ import fs from "node:fs/promises";
 import type { Duplex } from "node:stream";
 import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
-import { parseCmdline, parseEnviron, parseProcStat } from "./proc-parse.js";
+import { parseCmdline, parseProcStat } from "./proc-parse.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
 import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
@@ -25,12 +25,15 @@ import {
   type ProcessInfo,
   type RunOptions,
   type RunResult,
+  type SpawnDetachedOptions,
 } from "./types.js";
 
 /** The master outlives its last client by this long (ControlPersist). */
 const CONTROL_PERSIST_S = 60;
 /** Ending a timed-out or aborted remote command: the kill itself is bounded too. */
 const REMOTE_KILL_TIMEOUT_MS = 10_000;
+/** A detached start returns once its process leads its session: seconds, not the engine's lifetime. */
+const SPAWN_TIMEOUT_MS = 30_000;
 
 /** A remote script's result with stdout's bytes (readFile is binary). */
 type ScriptResult = RunResult & { bytes: Buffer };
@@ -127,18 +130,26 @@ export class SshHost implements HostAccess {
           fix: "Use names of letters, digits and underscores.",
         },
       );
-    const exports = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env })
-      .map(([k, v]) => `export ${k}=${shQuote(v)}; `)
-      .join("");
+    // Variables travel on stdin ahead of the command's own input, never in the command line: the ssh
+    // client's and the remote shell's argv are readable by every user of either machine (API keys).
+    const vars = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env });
+    const multiline = vars.find(([, v]) => v.includes("\n"));
+    if (multiline)
+      throw new NarwhalError(`node ${this.node}: environment variable ${multiline[0]} holds a newline`, {
+        retryable: false,
+        input: multiline[0],
+        fix: "Pass single-line values to a remote command (container.env values are single-line).",
+      });
+    const envBlock = vars.map(([k, v]) => `${k}=${v}\n`).join("");
     const cwd = opts.cwd
       ? `cd -- ${shQuote(opts.cwd)} 2>/dev/null || { echo ${scripts.NO_CWD_MARKER} >&2; exit 1; }; `
       : "";
-    const remote = `exec /bin/sh -c ${shQuote(scripts.wrapScript(script, exports, cwd))} sh ${shCommand(operands)}`;
+    const remote = `exec /bin/sh -c ${shQuote(scripts.wrapScript(script, vars.length, cwd))} sh ${shCommand(operands)}`;
     await this.ensureMaster();
     let stderrSoFar = "";
     let remotePid: number | undefined;
     const r = await this.ssh([this.opts.destination, "--", remote], {
-      stdin: opts.stdin,
+      stdin: Buffer.concat([Buffer.from(envBlock), Buffer.from(opts.stdin ?? "")]),
       timeoutMs: opts.timeoutMs,
       signal: opts.signal,
       onStderr: (chunk: Buffer) => {
@@ -222,6 +233,34 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
     if (r.code !== 0) throw scripts.remoteIoError(this.node, "open", file, r.stderr);
   }
 
+  async spawnDetached(argv: string[], opts: SpawnDetachedOptions): Promise<{ pid: number }> {
+    const [cmd] = argv;
+    if (!cmd) throw new NarwhalError(`node ${this.node}: spawnDetached needs a command`, { retryable: false });
+    // The engine keeps the node's locale; only the start itself is bounded.
+    const r = await this.script(
+      scripts.SPAWN_DETACHED,
+      [opts.logFile, ...argv],
+      { env: opts.env, cwd: opts.cwd, timeoutMs: SPAWN_TIMEOUT_MS },
+      false,
+    );
+    if (r.code === 127 || r.code === 126)
+      throw scripts.remoteIoError(this.node, "spawn", cmd, r.stderr, r.code === 127 ? "ENOENT" : "EACCES");
+    const logFailed = r.stderr.split("\n").includes(scripts.SPAWN_LOG_MARKER);
+    const pid = Number(r.stdout.trim());
+    if (r.code !== 0 || !Number.isInteger(pid) || pid <= 0)
+      throw logFailed
+        ? scripts.remoteIoError(this.node, "open", opts.logFile, r.stderr)
+        : new NarwhalError(
+            `node ${this.node}: starting ${cmd} detached failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
+            {
+              retryable: r.timedOut,
+              input: `node ${this.node}`,
+              fix: "Check that setsid (util-linux) is installed on the node and that it can start the command.",
+            },
+          );
+    return { pid };
+  }
+
   async listProcesses(): Promise<ProcessInfo[]> {
     const r = await this.script(scripts.LIST_PROCESSES, [], { timeoutMs: 30_000 });
     if (r.code !== 0)
@@ -250,9 +289,35 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   }
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
-    const r = await this.script(scripts.ENVIRON_HEX, [String(pid)]);
-    if (r.code !== 0) return null; // gone, or another user's
-    return parseEnviron(scripts.fromOdHex(r.stdout).toString("utf8"))[name] ?? null;
+    // Only the one variable crosses the wire, not the environment (an engine's holds its key).
+    return (await this.processEnvs([pid], [name])).get(pid)?.[name] ?? null;
+  }
+
+  async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
+    const found = new Map<number, Record<string, string>>();
+    if (!pids.length) return found;
+    const bad = names.find((n) => !isShellName(n));
+    if (bad !== undefined)
+      throw new NarwhalError(`node ${this.node}: ${JSON.stringify(bad)} is no environment variable name`, {
+        retryable: false,
+        input: bad,
+      });
+    const r = await this.script(scripts.ENVIRONS, [names.join(","), ...pids.map(String)], { timeoutMs: 30_000 });
+    if (r.code !== 0)
+      throw new NarwhalError(
+        `node ${this.node}: reading process environments failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
+        {
+          input: `node ${this.node}`,
+          fix: r.code === 127 ? "Install python3 on the node." : "Run the listing by hand on the node to see why.",
+          retryable: r.code !== 127,
+        },
+      );
+    for (const line of r.stdout.split("\n")) {
+      if (!line) continue;
+      const [pid, env] = JSON.parse(line) as [number, Record<string, string>];
+      found.set(pid, env);
+    }
+    return found;
   }
 
   async bootId(): Promise<string> {

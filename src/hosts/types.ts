@@ -53,6 +53,15 @@ export interface Listener {
   port: number;
 }
 
+export interface SpawnDetachedOptions {
+  /** Added to the node's base environment. Names must be shell identifiers. */
+  env?: Record<string, string>;
+  /** Working directory on the node. */
+  cwd: string;
+  /** stdout and stderr are appended to this file on the node (created 0600); stdin is /dev/null. */
+  logFile: string;
+}
+
 export interface HostAccess {
   /** The node record's name, for error messages. */
   readonly node: string;
@@ -67,9 +76,21 @@ export interface HostAccess {
   readDir(path: string): Promise<string[] | null>;
   /** Atomic on the node: a temp file beside it, then rename. Missing parent directories are created 0700. */
   writeFile(path: string, data: string | Buffer, mode: number): Promise<void>;
+  /**
+   * Start argv on the node as the leader of a new session (so of its own process group), detached:
+   * it outlives this call, the controller and the SSH session. Resolves with its pid once it leads
+   * its session. A command that cannot be executed rejects with IoError (syscall "spawn", path argv[0],
+   * ENOENT or EACCES); a cwd or log file that cannot be opened with IoError naming it.
+   */
+  spawnDetached(argv: string[], opts: SpawnDetachedOptions): Promise<{ pid: number }>;
   listProcesses(): Promise<ProcessInfo[]>;
   /** The value of one variable in a process's environment (/proc/PID/environ), e.g. the launch token; null when absent or unreadable. */
   processEnvToken(pid: number, name: string): Promise<string | null>;
+  /**
+   * The named variables of many processes' environments in one call (one round trip over SSH): a pid
+   * maps to those of `names` it has; a pid gone or unreadable is absent from the map.
+   */
+  processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>>;
   /** /proc/sys/kernel/random/boot_id: a recorded pid means nothing across a reboot. */
   bootId(): Promise<string>;
   /** TCP listeners on the node, `ss -Hltn` parsed. */

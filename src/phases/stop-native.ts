@@ -1,12 +1,14 @@
-// stop-native (seed 001): stop the process group a native run started, but
-// only after the recorded boot ID and process start tick prove the PID is
-// still that process. The backend's stop signals the group, waits through the
+// stop-native (seed 001): stop the process group a native run started, on the
+// engine's node, but only after the recorded boot ID and process start tick
+// (read on that node) prove the PID is still that process. The backend's stop signals the group, waits through the
 // group leader's exit and escalates survivors to SIGKILL; native-stop.json
 // records what was stopped.
 import path from "node:path";
 import type { EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { isSameProcess, listPids, readBootId, readProcStat } from "../backends/proc.js";
+import { groupMembersOn, isSameProcessOn } from "../backends/native-host.js";
+import { nativeHostFor } from "../backends/native-owned.js";
+import { NodeHosts } from "../hosts/node-hosts.js";
 import { writeFileExclusive } from "../state/atomic-file.js";
 import { ActionError, refusal } from "./action-error.js";
 import { FRESH_RUN_FIX } from "./checked-run.js";
@@ -32,18 +34,11 @@ export interface NativeStopRecord {
   stopped_at: string;
 }
 
-async function groupMembers(pgid: number): Promise<number[]> {
-  const members: number[] = [];
-  for (const pid of await listPids()) {
-    const stat = await readProcStat(pid);
-    if (stat && stat.pgid === pgid && stat.state !== "Z") members.push(pid);
-  }
-  return members.sort((a, b) => a - b);
-}
-
 export interface StopNativeOptions {
   backend: EngineBackend;
   graceMs: number;
+  /** How to reach the handle's node (the backend's). Absent: this machine (a role shell runs on the engine's node). */
+  hosts?: NodeHosts;
 }
 
 /** Stop the engine `handle` recorded for `run` and write native-stop.json. */
@@ -58,7 +53,11 @@ export async function stopNative(
       engine: run.engine,
       run: run.dir,
     });
-  const bootId = await readBootId();
+  const host = await nativeHostFor(
+    opts.hosts ?? new NodeHosts({ stateDir: "", clientEnv: {}, roleShell: true }),
+    handle,
+  );
+  const bootId = await host.bootId();
   if (handle.boot_id !== bootId) {
     throw refusal(
       action,
@@ -71,7 +70,7 @@ export async function stopNative(
       },
     );
   }
-  if (!(await isSameProcess(handle.pid, handle.start_ticks))) {
+  if (!(await isSameProcessOn(host, handle.pid, handle.start_ticks))) {
     throw refusal(
       action,
       `process ${handle.pid} with start tick ${handle.start_ticks} is not running (it exited, or the PID now belongs to another process); nothing was signalled`,
@@ -84,10 +83,10 @@ export async function stopNative(
     );
   }
   const startedAt = new Date();
-  const before = await groupMembers(handle.pgid);
+  const before = await groupMembersOn(host, handle.pgid);
   await opts.backend.stop(handle, opts.graceMs);
   const elapsed = Date.now() - startedAt.getTime();
-  const survivors = await groupMembers(handle.pgid);
+  const survivors = await groupMembersOn(host, handle.pgid);
   if (survivors.length) {
     throw new ActionError(
       action,

@@ -5,7 +5,8 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { FrameDemux, LogTail, readLogFile } from "../../src/backends/engine-log.js";
+import { FrameDemux, LogTail, readLogFile, readNodeLog } from "../../src/backends/engine-log.js";
+import { LocalHost } from "../../src/hosts/local.js";
 
 const lines = (from: number, to: number) =>
   Array.from({ length: to - from }, (_, i) => `line ${from + i} ${"x".repeat(40)}\n`).join("");
@@ -84,5 +85,33 @@ describe("readLogFile", () => {
     const log = await readLogFile("/nonexistent/engine.log", 1024);
     expect(log.text).toBe("");
     expect(log.problem).toMatch(/\/nonexistent\/engine\.log could not be read: ENOENT/);
+  });
+});
+
+describe("readNodeLog (a log on the engine's node, read through its host access)", () => {
+  it("takes the same head and tail as a local read, and keeps the bounded copy as evidence", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-log-"));
+    const file = path.join(dir, "node", "engine.log");
+    const evidence = path.join(dir, "run");
+    await fs.mkdir(path.dirname(file));
+    await fs.mkdir(evidence);
+    await fs.writeFile(file, lines(0, 100_000));
+    const host = new LocalHost("gpu-a", { PATH: "/usr/bin:/bin" });
+    const log = await readNodeLog(host, file, 32 * 1024, evidence);
+    expect(log.problem).toBeUndefined();
+    expect(log.text).toBe((await readLogFile(file, 32 * 1024)).text);
+    expect(log.where).toBe(path.join(evidence, "engine.log"));
+    expect(await fs.readFile(log.where, "utf8")).toBe(log.text);
+    expect((await fs.stat(log.where)).mode & 0o777).toBe(0o600);
+    await fs.rm(dir, { recursive: true });
+  });
+
+  it("names the node and the file it could not read, and copies nothing", async () => {
+    const evidence = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-log-"));
+    const log = await readNodeLog(new LocalHost("gpu-a", {}), "/nonexistent/engine.log", 1024, evidence);
+    expect(log).toMatchObject({ text: "", where: "/nonexistent/engine.log on node gpu-a" });
+    expect(log.problem).toContain("/nonexistent/engine.log on node gpu-a could not be read");
+    expect(await fs.readdir(evidence)).toEqual([]);
+    await fs.rm(evidence, { recursive: true });
   });
 });

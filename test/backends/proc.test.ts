@@ -3,7 +3,11 @@
 import { readFile } from "node:fs/promises";
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { isSameProcess, parseProcStat, readBootId, readProcEnviron, readProcStat } from "../../src/backends/proc.js";
+import { parseProcStat, readBootId, readProcStat } from "../../src/backends/proc.js";
+import { isSameProcessOn } from "../../src/backends/native-host.js";
+import { LocalHost } from "../../src/hosts/local.js";
+
+const local = new LocalHost("local", {});
 
 /** A /proc/<pid>/stat line: pid, (comm), then fields 3..52 with field 22 = startTicks. */
 function statLine(
@@ -49,26 +53,23 @@ describe("parseProcStat", () => {
   });
 });
 
-describe("isSameProcess", () => {
+describe("isSameProcessOn (the local host)", () => {
   it("is true for this process with its own start ticks, false for a wrong tick", async () => {
     const own = await readProcStat(process.pid);
     expect(own).not.toBeNull();
-    expect(await isSameProcess(process.pid, own!.startTicks)).toBe(true);
-    expect(await isSameProcess(process.pid, own!.startTicks + 1)).toBe(false);
+    expect(await isSameProcessOn(local, process.pid, own!.startTicks)).toBe(true);
+    expect(await isSameProcessOn(local, process.pid, own!.startTicks + 1)).toBe(false);
   });
 
   it("is false for a pid that has exited", async () => {
     const child = spawnSync(process.execPath, ["-e", "0"]);
     expect(await readProcStat(child.pid!)).toBeNull();
-    expect(await isSameProcess(child.pid!, 1)).toBe(false);
+    expect(await isSameProcessOn(local, child.pid!, 1)).toBe(false);
   });
 });
 
-describe("boot id and environ", () => {
-  it("reads the boot id and this process's start environment", async () => {
+describe("boot id", () => {
+  it("reads the boot id", async () => {
     expect(await readBootId()).toMatch(/^[0-9a-f-]{36}$/);
-    const env = await readProcEnviron(process.pid);
-    expect(env).not.toBeNull();
-    expect(env!.PATH).toBe(process.env.PATH);
   });
 });

@@ -89,6 +89,17 @@ describe("status: the no-controller check", () => {
     });
   });
 
+  it("says unknown, naming the node, for a native engine on a node it cannot learn (no desired state)", async () => {
+    const a = await sleeper();
+    const live = await probeEngines(config, [
+      { engine: "here", handle: { ...a.handle, node: "local" } },
+      { engine: "far", handle: { ...a.handle, node: "gpu-far", boot_id: "another-machine" } },
+    ]);
+    // The same boot id as this machine's: the engine ran here, whatever its node is called.
+    expect(live.here).toEqual({ liveness: "alive", problem: null });
+    expect(live.far).toEqual({ liveness: "unknown", problem: expect.stringContaining("node gpu-far") });
+  });
+
   it("answers every container on an endpoint from one labelled list: running, exited, missing, another token", async () => {
     const d = await dockerEndpoint([
       { Id: "c-running", State: "running", Labels: labels("t1") },

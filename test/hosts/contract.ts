@@ -62,6 +62,25 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       expect(r.stdout).toBe(`from stdin\nx 'y' $z|${await fs.realpath(dir).catch(() => dir)}`);
     });
 
+    it("never puts an env value in a command line, on the node or on the controller (API keys travel so)", async () => {
+      const { host, dir } = setup();
+      const secret = `secret-${randomUUID()}`;
+      // Every process's argv while the command runs (for SSH: the client's too, when /proc is shared).
+      const r = await host.run(
+        [
+          "sh",
+          "-c",
+          'printf %s "$NARWHAL_SECRET" > "$1/pattern"; grep -lF -f "$1/pattern" /proc/[0-9]*/cmdline; true',
+          "sh",
+          dir,
+        ],
+        { env: { NARWHAL_SECRET: secret } },
+      );
+      expect(r.code).toBe(0);
+      expect(r.stdout.split("\n").filter((l) => l && !l.startsWith("/proc/self/"))).toEqual([]);
+      expect((await host.readFile(`${dir}/pattern`)).toString()).toBe(secret);
+    });
+
     it("refuses a cwd that does not exist with an IoError naming it", async () => {
       const { host, dir } = setup();
       const missing = `${dir}/missing-cwd`;
@@ -162,10 +181,65 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
         expect(p.startTicks).toBeGreaterThan(0);
         expect(await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")).toBe(token);
         expect(await host.processEnvToken(pid, "NARWHAL_NOT_SET")).toBeNull();
+        // Many at once: only the names asked for, and nothing for a pid that is gone.
+        const gone = 2 ** 22 + 1;
+        const envs = await host.processEnvs([pid, gone], ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"]);
+        expect([...envs]).toEqual([[pid, { NARWHAL_LAUNCH_TOKEN: token }]]);
+        expect(await host.processEnvs([], ["PATH"])).toEqual(new Map());
       } finally {
         await host.run(["kill", String(pid)]);
       }
       expect(await host.processEnvToken(2 ** 22 + 1, "PATH")).toBeNull();
+    });
+
+    it("starts a detached session leader that outlives the call, with env, cwd and its output appended to a log", async () => {
+      const { host, dir } = setup();
+      const token = randomUUID();
+      const log = `${dir}/spawn/engine.log`;
+      await host.writeFile(log, "before\n", 0o600);
+      const { pid } = await host.spawnDetached(
+        ["sh", "-c", 'echo "out $NARWHAL_T $(pwd)"; echo err >&2; exec sleep 300', "ignored-arg0"],
+        { env: { NARWHAL_T: token, NARWHAL_LAUNCH_TOKEN: token }, cwd: dir, logFile: log },
+      );
+      try {
+        // The call has returned (for ssh: its session ended) and the process still runs, leading its own session.
+        expect(await running(host, pid)).toBe(true);
+        const stat = (await host.readFile(`/proc/${pid}/stat`)).toString();
+        const [, , pgrp, session] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        expect({ pgrp: Number(pgrp), session: Number(session) }).toEqual({ pgrp: pid, session: pid });
+        expect(await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")).toBe(token);
+        const real = (await host.run(["readlink", "-f", dir])).stdout.trim();
+        await until("the log to hold both streams", async () =>
+          (await host.readFile(log)).toString().includes("err\n"),
+        );
+        const text = (await host.readFile(log)).toString();
+        expect(text.startsWith("before\n")).toBe(true);
+        expect(text).toContain(`out ${token} ${real}\n`);
+        expect(await host.stat(log)).toMatchObject({ mode: 0o600 });
+      } finally {
+        await host.run(["kill", "--", `-${pid}`]);
+      }
+      await until(`pid ${pid} to end`, async () => !(await running(host, pid)));
+    });
+
+    it("refuses a command that cannot be executed, and a missing cwd, with IoErrors naming them", async () => {
+      const { host, dir } = setup();
+      const missing = `/nonexistent-${randomUUID()}/python3`;
+      const log = `${dir}/spawn-fail.log`;
+      await expect(host.spawnDetached([missing], { cwd: dir, logFile: log })).rejects.toMatchObject({
+        code: "ENOENT",
+        path: missing,
+      });
+      await host.writeFile(`${dir}/not-exec`, "#!/bin/sh\n", 0o600);
+      await expect(host.spawnDetached([`${dir}/not-exec`], { cwd: dir, logFile: log })).rejects.toMatchObject({
+        code: "EACCES",
+        path: `${dir}/not-exec`,
+      });
+      const err: unknown = await host
+        .spawnDetached(["true"], { cwd: `${dir}/no-cwd`, logFile: log })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(IoError);
+      expect(err).toMatchObject({ code: "ENOENT", path: `${dir}/no-cwd` });
     });
 
     it("reads the boot id", async () => {

@@ -2,21 +2,9 @@ import { describe, expect, it } from "vitest";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 import { sshDockerHost } from "../../src/desired/node-host.js";
-import type { NodeSpec } from "../../src/desired/types.js";
+import { nodeRecord } from "./node-fixture.js";
 
-function node(name: string, ssh?: NodeSpec["ssh"]): { node: NodeSpec } {
-  return {
-    node: {
-      name,
-      sysfs_root: "/sys",
-      nvidia_smi: "nvidia-smi",
-      rocminfo: "rocminfo",
-      dev_root: "/",
-      work_dir: "/srv/narwhal/runs",
-      ...(ssh ? { ssh } : {}),
-    },
-  };
-}
+const node = nodeRecord;
 
 describe("NodeHosts", () => {
   const hosts = () => new NodeHosts({ stateDir: "/tmp/nw-state", clientEnv: {} });

@@ -236,6 +236,7 @@ export async function stopNativeAction(ctx: ActionContext, dir: string): Promise
   const record = await stopNative(loaded.run, handle, {
     backend: ctx.backends.native,
     graceMs: ctx.config.stopGraceMs,
+    hosts: ctx.hosts,
   });
   return engineResult(action, loaded.run.dir, {
     engine: loaded.plan.engine,

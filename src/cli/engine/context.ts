@@ -9,10 +9,13 @@ import type { AppIdentity } from "../../phases/plan.js";
 import { INSPECT_SCRIPT } from "../../phases/runtime-inspect.js";
 import { appIdentity, checkScriptPath } from "../../app.js";
 import { backendsFor, configFrom } from "../runtime.js";
+import { NodeHosts } from "../../hosts/node-hosts.js";
 
 export interface ActionContext {
   config: Config;
   backends: Record<EngineSpec["backend"], EngineBackend>;
+  /** The nodes, as a role shell sees them: every node a plan names is this machine. */
+  hosts: NodeHosts;
   signal: AbortSignal;
   app: AppIdentity;
   checkScript: string;
@@ -33,9 +36,12 @@ export async function withActionContext<T>(
   process.once("SIGTERM", onSignal);
   try {
     const checkScript = checkScriptPath();
+    // An engine action runs in the engine's role shell, on its node: the plan's node is this machine.
+    const hosts = new NodeHosts({ stateDir: config.stateDir, clientEnv: config.hostEnv, roleShell: true });
     return await fn({
       config,
-      backends: backendsFor(config),
+      backends: backendsFor(config, undefined, hosts),
+      hosts,
       signal: controller.signal,
       app: appIdentity(),
       checkScript,

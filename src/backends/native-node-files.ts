@@ -1,0 +1,97 @@
+// What a native engine needs on its own node: for a node reached over ssh, the
+// run's plan, its environment file (and key file, if any) and the check script
+// with its input are copied into the run's directory under the node's work_dir,
+// immutable like the controller's run directory (the same bytes again is fine,
+// other bytes are refused). A local node uses the controller's run directory itself.
+import fs from "node:fs/promises";
+import path from "node:path";
+import { createHash } from "node:crypto";
+import { IoError, PhaseError, type Step } from "../errors.js";
+import type { NodeHosts } from "../hosts/node-hosts.js";
+import type { HostAccess } from "../hosts/types.js";
+import { API_KEY_FILE, ENV_FILE, LAUNCH_FILE } from "../phases/prepare.js";
+import type { PreparedRun } from "../phases/types.js";
+
+/** Run-directory files an engine reads on its node, with their modes there. Absent ones are skipped. */
+const RUN_FILES: ReadonlyArray<{ name: string; mode: number }> = [
+  { name: LAUNCH_FILE, mode: 0o400 },
+  { name: ENV_FILE, mode: 0o600 },
+  { name: API_KEY_FILE, mode: 0o400 },
+];
+
+/** Where a run lives for its engine: the node's access and the run directory on that node. */
+export interface RunOnNode {
+  host: HostAccess;
+  /** The run directory on the node: the controller's own for a local node. */
+  dir: string;
+  /** The node is not the controller's machine: files must be copied there. */
+  remote: boolean;
+}
+
+export function runOnNode(hosts: NodeHosts, node: string, run: PreparedRun): RunOnNode {
+  const host = hosts.access(node);
+  return { host, dir: hosts.runDirOnNode(node, run.dir), remote: host.kind !== "local" };
+}
+
+/** Write `data` to `file` on the node unless it is there already with the same bytes; other bytes are refused. */
+async function ensureNodeFile(
+  where: RunOnNode,
+  run: PreparedRun,
+  step: Step,
+  file: string,
+  data: Buffer,
+  mode: number,
+): Promise<void> {
+  const { host } = where;
+  if (await host.stat(file)) {
+    const held = await host.readFile(file, { maxBytes: data.length }).catch((err: unknown) => {
+      if (err instanceof IoError && err.code === "EFBIG") return null; // longer: other bytes
+      throw err;
+    });
+    if (held?.equals(data)) return;
+    throw new PhaseError(run.engine, step, `${file} on node ${host.node} holds other bytes than ${run.dir}`, {
+      retryable: false,
+      input: `${file} (node ${host.node})`,
+      fix: `A run directory is immutable: if nothing of this run runs on node ${host.node}, remove ${where.dir} there and narwhal copies the run again; otherwise stop it first.`,
+    });
+  }
+  await host.writeFile(file, data, mode);
+}
+
+/** Name on the node of a file the controller passes: its own name inside the run directory, else content-addressed. */
+function nodeName(run: PreparedRun, source: string, data: Buffer): string {
+  const base = path.basename(source);
+  if (path.dirname(path.resolve(source)) === path.resolve(run.dir)) return base;
+  // A temporary input (an inspection's) may differ per call under one name: its digest keeps each immutable.
+  const ext = path.extname(base);
+  const digest = createHash("sha256").update(data).digest("hex").slice(0, 12);
+  return `${base.slice(0, base.length - ext.length)}.${digest}${ext}`;
+}
+
+/**
+ * Make the run's files present on its node, plus `extra` controller files (the check script, its input);
+ * returns the paths of the extra files on the node. A local node reads them where they are.
+ */
+export async function stageRun(
+  where: RunOnNode,
+  run: PreparedRun,
+  step: Step,
+  extra: string[] = [],
+): Promise<string[]> {
+  if (!where.remote) return extra;
+  for (const { name, mode } of RUN_FILES) {
+    const data = await fs.readFile(path.join(run.dir, name)).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw err;
+    });
+    if (data) await ensureNodeFile(where, run, step, path.posix.join(where.dir, name), data, mode);
+  }
+  const placed: string[] = [];
+  for (const source of extra) {
+    const data = await fs.readFile(source);
+    const file = path.posix.join(where.dir, nodeName(run, source, data));
+    await ensureNodeFile(where, run, step, file, data, 0o600);
+    placed.push(file);
+  }
+  return placed;
+}

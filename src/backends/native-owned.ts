@@ -1,0 +1,100 @@
+// Which native engines on a node are this controller's: group leaders whose
+// environment carries a launch token, this state directory and this node's name
+// (hosts that share one process table, as test rigs do, never adopt each other's
+// engines), and on which node a recorded handle's process is to be looked for.
+import path from "node:path";
+import type { NodeHosts } from "../hosts/node-hosts.js";
+import type { HostAccess } from "../hosts/types.js";
+import type { EngineHandle } from "../phases/types.js";
+import { runsRoot } from "../state/run-dir.js";
+import type { OwnedEngine } from "./types.js";
+
+type NativeHandle = Extract<EngineHandle, { kind: "native" }>;
+
+/**
+ * Whether a process that says it runs on node `said` (NARWHAL_NODE; null before nodes were named)
+ * belongs to a scan of `host`. The local host of a command that learned no nodes (`hosts` given, the
+ * host unknown to it) takes every engine not named for a known node: it cannot tell them apart.
+ */
+function belongs(host: HostAccess, said: string | null, hosts?: NodeHosts): boolean {
+  if (said === host.node) return true;
+  if (said === null) return host.kind === "local";
+  return !!hosts && host.kind === "local" && !hosts.spec(host.node) && !hosts.spec(said);
+}
+
+/** The controller's run directory a process's cwd on its node stands for (a remote node's dir is under work_dir). */
+async function runDirOf(host: HostAccess, pid: number, stateDir: string, engine: string, hosts?: NodeHosts) {
+  const r = await host.run(["readlink", "--", `/proc/${pid}/cwd`], { timeoutMs: 10_000 }).catch(() => null);
+  const cwd = r?.code === 0 ? r.stdout.trim() : "";
+  if (!cwd) return undefined;
+  const spec = hosts?.spec(host.node);
+  if (host.kind === "local" || !spec) return cwd;
+  const [workDir, engineDir] = [
+    path.posix.dirname(path.posix.dirname(cwd)),
+    path.posix.basename(path.posix.dirname(cwd)),
+  ];
+  return workDir === path.posix.normalize(spec.work_dir) && engineDir === engine
+    ? path.join(runsRoot(stateDir, engine), path.posix.basename(cwd))
+    : undefined;
+}
+
+/**
+ * The engines this state directory owns on one node (only the one with `token` when given). Throws
+ * when the node cannot be reached. `hosts` lets the local host of a command that learned no nodes take
+ * engines named for nodes it does not know.
+ */
+export async function findOwnedOn(
+  host: HostAccess,
+  stateDir: string,
+  token?: string,
+  hosts?: NodeHosts,
+): Promise<OwnedEngine[]> {
+  const bootId = await host.bootId();
+  // The group leader is the process whose pgid is its own pid (started as a session leader).
+  const leaders = (await host.listProcesses()).filter((p) => p.state !== "Z" && p.pgid === p.pid);
+  const envs = await host.processEnvs(
+    leaders.map((p) => p.pid),
+    ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_STATE_DIR", "NARWHAL_ENGINE", "NARWHAL_NODE"],
+  );
+  const owned: OwnedEngine[] = [];
+  for (const p of leaders) {
+    const env = envs.get(p.pid);
+    const launchToken = env?.NARWHAL_LAUNCH_TOKEN;
+    if (!env || !launchToken || (token !== undefined && launchToken !== token)) continue;
+    if (env.NARWHAL_STATE_DIR !== stateDir) continue;
+    const engine = env.NARWHAL_ENGINE;
+    if (token === undefined && !engine) continue;
+    const said = env.NARWHAL_NODE ?? null;
+    if (!belongs(host, said, hosts)) continue;
+    const node = said ?? (hosts?.spec(host.node) || token !== undefined ? host.node : undefined);
+    const runDir = engine ? await runDirOf(host, p.pid, stateDir, engine, hosts) : undefined;
+    owned.push({
+      ...(runDir ? { run_dir: runDir } : {}),
+      engine: engine ?? "?",
+      launch_token: launchToken,
+      handle: {
+        kind: "native",
+        pid: p.pid,
+        pgid: p.pid,
+        boot_id: bootId,
+        start_ticks: p.startTicks,
+        launch_token: launchToken,
+        ...(node !== undefined ? { node } : {}),
+      },
+    });
+  }
+  return owned;
+}
+
+/**
+ * The node a handle's process is looked for on. No node named: the controller's machine (records from
+ * before nodes had ssh). A node this command did not learn (no desired state loaded): the controller's
+ * machine when the handle's boot id is this machine's current one (a random id per boot, so it proves
+ * the process ran here); otherwise the error naming the node and the fix.
+ */
+export async function nativeHostFor(hosts: NodeHosts, handle: NativeHandle): Promise<HostAccess> {
+  if (handle.node === undefined || hosts.spec(handle.node)) return hosts.accessForHandle(handle);
+  const local = hosts.local();
+  if ((await local.bootId()) === handle.boot_id) return local;
+  return hosts.access(handle.node);
+}
