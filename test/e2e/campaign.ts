@@ -18,12 +18,19 @@ export interface KillPoint {
 
 export const killSpec = (p: KillPoint) => `${p.name}@${p.hit}`;
 
-export function reconcileOnce(fleet: SimFleet, env: Record<string, string> = {}): Promise<CliResult> {
+export function reconcileOnce(
+  fleet: Pick<SimFleet, "dir" | "stateDir">,
+  env: Record<string, string> = {},
+): Promise<CliResult> {
   return runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env);
 }
 
 /** Run until the kill point fires; fails the test if it never did (a campaign that kills nothing proves nothing). */
-export async function killAt(fleet: SimFleet, point: KillPoint, env: Record<string, string> = {}): Promise<void> {
+export async function killAt(
+  fleet: Pick<SimFleet, "dir" | "stateDir">,
+  point: KillPoint,
+  env: Record<string, string> = {},
+): Promise<void> {
   const r = await reconcileOnce(fleet, { ...env, NARWHAL_FAILPOINTS: killSpec(point) });
   expect(r.code, `kill point ${killSpec(point)} was never reached:\n${r.stderr.slice(-2000)}`).toBeNull();
 }

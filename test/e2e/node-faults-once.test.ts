@@ -7,7 +7,7 @@
 // The node fault enters where SshHost raises it, at the backend: every backend
 // call about engine-2's engine throws the NodeUnreachable that OpenSSH's
 // "Connection refused" is classified as (src/hosts/ssh-errors.ts). The whole
-// path over a real rig host (its sshd stopped) is test/e2e/node-faults-rig.test.ts.
+// path over a real rig host (its sshd stopped) is test/e2e/two-host-rig.test.ts ("host B unreachable blocks only engine-2").
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";

@@ -4,11 +4,13 @@ import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import net from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { LINK_ALIAS_PREFIX, rigNames, SUBNET_CLAIMS } from "../rig/net.js";
 import { heldByKilledRun } from "../rig/killed-run.js";
 import { createRig, sshArgv, sshRun, type Rig, type RigHost } from "../rig/rig.js";
+import { runCli, status } from "./cli.js";
 
 /** First line a host's listener sends, read by the controller over the bridge. */
 function readGreeting(address: string, port: number): Promise<string> {
@@ -250,7 +252,27 @@ describe("the example rig", () => {
       expect(r.stdout).toContain(`inet ${env["NARWHAL_NODE_2_IP"]}/24`);
       // a fixed subnet is this rig's while it lives: a second one is refused, naming it
       await expect(createRig({ hosts: 1, name: "example" })).rejects.toThrow(/subnet 10\.77\.0\.0\/24 is in use/);
+
+      // the shipped example converges on it, as is: its nodes name the rig's key and known_hosts under rig/
+      await fs.mkdir(path.join(dir, "rig"), { mode: 0o700 });
+      await fs.copyFile(path.join(rig.dir, "id_ed25519"), path.join(dir, "rig/id_ed25519"));
+      await fs.copyFile(path.join(rig.dir, "known_hosts"), path.join(dir, "rig/known_hosts"));
+      await fs.chmod(path.join(dir, "rig/id_ed25519"), 0o600);
+      const state = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "nwex-")), "state");
+      try {
+        const r = await runCli(["reconcile", "--once", "--desired", dir, "--state", state]);
+        expect(r.code, r.stderr).toBe(0);
+        const view = await status(state, dir);
+        expect(view.engines.map((e) => [e.engine, e.phase])).toEqual([
+          ["engine-1", "captured"],
+          ["engine-2", "captured"],
+        ]);
+      } finally {
+        await runCli(["down", "--desired", dir, "--state", state]);
+        await fs.rm(path.dirname(state), { recursive: true, force: true });
+      }
     } finally {
+      await fs.rm(path.join(dir, "rig"), { recursive: true, force: true });
       await rig.teardown();
     }
   });
