@@ -8,6 +8,7 @@
 import http from "node:http";
 import type { Duplex } from "node:stream";
 import { NarwhalError } from "../errors.js";
+import { Slots } from "../hosts/slots.js";
 import type { SshHost } from "../hosts/ssh.js";
 
 /** What runs on the node: the docker CLI relaying stdio to the node's own daemon socket. */
@@ -52,24 +53,11 @@ export function streamAgent(open: () => Promise<Duplex>): http.Agent {
   const agent = new http.Agent({ keepAlive: false });
   // Node's Agent counts a socket only once it exists, so a callback-made one is limited here: a call
   // past the limit waits for a stream to close.
-  let inUse = 0;
-  const waiting: Array<() => void> = [];
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else inUse--;
-  };
-  const slot = (): Promise<void> => {
-    if (inUse < MAX_CONNECTIONS) {
-      inUse++;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => waiting.push(resolve));
-  };
+  const slots = new Slots(MAX_CONNECTIONS);
   const create = (_opts: unknown, done: (err: Error | null, socket?: Duplex) => void): undefined => {
-    slot()
-      .then(open)
-      .then(
+    // Never rejects: both outcomes of the dial go to done, and a slot is released on either.
+    void slots.acquire().then((release) =>
+      open().then(
         (socket) => {
           socket.once("close", release);
           done(null, socket);
@@ -78,7 +66,8 @@ export function streamAgent(open: () => Promise<Duplex>): http.Agent {
           release();
           done(e instanceof Error ? e : new Error(String(e)));
         },
-      );
+      ),
+    );
     return undefined;
   };
   // Node's Agent takes a callback-style createConnection: the socket may come later, or an error instead.

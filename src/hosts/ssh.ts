@@ -11,6 +11,7 @@ import type { Duplex } from "node:stream";
 import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
 import { parseCmdline, parseProcStat } from "./proc-parse.js";
+import { Slots } from "./slots.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
 import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
@@ -35,6 +36,12 @@ const REMOTE_KILL_TIMEOUT_MS = 10_000;
 /** A detached start returns once its process leads its session: seconds, not the engine's lifetime. */
 const SPAWN_TIMEOUT_MS = 30_000;
 
+/**
+ * Sessions open at once on the node's master: under sshd's MaxSessions (10 by default), with room for
+ * the kill of a timed-out command and the master's own check. Docker streams count too.
+ */
+const MAX_SESSIONS = 8;
+
 /** A remote script's result with stdout's bytes (readFile is binary). */
 type ScriptResult = RunResult & { bytes: Buffer };
 
@@ -46,6 +53,8 @@ export class SshHost implements HostAccess {
   private readonly target: SshTarget;
   private readonly controlDir: string;
   private master: Promise<void> | undefined;
+  /** Sessions on the master: past sshd's MaxSessions ssh logs in beside it, and many logins at once are dropped. */
+  private readonly sessions = new Slots(MAX_SESSIONS);
   /** When the master may have exited after its persist time (ms since epoch). */
   private masterFreshUntil = 0;
 
@@ -148,18 +157,20 @@ export class SshHost implements HostAccess {
     await this.ensureMaster();
     let stderrSoFar = "";
     let remotePid: number | undefined;
-    const r = await this.ssh([this.opts.destination, "--", remote], {
-      stdin: Buffer.concat([Buffer.from(envBlock), Buffer.from(opts.stdin ?? "")]),
-      timeoutMs: opts.timeoutMs,
-      signal: opts.signal,
-      onStderr: (chunk: Buffer) => {
-        if (remotePid !== undefined) return;
-        stderrSoFar += chunk.toString("utf8");
-        const m = new RegExp(`^${scripts.PID_MARKER}(\\d+)$`, "m").exec(stderrSoFar);
-        if (m) remotePid = Number(m[1]);
-      },
-      beforeKill: () => this.killRemote(remotePid),
-    });
+    const r = await this.sessions.with(() =>
+      this.ssh([this.opts.destination, "--", remote], {
+        stdin: Buffer.concat([Buffer.from(envBlock), Buffer.from(opts.stdin ?? "")]),
+        timeoutMs: opts.timeoutMs,
+        signal: opts.signal,
+        onStderr: (chunk: Buffer) => {
+          if (remotePid !== undefined) return;
+          stderrSoFar += chunk.toString("utf8");
+          const m = new RegExp(`^${scripts.PID_MARKER}(\\d+)$`, "m").exec(stderrSoFar);
+          if (m) remotePid = Number(m[1]);
+        },
+        beforeKill: () => this.killRemote(remotePid),
+      }),
+    );
     this.touch();
     if (r.aborted) throw new CancelledError(what);
     if (r.overflow) throw outputTooLarge(this.node, operands);
@@ -336,6 +347,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
    */
   async openStream(argv: string[], failure: StreamFailure): Promise<Duplex> {
     await this.ensureMaster();
+    const release = await this.sessions.acquire();
     const child = spawn(
       "ssh",
       [
@@ -347,7 +359,11 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
       { env: this.opts.clientEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] },
     );
     // The master outlives a cleanly ended stream by its persist time, as it does a command.
-    child.once("close", (code) => code === 0 && this.touch());
+    child.once("close", (code) => {
+      release();
+      if (code === 0) this.touch();
+    });
+    child.once("error", release);
     return childStream(child, (r) => sshConnectionError(r, this.target, false) ?? failure(r));
   }
 
@@ -355,6 +371,14 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   async close(): Promise<void> {
     this.master = undefined;
     this.masterFreshUntil = 0;
-    await this.ssh(["-O", "exit", this.opts.destination], { timeoutMs: 10_000 });
+    const r = await this.ssh(["-O", "exit", this.opts.destination], { timeoutMs: 10_000 });
+    if (r.code !== 0) return; // no master was running
+    // The master answers "exit" before it removes its socket and ends: closed means gone, so a
+    // process started next never finds a master on its way out. Bounded: a master that lingers is harmless.
+    for (let i = 0; i < 40; i++) {
+      const check = await this.ssh(["-O", "check", this.opts.destination], { timeoutMs: 5_000 });
+      if (check.code !== 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
   }
 }

@@ -106,6 +106,24 @@ describe("SshHost on a rig host", () => {
     }
   });
 
+  it("runs 24 commands at once on one node, all of them: sessions on its one master stay under sshd's MaxSessions (10)", async () => {
+    const state = await tempDir("nw-hs-many-");
+    const fresh = sshHostFor(a, state);
+    const before = await loginsOn(a);
+    try {
+      // Each holds its session for a while, so all 24 would be open together without the cap; a
+      // session the master is refused makes ssh log in on its own, where sshd's MaxStartups drops some.
+      const results = await Promise.all(
+        Array.from({ length: 24 }, (_, i) => fresh.run(["sh", "-c", `sleep 0.3; echo ${i}`])),
+      );
+      expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: 24 }, (_, i) => `${i}\n`));
+      expect(await loginsOn(a)).toBe(before + 1);
+      expect(await fs.readdir(path.join(state, "ssh"))).toHaveLength(1);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it("ends the master on close", async () => {
     const state = await tempDir("nw-hs-close-");
     const fresh = sshHostFor(a, state);
