@@ -4,7 +4,7 @@
 import type { EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
 import { readVerifiedPlan } from "./plan-binding.js";
-import { PhaseError, type FailureClass } from "../errors.js";
+import { nodeFaultOf, PhaseError, type FailureClass } from "../errors.js";
 import { httpRequest, joinUrl, sleep } from "./http.js";
 import { redactText } from "../log.js";
 
@@ -97,8 +97,10 @@ export async function start(run: PreparedRun, opts: StartOptions): Promise<Engin
   } catch (err) {
     // A start that fails owns what it started: a retry begins from a fresh run, so the engine
     // must not be left holding the GPU and ports. Not on cancellation (controller shutdown):
-    // the next controller adopts the engine by its launch token.
-    if (!opts.signal.aborted && opts.stopOnFailure !== false)
+    // the next controller adopts the engine by its launch token. Nor when the engine's node stopped
+    // answering: the stop could not reach it either, and the retry resumes from this same run (the
+    // launch token finds the engine once the node is back), so a node blip never kills a loading engine.
+    if (!opts.signal.aborted && opts.stopOnFailure !== false && !nodeFaultOf(err))
       await opts.backend.stop(handle, opts.stopGraceMs).catch(() => undefined);
     throw err;
   }

@@ -8,6 +8,7 @@
 // call about engine-2's engine throws the NodeUnreachable that OpenSSH's
 // "Connection refused" is classified as (src/hosts/ssh-errors.ts). The whole
 // path over a real rig host (its sshd stopped) is test/e2e/two-host-rig.test.ts ("host B unreachable blocks only engine-2").
+import fs from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
@@ -27,7 +28,14 @@ const REFUSED = "ssh: connect to host 10.99.0.2 port 22: Connection refused";
 const NODE_B = { node: "node-b", destination: "root@10.99.0.2", port: 22, knownHostsFile: "/k" };
 
 /** Every call of `backend` that names the launch token in `down` throws what SshHost raises for an unreachable node. */
-function unreachableFor(backend: EngineBackend, down: Set<string>): EngineBackend {
+function unreachableFor(
+  backend: EngineBackend,
+  down: Set<string>,
+  /** Launch tokens whose next isAlive fails as an unreachable node (a blip: the node is back at once). */
+  blips: Set<string>,
+  /** Called with each run an engine was started (or found) for: a node may go away right after. */
+  started: (run: { engine: string; launch_token: string }) => void = () => {},
+): EngineBackend {
   const names = (arg: unknown) =>
     !!arg && typeof arg === "object" && down.has(String((arg as { launch_token?: unknown }).launch_token));
   return new Proxy(backend, {
@@ -36,7 +44,14 @@ function unreachableFor(backend: EngineBackend, down: Set<string>): EngineBacken
       if (typeof value !== "function") return value;
       return (...args: unknown[]) => {
         if (args.some(names)) return Promise.reject(classifySshFailure(REFUSED, NODE_B)!);
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (prop === "isAlive" && blips.delete(String((args[0] as { launch_token?: unknown }).launch_token)))
+          return Promise.reject(classifySshFailure(REFUSED, NODE_B)!);
+        const out = (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (prop === "ensureStarted")
+          return (out as Promise<unknown>).then(
+            (h) => (started(args[0] as { engine: string; launch_token: string }), h),
+          );
+        return out;
       };
     },
   });
@@ -45,6 +60,15 @@ function unreachableFor(backend: EngineBackend, down: Set<string>): EngineBacken
 describe("reconcile --once while one engine's node cannot be reached", () => {
   let fleet: SimFleet;
   const down = new Set<string>();
+  const blips = new Set<string>();
+  /** Set by a test: the engine whose node blips once its engine is spawned (still loading). */
+  let blipAfterStartOf: string | null = null;
+  const goneAfterStart = (run: { engine: string; launch_token: string }) => {
+    if (run.engine === blipAfterStartOf) {
+      blips.add(run.launch_token);
+      blipAfterStartOf = null;
+    }
+  };
 
   async function once(): Promise<{ code: number; out: string; lines: string[] }> {
     const config = loadConfig(
@@ -64,7 +88,10 @@ describe("reconcile --once while one engine's node cannot be reached", () => {
       log,
       app: appIdentity(),
       scriptPath: checkScriptPath(),
-      backends: { native: unreachableFor(real.native, down), container: real.container },
+      backends: {
+        native: unreachableFor(real.native, down, blips, (run) => goneAfterStart(run)),
+        container: real.container,
+      },
       hosts,
       mode: "once",
     });
@@ -123,5 +150,20 @@ describe("reconcile --once while one engine's node cannot be reached", () => {
     expect(r.out).not.toContain("NodeReachable=False");
     expect(await nodeReachable("engine-2")).toMatchObject({ status: "True", reason: "Reachable" });
     expect(await pids()).toEqual(before);
+  });
+
+  it("a node that blips while its engine loads does not kill the engine: the start resumes from the same run", async () => {
+    await teardown(fleet.stateDir);
+    fleet = await simFleet({ engines: [{}, { faults: "slow_start=2" }] });
+    blipAfterStartOf = "engine-2";
+    const r = await once();
+    expect(r.code, r.out).toBe(0);
+    expect(blips.size, "the blip never happened").toBe(0);
+    // One engine-2 was ever started: one run directory, its process the one that serves.
+    const runs = await fs.readdir(path.join(fleet.stateDir, "runs", "engine-2"));
+    expect(runs.filter((d) => !d.startsWith("."))).toHaveLength(1);
+    const state = await readState(fleet.stateDir);
+    expect(state.engines["engine-2"]!.phase).toBe("captured");
+    expect((await pids())["engine-2"]).toBe((state.engines["engine-2"]!.handle as { pid: number }).pid);
   });
 });
