@@ -10,8 +10,15 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
-import { PhaseError, type FailureClass } from "../errors.js";
-import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
+import { nodeFaultOf, PhaseError, type FailureClass } from "../errors.js";
+import type {
+  EngineBackend,
+  EngineLog,
+  ListOwnedOptions,
+  OwnedEngine,
+  ProcessDescription,
+  RuntimeCheckOutput,
+} from "./types.js";
 import { containerLogSaved, copyContainerLog } from "./container-log.js";
 import { DockerCalls } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
@@ -217,13 +224,23 @@ export class ContainerBackend implements EngineBackend {
     );
   }
 
-  async listOwned(opts: { startup?: boolean } = {}): Promise<OwnedEngine[]> {
+  async listOwned(opts: ListOwnedOptions = {}): Promise<OwnedEngine[]> {
     const owned: OwnedEngine[] = [];
     // An explicitly configured endpoint is always searched, also by a command that loads no desired
     // state (down): a container kept for its log after its record dropped it is found there.
     if (this.opts.docker.host) this.client();
     for (const [host, docker] of this.clients) {
-      for (const c of await docker.list([`${LABEL.state}=${this.opts.stateDir}`])) {
+      let listed: Awaited<ReturnType<DockerCalls["list"]>>;
+      try {
+        listed = await docker.list([`${LABEL.state}=${this.opts.stateDir}`]);
+      } catch (err) {
+        // One node that cannot be reached hides only its own containers, when the caller can say so.
+        const fault = nodeFaultOf(err);
+        if (!fault || !opts.unlisted) throw err;
+        opts.unlisted(fault);
+        continue;
+      }
+      for (const c of listed) {
         const purpose = c.labels[LABEL.purpose];
         // A check container left by a killed controller: at startup every one is (no check runs yet), later only past its deadline.
         const staleCheck =

@@ -11,8 +11,15 @@ import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { parseEnvFile } from "../phases/plan.js";
 import { ENV_FILE } from "../phases/prepare.js";
-import { IoError, PhaseError } from "../errors.js";
-import type { EngineBackend, EngineLog, OwnedEngine, ProcessDescription, RuntimeCheckOutput } from "./types.js";
+import { IoError, nodeFaultOf, PhaseError } from "../errors.js";
+import type {
+  EngineBackend,
+  EngineLog,
+  ListOwnedOptions,
+  OwnedEngine,
+  ProcessDescription,
+  RuntimeCheckOutput,
+} from "./types.js";
 import { ENGINE_LOG, readNodeLog } from "./engine-log.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
@@ -246,7 +253,7 @@ export class NativeBackend implements EngineBackend {
   }
 
   /** Every node learned (and the controller's machine): a node that cannot be reached is reported and skipped. */
-  async listOwned(): Promise<OwnedEngine[]> {
+  async listOwned(opts: ListOwnedOptions = {}): Promise<OwnedEngine[]> {
     const hosts = this.opts.hosts;
     const known = hosts.all();
     const scans: HostAccess[] = known.map((k) => k.access);
@@ -259,7 +266,10 @@ export class NativeBackend implements EngineBackend {
       try {
         found = await findOwnedOn(host, this.opts.stateDir, undefined, hosts);
       } catch (err) {
-        this.opts.log?.warn(`orphan sweep skips node ${host.node}: ${(err as Error).message}`, { node: host.node });
+        const fault = nodeFaultOf(err);
+        if (fault && opts.unlisted) opts.unlisted(fault);
+        else
+          this.opts.log?.warn(`orphan sweep skips node ${host.node}: ${(err as Error).message}`, { node: host.node });
         continue;
       }
       for (const o of found) {

@@ -5,6 +5,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import type { EngineLog } from "./engine-log.js";
+import type { NodeFault } from "../errors.js";
 
 export type { EngineLog } from "./engine-log.js";
 
@@ -16,6 +17,15 @@ export interface RuntimeCheckOutput {
   stderr: string;
   /** Set when the inspection was cut off by a deadline: which one, and the variable that sets it (the output is partial). */
   deadline?: { message: string; input: string };
+}
+
+export interface ListOwnedOptions {
+  startup?: boolean;
+  /**
+   * A node (or its Docker endpoint) that could not be listed for a node fault (unreachable, host key,
+   * auth): given, the others are listed still and the node is told here; absent, the fault is thrown.
+   */
+  unlisted?(fault: NodeFault): void;
 }
 
 export interface OwnedEngine {
@@ -76,7 +86,7 @@ export interface EngineBackend {
    * Every engine this state directory owns, plus leftovers of its temporary inspections: all of
    * them when `startup` (the lock holder has started none yet), else only those past their deadline.
    */
-  listOwned(opts?: { startup?: boolean }): Promise<OwnedEngine[]>;
+  listOwned(opts?: ListOwnedOptions): Promise<OwnedEngine[]>;
   /** Learn the endpoints the desired engines use (the container backend lists orphans on each). */
   knowHosts?(specs: EngineSpec[]): void;
 }

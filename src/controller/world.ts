@@ -121,17 +121,19 @@ export class World {
     const all: Owned = [];
     this.unlisted = new Map();
     for (const backend of new Set(Object.values(this.backends))) {
+      const unlisted = (fault: NodeFault) => {
+        this.unlisted.set(fault.node, fault);
+        this.log.warn(
+          `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept, adopted or created on a guess until it answers`,
+        );
+      };
       try {
-        for (const owned of await backend.listOwned({ startup })) all.push({ backend, owned });
+        for (const owned of await backend.listOwned({ startup, unlisted })) all.push({ backend, owned });
       } catch (err) {
         // Nothing it runs is listed, so nothing of it is swept as an orphan or taken for gone.
         const fault = nodeFaultOf(err);
-        if (fault) this.unlisted.set(fault.node, fault);
-        this.log.warn(
-          fault
-            ? `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept, adopted or created on a guess until it answers`
-            : `cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`,
-        );
+        if (fault) unlisted(fault);
+        else this.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
       }
     }
     return all;

@@ -17,7 +17,7 @@ import { loadConfig } from "../../src/config.js";
 import { nodeSpec } from "../../src/desired/spec.js";
 import { sshDockerHost } from "../../src/desired/node-host.js";
 import type { EngineSpec } from "../../src/desired/types.js";
-import { HostKeyRejected, NodeUnreachable } from "../../src/errors.js";
+import { HostKeyRejected, NodeUnreachable, type NodeFault } from "../../src/errors.js";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
 import { buildLaunchPlan, type LaunchPlan } from "../../src/phases/plan.js";
 import type { EngineHandle, PreparedRun } from "../../src/phases/types.js";
@@ -176,6 +176,10 @@ describe("container engines on nodes reached over ssh", () => {
     expect((refused as HostKeyRejected).message).toContain(a.ssh.known_hosts_file);
     // Listing owned engines meets the same refusal rather than reporting node A empty.
     await expect(backend.listOwned()).rejects.toBeInstanceOf(HostKeyRejected);
+    // A caller that can tell an unlisted node is told node A by its fault; node B is listed still.
+    const unlisted: NodeFault[] = [];
+    await expect(backend.listOwned({ unlisted: (f) => unlisted.push(f) })).resolves.toBeInstanceOf(Array);
+    expect(unlisted).toEqual([expect.objectContaining({ node: a.name, reason: "host-key" })]);
   });
 });
 

@@ -13,7 +13,7 @@ import { readPlan } from "../../src/phases/prepare.js";
 import type { LaunchPlan } from "../../src/phases/plan.js";
 import type { EngineHandle, PreparedRun } from "../../src/phases/types.js";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
-import { PhaseError } from "../../src/errors.js";
+import { PhaseError, type NodeFault } from "../../src/errors.js";
 import { loadDesired } from "../../src/desired/load.js";
 import { checkScriptPath } from "../../src/app.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
@@ -196,6 +196,12 @@ describe("native backend on a node reached over ssh", () => {
       const owned = await logged.listOwned();
       expect(owned.filter((o) => o.launch_token === run.launch_token).map((o) => o.handle)).toEqual([handle]);
       expect(warnings).toEqual([expect.stringContaining(`orphan sweep skips node ${b.name}`)]);
+      // A caller that can tell an unlisted node (the controller's World) is told it, by its node fault.
+      const unlisted: NodeFault[] = [];
+      const again = await logged.listOwned({ unlisted: (f) => unlisted.push(f) });
+      expect(again.filter((o) => o.launch_token === run.launch_token).map((o) => o.handle)).toEqual([handle]);
+      expect(unlisted).toEqual([expect.objectContaining({ node: b.name, reason: "unreachable" })]);
+      expect(warnings).toHaveLength(1);
     } finally {
       await b.startSshd();
     }
