@@ -5,7 +5,7 @@
 import type { Config } from "../config.js";
 import type { DesiredState } from "../desired/types.js";
 import type { Logger } from "../log.js";
-import { backendsFor } from "../backends/for-config.js";
+import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { readState } from "../state/store.js";
 import { knownFromRecords, observe } from "./observe.js";
 import { readServingFleet } from "./serving-file.js";
@@ -13,17 +13,23 @@ import type { Observed } from "./plan-types.js";
 import { World } from "./world.js";
 
 export async function observeStandalone(config: Config, log: Logger, desired: DesiredState): Promise<Observed> {
-  const backends = backendsFor(config);
+  const hosts = nodeHostsFor(config);
+  const backends = backendsFor(config, undefined, hosts);
   for (const backend of Object.values(backends)) backend.knowHosts?.(desired.specs);
   const world = new World(backends, log, config.stopGraceMs);
-  const state = await readState(config.stateDir);
-  const owned = await world.listOwned(false);
-  return observe(world, knownFromRecords(Object.values(state.engines)), [], {
-    probe: true,
-    key: false,
-    health: false,
-    owned,
-    secrets: desired.secrets,
-    serving: await readServingFleet(config.stateDir),
-  });
+  try {
+    const state = await readState(config.stateDir);
+    const owned = await world.listOwned(false);
+    return await observe(world, knownFromRecords(Object.values(state.engines)), [], {
+      probe: true,
+      key: false,
+      health: false,
+      owned,
+      secrets: desired.secrets,
+      serving: await readServingFleet(config.stateDir),
+    });
+  } finally {
+    // No SSH master outlives the command (ControlPersist would keep one per node for a minute).
+    await hosts.close();
+  }
 }

@@ -34,10 +34,10 @@ export async function withActionContext<T>(
   const onSignal = (sig: NodeJS.Signals) => controller.abort(new Error(`interrupted by ${sig}`));
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
+  // An engine action runs in the engine's role shell, on its node: the plan's node is this machine.
+  const hosts = new NodeHosts({ stateDir: config.stateDir, clientEnv: config.hostEnv, roleShell: true });
   try {
     const checkScript = checkScriptPath();
-    // An engine action runs in the engine's role shell, on its node: the plan's node is this machine.
-    const hosts = new NodeHosts({ stateDir: config.stateDir, clientEnv: config.hostEnv, roleShell: true });
     return await fn({
       config,
       backends: backendsFor(config, undefined, hosts),
@@ -51,5 +51,6 @@ export async function withActionContext<T>(
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+    await hosts.close();
   }
 }
