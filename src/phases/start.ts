@@ -64,9 +64,11 @@ export function diagnoseStartupLog(log: string): { cause: string; input?: string
       failure: "terminal",
     };
   }
-  if (/out of memory|CUDA error|HIP error/i.test(log)) {
+  const accelerator = /^.*(?:out of memory|CUDA error|HIP error).*$/im.exec(log);
+  if (accelerator) {
     return {
-      cause: "the engine failed on its accelerator",
+      // The line itself: the log's tail may not hold it (stdout and stderr interleave, later lines follow).
+      cause: `the engine failed on its accelerator (${accelerator[0].trim().slice(0, 300)})`,
       input: "gpu_ids / gpu-memory-utilization",
       fix: "Trace the failure to a device, model, memory, library, or transport input before creating another plan.",
       failure: "retry",
