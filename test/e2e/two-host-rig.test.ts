@@ -83,6 +83,8 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
       ["engine-1", "captured"],
       ["engine-2", "captured"],
     ]);
+    // With no controller running, status checks each engine on its own node, over ssh.
+    expect(view.engines.map((e) => e.live?.liveness)).toEqual(["alive", "alive"]);
   });
 
   it("a second reconcile --once starts nothing: the engines are found on their nodes", async () => {
