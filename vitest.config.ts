@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 // Unit tests live beside their fixtures under test/ (fast, no processes);
 // e2e tests under test/e2e start real simulator processes and run serially
 // because they bind real ports and share the machine's two cores.
-// Tests on the multi-host rig (test/rig): network-namespace hosts, run alone and last.
+// Tests on the multi-host rig (test/rig): network-namespace hosts, their own project (npm test runs it after docker).
 const RIG_FILES = [
   "test/e2e/rig.test.ts",
   "test/e2e/hosts-ssh.test.ts",
@@ -35,9 +35,9 @@ export default defineConfig({
         },
       },
       {
-        // Network-namespace hosts with their own sshd (test/rig): run alone, after every other
-        // project (npm test), so that creating and sweeping namespaces and bridges never overlaps
-        // the engines other projects run.
+        // Network-namespace hosts with their own sshd (test/rig). npm test runs it after the docker
+        // project, beside the e2e lane: its engines live in the rig's own namespaces and subnets, and
+        // its sweep touches only what a dead rig creator left (test/rig/README.md).
         test: {
           name: "rig",
           include: RIG_FILES,
