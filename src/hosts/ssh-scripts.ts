@@ -3,7 +3,10 @@
 // for a detached start, python3 one-liners for the process table and process
 // environments (one process, not a fork per pid). Each gets its operands as
 // "$1", "$2", never spliced into the script text.
-import { ioFailure } from "../errors.js";
+import { ioFailure, NarwhalError } from "../errors.js";
+import { parseCmdline, parseProcStat } from "./proc-parse.js";
+import { isShellName } from "./ssh-quote.js";
+import type { ProcessInfo } from "./types.js";
 
 /** First line on stderr of every remote command: the pid of its session (= its process group). */
 export const PID_MARKER = "narwhal-pid:";
@@ -120,4 +123,58 @@ export function remoteIoError(node: string, syscall: string, file: string, stder
     path: file,
   });
   return ioFailure(err, { fix: `Check ${file} on node ${node}.` });
+}
+
+/** A python3 script of narwhal's that failed on the node: 127 is no python3 there (final), anything else worth a retry. */
+export function pythonScriptFailure(
+  node: string,
+  what: string,
+  r: { code: number | null; signal: string | null; stderr: string },
+): NarwhalError {
+  return new NarwhalError(`node ${node}: ${what} failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`, {
+    input: `node ${node}`,
+    fix: r.code === 127 ? "Install python3 on the node." : `Run the script by hand on node ${node} to see why.`,
+    retryable: r.code !== 127,
+  });
+}
+
+/** LIST_PROCESSES' output: one JSON [stat, cmdline] per line, parsed as LocalHost parses /proc. */
+export function parseProcessLines(stdout: string): ProcessInfo[] {
+  const found: ProcessInfo[] = [];
+  for (const line of stdout.split("\n")) {
+    if (!line) continue;
+    const [statText, cmdline] = JSON.parse(line) as [string, string];
+    const stat = parseProcStat(statText);
+    found.push({
+      pid: stat.pid,
+      pgid: stat.pgid,
+      startTicks: stat.startTicks,
+      state: stat.state,
+      cmdline: parseCmdline(cmdline),
+    });
+  }
+  return found;
+}
+
+/** The variables of a remote command as the lines its wrapper reads from stdin; names and values checked. */
+export function remoteEnv(
+  node: string,
+  env: Record<string, string>,
+): { vars: Array<[string, string]>; envBlock: string } {
+  const bad = Object.keys(env).find((k) => !isShellName(k));
+  if (bad !== undefined)
+    throw new NarwhalError(`node ${node}: environment variable name ${JSON.stringify(bad)} cannot be passed over SSH`, {
+      retryable: false,
+      input: bad,
+      fix: "Use names of letters, digits and underscores.",
+    });
+  const vars = Object.entries(env);
+  const multiline = vars.find(([, v]) => v.includes("\n"));
+  if (multiline)
+    throw new NarwhalError(`node ${node}: environment variable ${multiline[0]} holds a newline`, {
+      retryable: false,
+      input: multiline[0],
+      fix: "Pass single-line values to a remote command (container.env values are single-line).",
+    });
+  return { vars, envBlock: vars.map(([k, v]) => `${k}=${v}\n`).join("") };
 }

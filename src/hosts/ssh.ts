@@ -10,7 +10,6 @@ import fs from "node:fs/promises";
 import type { Duplex } from "node:stream";
 import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
-import { parseCmdline, parseProcStat } from "./proc-parse.js";
 import { Slots } from "./slots.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
@@ -128,28 +127,9 @@ export class SshHost implements HostAccess {
   ): Promise<ScriptResult> {
     const what = `${operands[0] ?? script.split(" ")[0]} on node ${this.node}`;
     if (opts.signal?.aborted) throw new CancelledError(what);
-    const env = opts.env ?? {};
-    const bad = Object.keys(env).find((k) => !isShellName(k));
-    if (bad !== undefined)
-      throw new NarwhalError(
-        `node ${this.node}: environment variable name ${JSON.stringify(bad)} cannot be passed over SSH`,
-        {
-          retryable: false,
-          input: bad,
-          fix: "Use names of letters, digits and underscores.",
-        },
-      );
     // Variables travel on stdin ahead of the command's own input, never in the command line: the ssh
     // client's and the remote shell's argv are readable by every user of either machine (API keys).
-    const vars = Object.entries({ ...(cLocale ? { LC_ALL: "C" } : {}), ...env });
-    const multiline = vars.find(([, v]) => v.includes("\n"));
-    if (multiline)
-      throw new NarwhalError(`node ${this.node}: environment variable ${multiline[0]} holds a newline`, {
-        retryable: false,
-        input: multiline[0],
-        fix: "Pass single-line values to a remote command (container.env values are single-line).",
-      });
-    const envBlock = vars.map(([k, v]) => `${k}=${v}\n`).join("");
+    const { vars, envBlock } = scripts.remoteEnv(this.node, { ...(cLocale ? { LC_ALL: "C" } : {}), ...opts.env });
     const cwd = opts.cwd
       ? `cd -- ${shQuote(opts.cwd)} 2>/dev/null || { echo ${scripts.NO_CWD_MARKER} >&2; exit 1; }; `
       : "";
@@ -274,29 +254,8 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
 
   async listProcesses(): Promise<ProcessInfo[]> {
     const r = await this.script(scripts.LIST_PROCESSES, [], { timeoutMs: 30_000 });
-    if (r.code !== 0)
-      throw new NarwhalError(
-        `node ${this.node}: listing processes failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
-        {
-          input: `node ${this.node}`,
-          fix: r.code === 127 ? "Install python3 on the node." : "Run the listing by hand on the node to see why.",
-          retryable: r.code !== 127,
-        },
-      );
-    const found: ProcessInfo[] = [];
-    for (const line of r.stdout.split("\n")) {
-      if (!line) continue;
-      const [statText, cmdline] = JSON.parse(line) as [string, string];
-      const stat = parseProcStat(statText);
-      found.push({
-        pid: stat.pid,
-        pgid: stat.pgid,
-        startTicks: stat.startTicks,
-        state: stat.state,
-        cmdline: parseCmdline(cmdline),
-      });
-    }
-    return found;
+    if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "listing processes", r);
+    return scripts.parseProcessLines(r.stdout);
   }
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
@@ -314,15 +273,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
         input: bad,
       });
     const r = await this.script(scripts.ENVIRONS, [names.join(","), ...pids.map(String)], { timeoutMs: 30_000 });
-    if (r.code !== 0)
-      throw new NarwhalError(
-        `node ${this.node}: reading process environments failed (exit ${r.code ?? r.signal}): ${r.stderr.trim()}`,
-        {
-          input: `node ${this.node}`,
-          fix: r.code === 127 ? "Install python3 on the node." : "Run the listing by hand on the node to see why.",
-          retryable: r.code !== 127,
-        },
-      );
+    if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "reading process environments", r);
     for (const line of r.stdout.split("\n")) {
       if (!line) continue;
       const [pid, env] = JSON.parse(line) as [number, Record<string, string>];
