@@ -12,6 +12,7 @@ Exits non-zero on the first failed expectation.
 import json
 import os
 import re
+import socket
 import sys
 import time
 
@@ -117,8 +118,10 @@ def happy_path(reference):
            "decode observed one transfer, no failure")
     expect(pd == dict.fromkeys(pd, 0.0), "prefill metrics unchanged by the pull (its prompt was counted local)")
     expect(snapshot(p)["local"] == tokens, "prefill counted its prompt as local_compute")
-    log = d.output()
-    expect(f"NIXL compatibility check passed (hash: " in log, "decode logs vLLM's compatibility line")
+    with socket.create_connection(("127.0.0.1", p.side), timeout=2) as sock:
+        advertised = json.loads(sock.makefile().readline())["compatibility_hash"]
+    expect(f"NIXL compatibility check passed (hash: {advertised})" in d.output(),
+           "decode logs vLLM's compatibility line with the prefill's hash")
     status, _ = complete(d, 12, prefill(p))
     expect(status == 200 and d.output().count("NIXL compatibility check passed") == 1,
            "the handshake is cached per remote engine")
