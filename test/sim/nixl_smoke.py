@@ -168,6 +168,10 @@ def fault_tests(p, d, reference, tokens):
     status, body, after = measured(c, prefill(p))
     expect(status == 200 and body["choices"][0]["text"] != reference and after["external"] == tokens
            and after["xfers"] == 1 and after["failed"] == 0, "corrupted blocks: HTTP 200, wrong text, no failure")
+    sender = start("kv_producer", faults="kv_corrupt_blocks")
+    status, body, after = measured(d, prefill(sender))
+    expect(status == 200 and body["choices"][0]["text"] != reference and after["external"] == tokens
+           and after["failed"] == 0, "blocks corrupted by the prefill: the same, seen from a healthy decode")
 
 
 def restart_tests(reference):
