@@ -50,8 +50,9 @@ def expect(cond, what):
 
 
 class Engine:
-    def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, serve=False, **environ):
-        self.port, self.side = free_port(), free_port()
+    def __init__(self, model="tiny-llama", extra=(), tp=2, nixl=True, serve=False, port=None, side=None, **environ):
+        # port/side: reuse an earlier engine's addresses (a restart in place); fresh free ports otherwise.
+        self.port, self.side = port or free_port(), side or free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="sim-", suffix=".log", delete=False)
         logs.append(self.log.name)
         # serve: the `vllm serve MODEL` form (the CLI's serve subcommand, model as the positional tag).
@@ -294,15 +295,20 @@ def check_tests():
     expect(proc.returncode == 2 and proc.stdout.splitlines()[-1].startswith("NARWHAL_CHECK_RESULT "), "bad input -> 2")
 
 
+def cleanup():
+    """Kill what is still running (each by its own Popen) and remove the engine logs."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for name in logs:
+        os.unlink(name)
+
+
 if __name__ == "__main__":
     try:
         server_tests()
         check_tests()
         print("smoke: all passed")
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        for name in logs:
-            os.unlink(name)
+        cleanup()

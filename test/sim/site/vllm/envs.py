@@ -28,6 +28,7 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_LOGGING_LEVEL": lambda: os.getenv("VLLM_LOGGING_LEVEL", "INFO").upper(),
     "VLLM_NIXL_SIDE_CHANNEL_HOST": lambda: os.getenv("VLLM_NIXL_SIDE_CHANNEL_HOST", "localhost"),
     "VLLM_NIXL_SIDE_CHANNEL_PORT": lambda: int(os.getenv("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")),
+    "VLLM_NIXL_ABORT_REQUEST_TIMEOUT": lambda: int(os.getenv("VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "480")),
     "VLLM_KV_CACHE_LAYOUT": _choice("VLLM_KV_CACHE_LAYOUT", None, ("NHD", "HND")),
     "VLLM_SSM_CONV_STATE_LAYOUT": _choice("VLLM_SSM_CONV_STATE_LAYOUT", None, ("SD", "DS")),
 }

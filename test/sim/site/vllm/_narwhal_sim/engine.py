@@ -2,7 +2,6 @@
 claim the HTTP port, resolve model and tokenizer, start workers (per TP rank),
 create the KV connector and its NIXL side channel, size the KV cache, then
 listen. Exit 1 on a failed start, 0 on SIGTERM/SIGINT."""
-import json
 import os
 import signal
 import socket
@@ -15,6 +14,7 @@ import uuid
 import narwhal_sim_faults as faults
 from vllm import version
 from vllm._narwhal_sim import model as model_mod
+from vllm._narwhal_sim.kv_transfer import KVTransfer, compatibility_hash
 from vllm._narwhal_sim.metrics import Metrics
 from vllm._narwhal_sim.model import StartupError
 from vllm._narwhal_sim.server import State, create_server, is_ipv6, make_handler
@@ -80,21 +80,6 @@ def _bind_side_channel(host, port):
     return sock
 
 
-def _serve_side_channel(sock, metadata):
-    """Answer every connection with the engine's handshake metadata (JSON line, not ZMQ/msgpack)."""
-    payload = (json.dumps(metadata) + "\n").encode()
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except OSError:
-            return
-        with conn:
-            try:
-                conn.sendall(payload)
-            except OSError:
-                pass
-
-
 def run(args):
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -134,6 +119,9 @@ def run(args):
                   missing_metrics=faults.values("missing_metric"),
                   access_log=not args.disable_uvicorn_access_log,
                   metrics=Metrics(served[0], layout, facts, args, nixl))
+    if nixl:
+        nixl.metrics, nixl.block_bytes = state.metrics, state.block_bytes
+        threading.Thread(target=nixl.sweep_forever, args=(stop,), daemon=True).start()
     if faults.has("ignore_api_key"):
         # An engine that does not enforce its key: at once, or after S seconds of enforcing it.
         after = faults.value("ignore_api_key")
@@ -285,10 +273,21 @@ def _connector(kv, facts, args, tp):
     side = _bind_side_channel(host, port)
     emit("INFO", "Starting listening on path: tcp://%s:%d", f"[{host}]" if is_ipv6(host) else host, port,
          prefix="EngineCore_DP0", where="nixl_connector.py:737")
+    # vLLM's compute_nixl_compatibility_hash factors; the sim resolves every attention backend to FLASH_ATTN
+    # (kv_handshake_refuse=B resolves it to B instead: an engine whose pairs fail the handshake).
+    backend = faults.value("kv_handshake_refuse", "FLASHINFER") if faults.has("kv_handshake_refuse") else "FLASH_ATTN"
+    factors = {"vllm_version": version.__version__, "nixl_connector_version": NIXL_CONNECTOR_VERSION,
+               "model": args.model, "dtype": facts["dtype"], "num_kv_heads": facts["kv_heads"],
+               "head_size": facts["head_dim"], "num_hidden_layers": facts["layers"], "attn_backend_name": backend,
+               "cache_dtype": facts["cache_dtype"], "cross_layers_blocks": False,
+               "is_hma_enabled": not args.disable_hybrid_kv_cache_manager}
     meta = {"engine_id": kv.engine_id, "vllm_version": version.__version__, "connector_version": NIXL_CONNECTOR_VERSION,
             "model": args.model, "dtype": facts["dtype"], "num_kv_heads": facts["kv_heads"],
-            "head_size": facts["head_dim"], "num_layers": facts["layers"], "attn_backend": "FLASH_ATTN",
+            "head_size": facts["head_dim"], "num_layers": facts["layers"], "attn_backend": backend,
             "cache_dtype": facts["cache_dtype"], "block_size": facts["block_size"], "tp_size": tp,
-            "kv_role": kv.kv_role, "backends": (kv.kv_connector_extra_config or {}).get("backends", ["UCX"])}
-    threading.Thread(target=_serve_side_channel, args=(side, meta), daemon=True).start()
-    return {"engine_id": kv.engine_id, "host": host, "port": port}, side
+            "kv_role": kv.kv_role, "backends": (kv.kv_connector_extra_config or {}).get("backends", ["UCX"]),
+            "compatibility_hash": compatibility_hash(factors)}
+    transfer = KVTransfer(kv.engine_id, host, port, meta, getattr(kv, "kv_load_failure_policy", "recompute"),
+                          _rank_prefix(0, tp), envs.VLLM_NIXL_ABORT_REQUEST_TIMEOUT)
+    threading.Thread(target=transfer.serve, args=(side,), daemon=True).start()
+    return transfer, side

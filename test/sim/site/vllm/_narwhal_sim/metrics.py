@@ -9,8 +9,10 @@ import resource
 import threading
 import time
 
-BYTE_BUCKETS = [float(1 << b) for b in range(10, 35, 2)]
-SECOND_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
+# vLLM's NixlPromMetrics buckets: 2 KiB .. 8 GiB by powers of four; 5 ms .. 5 s.
+BYTE_BUCKETS = [float(2 ** (10 + i)) for i in range(1, 25, 2)]
+SECOND_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0]
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 
 
 def go_float(value):
@@ -54,7 +56,8 @@ class Metrics:
         self.success = {"stop": 0, "length": 0, "abort": 0}
         self.nixl_bytes = []
         self.nixl_seconds = []
-        self.nixl_failed_transfers = self.nixl_failed_notifications = 0
+        self.nixl_failed_transfers = self.nixl_failed_notifications = self.nixl_kv_expired = 0
+        self.prompt_by_source = dict.fromkeys(PROMPT_SOURCES, 0)
 
     def record_completion(self, prompt_tokens, generated, reason):
         with self.lock:
@@ -66,6 +69,18 @@ class Metrics:
         with self.lock:
             self.nixl_bytes.append(nbytes)
             self.nixl_seconds.append(seconds)
+
+    def record_failed_transfer(self):
+        with self.lock:
+            self.nixl_failed_transfers += 1
+
+    def record_expired(self):
+        with self.lock:
+            self.nixl_kv_expired += 1
+
+    def record_prompt_source(self, source, tokens):
+        with self.lock:
+            self.prompt_by_source[source] += tokens
 
     def cache_config_labels(self):
         prefix = self.args.enable_prefix_caching
@@ -135,6 +150,10 @@ class Metrics:
             family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
                    [("vllm:request_success_total", dict(self.labels, finished_reason=r), n)
                     for r, n in sorted(self.success.items())])
+            family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.",
+                   [(f"vllm:prompt_tokens_by_source_{suffix}", dict(self.labels, source=source), value)
+                    for source in PROMPT_SOURCES
+                    for suffix, value in (("total", self.prompt_by_source[source]), ("created", self.created))])
             family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
                    [("vllm:cache_config_info", self.cache_config_labels(), 1.0)])
             if self.nixl:
@@ -148,4 +167,7 @@ class Metrics:
                 family("vllm:nixl_num_failed_notifications_total", "counter", "Number of failed NIXL KV Cache "
                        "notifications.", [("vllm:nixl_num_failed_notifications_total", self.labels,
                                            self.nixl_failed_notifications)])
+                family("vllm:nixl_num_kv_expired_reqs_total", "counter", "Number of requests that had their KV "
+                       "expire. NOTE: This metric is tracked on the P instance.",
+                       [("vllm:nixl_num_kv_expired_reqs_total", self.labels, self.nixl_kv_expired)])
         return "".join(out)

@@ -10,6 +10,9 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import narwhal_sim_faults as faults
+from vllm._narwhal_sim.kv_transfer import TransferError, kv_blocks, kv_state
+
 WORDS = ("tide", "harbor", "north", "whale", "light", "salt", "wind", "deep", "calm", "blue", "stone",
          "river", "song", "quiet", "bright", "cold", "far", "home", "wave", "ship", "sails", "night")
 
@@ -37,11 +40,11 @@ def create_server(host, port, handler):
     return server
 
 
-def completion_text(model, prompt, count):
-    """Deterministic: the same model, prompt and length always give the same words."""
+def completion_text(model, kv, count):
+    """Deterministic: the same model, KV state (a function of the prompt's tokens) and length give the same words."""
     words = []
     for index in range(count):
-        digest = hashlib.sha256(f"{model}\0{prompt}\0{index}".encode()).digest()
+        digest = hashlib.sha256(f"{model}\0{kv}\0{index}".encode()).digest()
         words.append(WORDS[digest[0] % len(WORDS)])
     return " " + " ".join(words)
 
@@ -161,7 +164,12 @@ def make_handler(state):
             if not isinstance(max_tokens, int) or max_tokens < 1:
                 self._error(400, "BadRequestError", "max_tokens must be at least 1, got %r." % (max_tokens,))
                 return
-            choices, prompt_total = [], 0
+            params = body.get("kv_transfer_params")
+            if isinstance(params, dict) and state.nixl and len(prompts) != 1:
+                self._error(400, "BadRequestError", "narwhal simulator: kv_transfer_params needs a single prompt.")
+                return
+            request_id = f"cmpl-{uuid.uuid4().hex}"
+            choices, prompt_total, returned = [], 0, None
             for index, prompt in enumerate(prompts):
                 ids = prompt if isinstance(prompt, list) else state.tokenizer.encode(prompt)
                 if len(ids) + max_tokens > state.max_model_len:
@@ -172,32 +180,44 @@ def make_handler(state):
                                 "completion.")
                     return
                 prompt_total += len(ids)
-                text = completion_text(model, json.dumps(prompt), max_tokens)
-                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": "length",
-                                "stop_reason": None, "prompt_logprobs": None})
+                try:
+                    kv, returned = self._prompt_kv(ids, params, f"{request_id}-{index}")
+                except TransferError:
+                    # kv_load_failure_policy=fail: the request finishes with FINISHED_ERROR, the server answers 500.
+                    self._error(500, "InternalServerError", "KV cache load failed for this request "
+                                "(kv_load_failure_policy=fail); see the engine log for the NIXL transfer failure.")
+                    return
+                choices.append({"index": index, "text": completion_text(model, kv, max_tokens), "logprobs": None,
+                                "finish_reason": "length", "stop_reason": None, "prompt_logprobs": None})
             state.metrics.record_completion(prompt_total, max_tokens * len(prompts), "length")
-            self._send(200, {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+            self._send(200, {"id": request_id, "object": "text_completion",
                              "created": int(time.time()), "model": model, "choices": choices,
                              "service_tier": None, "system_fingerprint": None,
                              "usage": {"prompt_tokens": prompt_total,
                                        "total_tokens": prompt_total + max_tokens * len(prompts),
                                        "completion_tokens": max_tokens * len(prompts),
                                        "prompt_tokens_details": None},
-                             "kv_transfer_params": self._kv_params(body.get("kv_transfer_params"), prompt_total)})
+                             "kv_transfer_params": returned})
 
-        def _kv_params(self, params, prompt_tokens):
-            """P/D handoff: a prefill request (do_remote_decode) returns where to pull the blocks from;
-            a decode request (do_remote_prefill) counts one simulated NIXL transfer."""
-            if not isinstance(params, dict) or not state.nixl:
-                return None
-            blocks = -(-prompt_tokens // state.block_size)
-            if params.get("do_remote_decode"):
-                return {"do_remote_prefill": True, "do_remote_decode": False,
-                        "remote_block_ids": list(range(blocks)), "remote_engine_id": state.nixl["engine_id"],
-                        "remote_host": state.nixl["host"], "remote_port": state.nixl["port"],
-                        "tp_size": state.tp}
-            if params.get("do_remote_prefill"):
-                state.metrics.record_transfer(blocks * state.block_bytes, 0.002)
-            return None
+        def _prompt_kv(self, ids, params, request_id):
+            """The prompt's KV state: computed here, or pulled from the prefill named in kv_transfer_params.
+            Returns (state, kv_transfer_params for the response); raises TransferError under policy fail."""
+            nixl = state.nixl if isinstance(params, dict) else None
+            if nixl and params.get("do_remote_prefill") and not faults.has("kv_silent_recompute"):
+                try:
+                    blocks = nixl.pull(params)
+                    state.metrics.record_prompt_source("external_kv_transfer", len(ids))
+                    return kv_state(blocks), None
+                except TransferError as error:
+                    nixl.log_failure(error, request_id, params)
+                    if error.kind != "handshake_failed":
+                        state.metrics.record_failed_transfer()
+                    if nixl.policy == "fail":
+                        raise
+            state.metrics.record_prompt_source("local_compute", len(ids))
+            blocks = kv_blocks(state.root, ids, state.block_size)
+            if nixl and params.get("do_remote_decode"):
+                return kv_state(blocks), nixl.hold(request_id, blocks, state.tp)
+            return kv_state(blocks), None
 
     return Handler
