@@ -15,7 +15,9 @@ Checks, in order, each recorded: exact distribution versions; vllm.version.__ver
 (make_arg_parser on a FlexibleArgumentParser, then validate_parsed_serve_args, as the server
 does before it loads anything); connector resolution through KVConnectorFactory and
 the NIXL import; custom code (auto_map) against the plan's --trust-remote-code;
-DS convolutional-state layout for SSM models; tokenizer construction. The last stdout
+DS convolutional-state layout for SSM models; tokenizer construction. It also reports the
+connector module's NIXL_CONNECTOR_VERSION and the config's architecture fields, from which
+narwhal computes vLLM's NIXL compatibility inputs (nixl-compat.ts). The last stdout
 line is ``NARWHAL_CHECK_RESULT {json}``. Exit 0 ok, 1 a check failed, 2 bad input.
 """
 import contextlib
