@@ -6,6 +6,7 @@ import type { ValidationIssue } from "../errors.js";
 import type { NodeFiles } from "./node-files.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { fleetRules } from "./rules-fleet.js";
+import { nixlCompatRules } from "./rules-nixl-compat.js";
 import { recordRules } from "./rules-record.js";
 import { launchExtraRules } from "./rules-launch-extras.js";
 import { variableRules } from "./rules-variables.js";
@@ -43,6 +44,7 @@ export const RULE_NAMES: readonly string[] = [
   ...recordRules.map((r) => r.name),
   ...launchExtraRules.map((r) => r.name),
   ...fleetRules.map((r) => r.name),
+  ...nixlCompatRules.map((r) => r.name),
 ];
 
 /** Run every applicable rule; never stops at the first issue. */
@@ -68,7 +70,7 @@ export function runRules(input: RuleInput): ValidationIssue[] {
     }
   }
   if (fleet) {
-    for (const rule of fleetRules) {
+    for (const rule of [...fleetRules, ...nixlCompatRules]) {
       if (rule.needs === "fleet") issues.push(...rule.check({ vars, fleet, failures, ...files }));
       else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures, ...files }));
     }

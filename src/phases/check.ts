@@ -10,6 +10,7 @@ import { LAUNCH_FILE, readPlan } from "./prepare.js";
 import { PhaseError } from "../errors.js";
 import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
 import type { LaunchPlan } from "./plan.js";
+import { NIXL_COMPAT_FILE, nixlCompatRecord } from "./nixl-compat.js";
 import { CHANGED_PLAN_FIX, CHECKED_FILE, planBindingProblem, STATE_BINDING } from "./plan-binding.js";
 
 export { CHECKED_FILE } from "./plan-binding.js";
@@ -33,6 +34,8 @@ interface ScriptResult {
   packages: Record<string, string>;
   connector: Record<string, unknown>;
   tokenizer: Record<string, unknown>;
+  /** The config.json fields vLLM derives the NIXL compatibility dimensions from. */
+  model_architecture?: Record<string, unknown>;
   requires_trust_remote_code: boolean;
   ssm: { required: boolean; layout: string | null };
   failures: ScriptFailure[];
@@ -157,6 +160,14 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
     trust_remote_code: plan.model.trust_remote_code,
     ssm_conv_state_layout: result.ssm.layout,
   };
+  // The NIXL compatibility inputs before checked.json: a crash between the two re-runs the check,
+  // which keeps this first record; checked.json first would end the check with no record ever written.
+  const compat = nixlCompatRecord(plan, planSha, {
+    vllm_version: result.vllm_api_version,
+    connector_version: typeof result.connector.version === "number" ? result.connector.version : null,
+    model_architecture: result.model_architecture ?? null,
+  });
+  await writeFileExclusive(path.join(run.dir, NIXL_COMPAT_FILE), JSON.stringify(compat, null, 2) + "\n");
   // Repeated success keeps the first checked.json (the log still records this attempt).
   const wrote = await writeFileExclusive(checkedPath, JSON.stringify(checked, null, 2) + "\n");
   return wrote ? checked : ((await readJsonIfExists<CheckResult>(checkedPath)) as CheckResult);

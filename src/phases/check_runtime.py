@@ -15,7 +15,9 @@ Checks, in order, each recorded: exact distribution versions; vllm.version.__ver
 (make_arg_parser on a FlexibleArgumentParser, then validate_parsed_serve_args, as the server
 does before it loads anything); connector resolution through KVConnectorFactory and
 the NIXL import; custom code (auto_map) against the plan's --trust-remote-code;
-DS convolutional-state layout for SSM models; tokenizer construction. The last stdout
+DS convolutional-state layout for SSM models; tokenizer construction. It also reports the
+connector module's NIXL_CONNECTOR_VERSION and the config's architecture fields, from which
+narwhal computes vLLM's NIXL compatibility inputs (nixl-compat.ts). The last stdout
 line is ``NARWHAL_CHECK_RESULT {json}``. Exit 0 ok, 1 a check failed, 2 bad input.
 """
 import contextlib
@@ -222,6 +224,8 @@ def check_connector(c):
         ktc = types.SimpleNamespace(**{"kv_connector_module_path": None, **config})
         cls = KVConnectorFactory.get_connector_class(ktc)
         info["class"] = f"{cls.__module__}.{cls.__qualname__}"
+        # A NIXL compatibility hash input: vLLM bumps it on any change that breaks P/D interoperability.
+        info["version"] = getattr(sys.modules.get(cls.__module__), "NIXL_CONNECTOR_VERSION", None)
         say(f"ok   KVConnectorFactory resolves {name} to {info['class']}")
     except Exception as exc:  # noqa: BLE001
         c.fail("connector", f"KVConnectorFactory cannot resolve {name}: {type(exc).__name__}: {exc}",
@@ -253,6 +257,19 @@ def model_config(c):
         c.fail("model", f"Model configuration {path} is unreadable: {exc}",
                "Mount the model snapshot (or pass --hf-config-path for a GGUF file) so config.json is readable.")
         return None, path
+
+
+# The config.json fields vLLM's ModelConfig derives KV heads, head size and layers from (NIXL compatibility inputs).
+ARCHITECTURE_KEYS = ("model_type", "num_attention_heads", "n_head", "num_key_value_heads", "n_head_kv", "num_kv_heads",
+                     "multi_query_group_num", "multi_query", "new_decoder_architecture", "head_dim", "hidden_size",
+                     "n_embd", "num_hidden_layers", "n_layer", "num_layers", "kv_lora_rank", "qk_rope_head_dim",
+                     "torch_dtype", "dtype")
+
+
+def model_architecture(config):
+    """The architecture fields of the (text) config, as narwhal's nixl-compat computes vLLM's inputs from them."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    return {k: text[k] for k in ARCHITECTURE_KEYS if k in text}
 
 
 def check_custom_code(c, config_path):
@@ -371,6 +388,7 @@ def main(argv):
     check_connector(c)
     config, config_path = model_config(c)
     if config is not None:
+        c.result["model_architecture"] = model_architecture(config)
         check_custom_code(c, config_path)
         check_ssm(c, config)
     check_tokenizer(c)

@@ -96,7 +96,11 @@ export function lastFlagValue(args: string[], flag: string): string | undefined 
   return value;
 }
 
-function inRuntime(spec: EngineSpec, hostPath: string): string {
+/** A host path as the engine's runtime sees it: the container mounts the model dir at CONTAINER_MODEL_DIR. */
+export function inRuntime(
+  spec: Pick<EngineSpec, "backend"> & { model: Pick<EngineSpec["model"], "dir"> },
+  hostPath: string,
+): string {
   if (spec.backend === "native") return hostPath;
   // Only the model dir itself or paths below it (a sibling "/models/m2" is not inside "/models/m").
   const dir = spec.model.dir.replace(/\/+$/, "");

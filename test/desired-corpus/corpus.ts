@@ -783,6 +783,33 @@ export const CORPUS: CorpusCase[] = [
     expect: { file: L, path: r1(".image"), message: /the container backend needs image/ },
   },
   {
+    // vLLM's NixlConnector refuses the handshake: the compatibility hash includes vllm.__version__.
+    name: "the only prefill and decode pin different vLLM versions",
+    category: "NIXL compatibility",
+    edit: (t) => {
+      (runtime(t, 2)["expected_packages"] as Obj)["vllm"] = "0.11.1";
+    },
+    expect: {
+      file: L,
+      path: r2(),
+      message: /vllm_version "0\.11\.0" vs "0\.11\.1" \(runtime\.expected_packages\.vllm\)/,
+    },
+  },
+  {
+    // The same checkpoint, two --model strings: "/model" in the container, the host path natively.
+    name: "a native prefill beside a container decode hashes another --model string",
+    category: "NIXL compatibility",
+    edit: (t) => {
+      rec(t, 1)["backend"] = "native";
+      delete rec(t, 1)["image"];
+    },
+    expect: {
+      file: L,
+      path: r2(),
+      message: /no prefill\/decode pair has equal NIXL compatibility inputs.*model ".*" vs "\/model"/,
+    },
+  },
+  {
     name: "native backend without NARWHAL_MODEL_REVISION",
     category: "backend",
     edit: (t) => {

@@ -401,6 +401,8 @@ describe("rules", () => {
         "single-line-values",
         // Tested in test/desired/load.test.ts ("fleet.json rollout block").
         "rollout-roles",
+        // Tested in test/desired/rules-nixl-compat.test.ts.
+        "pd-nixl-compatible",
         // Tested in test/desired/rules-nodes.test.ts.
         "node-ssh-destination",
         "node-ssh-files",

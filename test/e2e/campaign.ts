@@ -56,7 +56,7 @@ export async function assertPrivateTree(dir: string): Promise<number> {
   return files;
 }
 
-/** Every complete run directory: a parseable plan; checked.json and cache-layout.json, if present, bound to it; private. */
+/** Every complete run directory: a parseable plan; checked.json (with its nixl-compat.json) and cache-layout.json, if present, bound to it; private. */
 export async function assertEvidenceIntact(stateDir: string): Promise<number> {
   const root = path.join(stateDir, "runs");
   let count = 0;
@@ -70,6 +70,12 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
       expect((await fs.stat(path.join(dir, "container.env"))).mode & 0o777).toBe(0o600);
       const checked = await fs.readFile(path.join(dir, "checked.json"), "utf8").catch(() => null);
       if (checked !== null) expect(JSON.parse(checked).plan_sha256).toBe(sha256(planBytes));
+      // check writes nixl-compat.json before checked.json: a checked run always has its NIXL compatibility record.
+      if (checked !== null) {
+        const compat = JSON.parse(await fs.readFile(path.join(dir, "nixl-compat.json"), "utf8"));
+        expect(compat).toMatchObject({ plan_sha256: sha256(planBytes), unknown: [] });
+        expect(compat.hash).toMatch(/^[0-9a-f]{64}$/);
+      }
       const layout = await fs.readFile(path.join(dir, "cache-layout.json"), "utf8").catch(() => null);
       if (layout !== null) expect(JSON.parse(layout).plan_sha256).toBe(sha256(planBytes));
       await assertPrivateTree(dir);

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import net from "node:net";
+import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { engineFleet, readJson, SHARED_GPU, type EngineFleet } from "./engine-fleet.js";
 import { engineProcesses, runCli, teardown } from "./cli.js";
@@ -12,6 +13,9 @@ import { assertPrivateTree } from "./campaign.js";
 import { ENGINE_ACTIONS } from "../../src/cli/engine/command.js";
 
 const squash = (s: string) => s.replace(/\s+/g, " ");
+// vllm/config/utils.py hash_factors, verbatim in effect: sha256 of json.dumps(factors, sort_keys=True).
+const PY_HASH_FACTORS =
+  "import hashlib, json, sys; print(hashlib.sha256(json.dumps(json.load(sys.stdin), sort_keys=True).encode()).hexdigest())";
 
 describe("narwhal engine on the native backend", () => {
   let f: EngineFleet;
@@ -120,6 +124,38 @@ describe("narwhal engine on the native backend", () => {
       expect(r.code, action).toBe(1);
       expect(r.stderr).toMatch(/A changed launch-plan hash requires a fresh prepared run/);
     }
+  });
+
+  it("check records nixl-compat.json: vLLM's compatibility inputs (the --model string) and vLLM's own hash", async () => {
+    const plan = await readJson(path.join(run.main!, "launch.json"));
+    const checked = await readJson(path.join(run.main!, "checked.json"));
+    const compat = await readJson(path.join(run.main!, "nixl-compat.json"));
+    const model = plan.command[plan.command.indexOf("--model") + 1];
+    expect(model).not.toBe(plan.model.served_name);
+    expect(compat).toMatchObject({ schema: "narwhal.nixl-compat/v1", engine: "engine-1", unknown: [] });
+    // The simulator's tiny-llama config.json and its NixlConnector module (NIXL_CONNECTOR_VERSION = 1).
+    expect(compat.inputs).toEqual({
+      vllm_version: checked.vllm_api_version,
+      nixl_connector_version: 1,
+      model,
+      dtype: "torch.bfloat16",
+      num_kv_heads: 2,
+      head_size: 64,
+      num_hidden_layers: 4,
+      attn_backend_name: "FLASH_ATTN",
+      cache_dtype: "auto",
+      cross_layers_blocks: false,
+    });
+    expect(compat.attn_backend_source).toBe("platform default");
+    // The hash as vLLM's hash_factors computes it, by Python itself.
+    const py = spawnSync("python3", ["-c", PY_HASH_FACTORS], {
+      input: JSON.stringify(compat.inputs),
+      encoding: "utf8",
+    });
+    expect(py.stderr).toBe("");
+    expect(compat.hash).toBe(py.stdout.trim());
+    // Private like every file of the run.
+    expect((await fs.stat(path.join(run.main!, "nixl-compat.json"))).mode & 0o777).toBe(0o600);
   });
 
   it("model-dimensions and handshake-policy inspect the checked runtime, once per run", async () => {

@@ -224,7 +224,8 @@ describe("a reader that goes away (item 6)", () => {
       "| head -c 0",
     );
     expect(ok.code).toBe(0);
-    await fleet.write({ engines: [{}, { expectedPackages: { vllm: "0.0.1", nixl: "0.6.1" } }] }); // engine-2's check fails terminally
+    // engine-2's check fails terminally: a NIXL pin, not a vLLM one, which would make the pair NIXL-incompatible (invalid desired).
+    await fleet.write({ engines: [{}, { expectedPackages: { vllm: "0.11.0", nixl: "0.0.1" } }] });
     const failed = await pipeline(
       ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir],
       "| head -c 0",
