@@ -181,6 +181,11 @@ async function clearName(ctx: AttemptContext, plan: LaunchPlan, signal: AbortSig
   }
   // Evidence first: a log that cannot be copied now stays with the container, renamed out of the way.
   const log = await copyContainerLog(docker, existing.Id, labels[LABEL.run], ctx.logCapBytes);
-  if (log.problem) await docker.rename(existing.Id, `${name}-${existing.Id.slice(0, 12)}`, signal);
+  if (log.problem)
+    await docker.rename(existing.Id, `${name}-${existing.Id.slice(0, 12)}`, signal).catch((err: unknown) => {
+      // Removed meanwhile (the orphan sweep removes a dead run's container, its log copied first): the name is free.
+      if (err instanceof DockerCallError && err.statusCode === 404) return;
+      throw err;
+    });
   else await docker.remove(existing.Id, signal);
 }
