@@ -5,9 +5,8 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { createHash } from "node:crypto";
 import type { RigHost } from "../rig/rig.js";
-import { HOST_FIXTURE, REPO, launchRecord, type SimEngineOptions } from "./sim-fleet.js";
+import { HOST_FIXTURE, REPO, launchRecord, modelSha, writeDesiredFiles, type SimEngineOptions } from "./sim-fleet.js";
 
 /** The same ports on every host: nothing else listens in a rig host's namespace. */
 export const RIG_PORTS = { http: 18501, attestation: 18511, nixl: 18521 };
@@ -44,9 +43,6 @@ export async function rigFleet(hosts: RigHost[], opts: RigFleetOptions = {}): Pr
 async function writeRigTree(dir: string, hosts: RigHost[], o: RigFleetOptions): Promise<void> {
   const engines = o.engines ?? hosts.map(() => ({}));
   const modelDir = path.join(REPO, "test/sim/models/tiny-llama");
-  const sha = createHash("sha256")
-    .update(await fs.readFile(path.join(modelDir, "config.json")))
-    .digest("hex");
   const env = [
     "NARWHAL_FABRIC_INTERFACE=eth0",
     `NARWHAL_ENGINE_PORT=${RIG_PORTS.http}`,
@@ -54,7 +50,7 @@ async function writeRigTree(dir: string, hosts: RigHost[], o: RigFleetOptions): 
     `NARWHAL_NIXL_PORT=${RIG_PORTS.nixl}`,
     ...engines.map((_, i) => `NARWHAL_NODE_${i + 1}_IP=${hosts[i]!.address}`),
     `NARWHAL_MODEL_DIR=${modelDir}`,
-    `NARWHAL_MODEL_CONFIG_SHA256=${sha}`,
+    `NARWHAL_MODEL_CONFIG_SHA256=${modelSha(modelDir)}`,
     "NARWHAL_ENGINE_MODEL_NAME=tiny-llama",
     "NARWHAL_MODEL_REVISION=sim-0001",
     "NARWHAL_NATIVE_PYTHON=/usr/bin/python3",
@@ -94,12 +90,5 @@ async function writeRigTree(dir: string, hosts: RigHost[], o: RigFleetOptions): 
       engines.map((e, i) => [`engine-${i + 1}`, launchRecord(role(e, i), "0", e, o.container)]),
     ),
   };
-  const put = async (name: string, text: string) => {
-    const tmp = path.join(dir, `.${name}.tmp`);
-    await fs.writeFile(tmp, text);
-    await fs.rename(tmp, path.join(dir, name));
-  };
-  await put("deployment.env", env.join("\n") + "\n");
-  await put("fleet.json", JSON.stringify(fleet, null, 2));
-  await put("engine-launch.json", JSON.stringify(launch, null, 2));
+  await writeDesiredFiles(dir, env, fleet, launch);
 }

@@ -91,7 +91,8 @@ export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
   return fleet;
 }
 
-function modelSha(dir: string): string {
+/** sha256 of a model directory's config.json, as NARWHAL_MODEL_CONFIG_SHA256 pins it. */
+export function modelSha(dir: string): string {
   return createHash("sha256")
     .update(fsSync.readFileSync(path.join(dir, "config.json")))
     .digest("hex");
@@ -175,7 +176,11 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
       engines.map((e, i) => [`engine-${i + 1}`, launchRecord(role(e, i), String(i % 2), e, o.container)]),
     ),
   };
-  // Each file is replaced atomically, as an editor's save would.
+  await writeDesiredFiles(dir, env, fleet, launch);
+}
+
+/** The three desired/ files, each replaced atomically, as an editor's save would. */
+export async function writeDesiredFiles(dir: string, env: string[], fleet: object, launch: object): Promise<void> {
   const put = async (name: string, text: string) => {
     const tmp = path.join(dir, `.${name}.tmp`);
     await fs.writeFile(tmp, text);

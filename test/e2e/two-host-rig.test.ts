@@ -6,6 +6,7 @@
 // only that node's engines.
 import fs from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseEnviron } from "../../src/hosts/proc-parse.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
 import { engineProcesses, runCli, status, teardown } from "./cli.js";
 import { killAt, reconcileOnce } from "./campaign.js";
@@ -30,13 +31,7 @@ async function netnsOf(pid: number): Promise<string> {
 }
 
 async function environOf(pid: number): Promise<Record<string, string>> {
-  const raw = await fs.readFile(`/proc/${pid}/environ`, "utf8");
-  return Object.fromEntries(
-    raw
-      .split("\0")
-      .filter(Boolean)
-      .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
-  );
+  return parseEnviron(await fs.readFile(`/proc/${pid}/environ`, "utf8"));
 }
 
 async function pidsByEngine(stateDir: string): Promise<Record<string, number>> {
