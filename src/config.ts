@@ -35,6 +35,8 @@ export interface Config {
    * the first lines and the tail; the rest stays in the engine's own log.
    */
   engineLogCapBytes: number;
+  /** Deadline of one KV-transfer proof of a prefill → decode pair (NARWHAL_KV_PROOF_TIMEOUT_MS). */
+  kvProofTimeoutMs: number;
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
   /**
@@ -115,6 +117,7 @@ export function loadConfig(
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
     engineLogCapBytes: intFrom(env, "NARWHAL_ENGINE_LOG_CAP_BYTES", 16 * 1024 * 1024),
+    kvProofTimeoutMs: intFrom(env, "NARWHAL_KV_PROOF_TIMEOUT_MS", 60_000),
     startupEnv: Object.freeze({ ...env }),
     docker: {
       host: env.DOCKER_HOST || undefined,

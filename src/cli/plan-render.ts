@@ -12,6 +12,8 @@ export const ACTION_SYMBOL: Record<ActionKind, string> = {
   replace: "~",
   remove: "-",
   "restart-lost": "!",
+  prove: "⇄",
+  "restart-unproven": "!",
   retry: "↻",
   adopt: "⇢",
   "sweep-orphan": "x",

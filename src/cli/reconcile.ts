@@ -2,7 +2,9 @@
 // every desired change and on drift until SIGINT/SIGTERM (engines keep running).
 import { loadDesired } from "../desired/load.js";
 import { DesiredStateError, StalePlanError } from "../errors.js";
-import { readState } from "../state/store.js";
+import { readState, type StateFile } from "../state/store.js";
+import { KV_CONDITION } from "../controller/kv-condition.js";
+import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
 import type { DesiredState } from "../desired/types.js";
@@ -21,6 +23,22 @@ function onShutdown(): { signal: AbortSignal; dispose(): void } {
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
   return { signal: ac.signal, dispose: () => (process.off("SIGINT", stop), process.off("SIGTERM", stop)) };
+}
+
+/**
+ * Prefill and decode engines whose KVTransfer is not True: every P/D pair must be proven. An engine
+ * with no peer is exempt only when desired/ has no engine of the other role (nothing to pair).
+ */
+function unprovenPairs(state: StateFile, desired: DesiredState): Array<{ engine: string; reason: string; message: string }> {
+  const roles = new Set(desired.specs.map((s) => s.role));
+  return desired.specs
+    .filter((s) => isPairedRole(s.role))
+    .flatMap((s) => {
+      const kv = state.engines[s.name]?.conditions.find((c) => c.type === KV_CONDITION);
+      if (kv?.status === "True") return [];
+      if (kv?.reason === "NoPeer" && !PAIRED_ROLES.every((r) => roles.has(r))) return [];
+      return [{ engine: s.name, reason: kv?.reason ?? "NotProven", message: kv?.message ?? "no proof recorded" }];
+    });
 }
 
 /**
@@ -56,10 +74,15 @@ export async function convergeOnce(
   const gaveUp = blocked.length
     ? `\nnot converged: ${blocked.map((b) => `${b.engine}: ${b.why}`).join("; ")}, after outwaiting it for ${Math.round(config.retry.onceOutwaitMs / 1000)} s (NARWHAL_ONCE_OUTWAIT_MS); the other engines were reconciled`
     : "";
-  write(format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, false) + gaveUp);
+  const unproven = controller.kvPolicy().prove ? unprovenPairs(state, desired) : [];
+  const kvWords = unproven.length
+    ? `\nnot converged: KV transfer not proven for ${unproven.map((u) => `${u.engine} (${u.reason}: ${u.message})`).join("; ")}`
+    : "";
+  write(format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, false) + gaveUp + kvWords);
   // An engine whose node does not answer is not converged, whatever its record last said.
   const converged =
     blocked.length === 0 &&
+    unproven.length === 0 &&
     desired.specs.every((s) => {
       const e = state.engines[s.name];
       return e?.phase === "captured" && !e.conditions.some((c) => c.type === "NodeReachable" && c.status === "False");
@@ -165,10 +188,18 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   reload();
   const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, reload);
   const timer = setInterval(() => controller.resync(), config.watch.resyncMs);
+  // The decodes' KV metrics are scraped every kv_transfer.watch_interval_s (re-read each time: an edit applies at the next scrape).
+  let kvTimer: NodeJS.Timeout | undefined;
+  const kvTick = () => {
+    controller.scrapeKv();
+    kvTimer = setTimeout(kvTick, controller.kvWatchIntervalMs() || config.watch.resyncMs);
+  };
+  kvTimer = setTimeout(kvTick, controller.kvWatchIntervalMs() || config.watch.resyncMs);
   try {
     await new Promise<void>((resolve) => shutdown.signal.addEventListener("abort", () => resolve(), { once: true }));
   } finally {
     clearInterval(timer);
+    clearTimeout(kvTimer);
     shutdown.dispose();
     await watcher.close();
     await reloads;

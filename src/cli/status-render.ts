@@ -142,8 +142,25 @@ function details(e: StatusEngine, view: StatusView, now: number): string[] {
   return lines;
 }
 
+/** One line per recorded prefill → decode pair: proven, failed with its cause, or no longer current. */
+function pairLines(view: StatusView, now: number): string[] {
+  if (view.pairs.length === 0) return [];
+  return [
+    "",
+    "KV transfer (prefill → decode):",
+    ...view.pairs.map((p) => {
+      const verdict = !p.current
+        ? `not proven for the engines running now (last ${p.passed ? "proven" : `failed: ${p.cause}`} ${age(p.at, now)})`
+        : p.passed
+          ? `proven ${age(p.at, now)}`
+          : `FAILED (${p.cause}${p.source === "watch" ? ", found by the metrics scrape" : ""}) ${age(p.at, now)}: ${p.message}`;
+      return `  ${p.prefill} → ${p.decode}  ${verdict}`;
+    }),
+  ];
+}
+
 export function renderStatusText(view: StatusView, detail: boolean, now = Date.now()): string {
-  const lines = [...headerLines(view), ...table(view, now)];
+  const lines = [...headerLines(view), ...table(view, now), ...pairLines(view, now)];
   if (detail) for (const e of view.engines) lines.push(...details(e, view, now));
   return lines.join("\n");
 }

@@ -75,6 +75,37 @@ export interface StatusView {
   desired: DesiredNow | null;
   /** The no-controller check: when, and how many engines it checked (null: not run). */
   checked: { at: string; engines: number } | null;
+  /** The latest KV-transfer proof of each prefill → decode pair; `current`: both engines still run the instances proven. */
+  pairs: StatusPair[];
+}
+
+export interface StatusPair {
+  prefill: string;
+  decode: string;
+  passed: boolean;
+  cause: string | null;
+  message: string;
+  at: string;
+  source: "proof" | "watch";
+  current: boolean;
+}
+
+/** The pairs as recorded, in name order, each judged against the records' handles now. */
+function pairsOf(state: StateFile, engine: string | undefined): StatusPair[] {
+  const token = (name: string) => state.engines[name]?.handle?.launch_token;
+  return Object.values(state.proofs ?? {})
+    .filter((p) => !engine || p.prefill.engine === engine || p.decode.engine === engine)
+    .map((p) => ({
+      prefill: p.prefill.engine,
+      decode: p.decode.engine,
+      passed: p.passed,
+      cause: p.cause,
+      message: p.message,
+      at: p.at,
+      source: p.source,
+      current: token(p.prefill.engine) === p.prefill.launch_token && token(p.decode.engine) === p.decode.launch_token,
+    }))
+    .sort((a, b) => a.prefill.localeCompare(b.prefill) || a.decode.localeCompare(b.decode));
 }
 
 export interface StatusInputs {
@@ -164,6 +195,7 @@ export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusV
     controller,
     desired,
     checked: live ? { at: live.at, engines: Object.keys(live.engines).length } : null,
+    pairs: pairsOf(state, engine),
   };
 }
 

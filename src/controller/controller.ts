@@ -5,7 +5,7 @@
 // engine's actor (execute.ts). Reloads, resyncs and every engine transition
 // only request the fleet key, so they coalesce: nothing piles up behind a hung
 // daemon, nothing is decided inside an await of another decision.
-import { isSettled } from "../../machines/engine.js";
+import { isSettled, type EngineContext } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { StateStore } from "../state/store.js";
 import type { StateLock } from "../state/lock.js";
@@ -22,8 +22,11 @@ import { WorkQueue } from "./work-queue.js";
 import { ServingWriter } from "./serving-writer.js";
 import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
-import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
+import type { Action, DesiredForPlan, KvPolicy, Liveness, Observed, Plan } from "./plan-types.js";
 import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
+import { proofEnd, scrapeDecodes, type KvIo } from "./kv-proofs.js";
+import { proveKvTransfer } from "../phases/kv-proof.js";
+import { scrapeKvCounters, type KvCounters } from "../phases/kv-watch.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
@@ -32,6 +35,8 @@ export type PlanGuard = (observed: Observed, plan: Plan) => string[];
 
 /** The queue key of the fleet's observe-and-plan; engine keys are engine names. */
 const FLEET = "~fleet";
+/** The queue key of the watch mode's scrape of the serving decodes' KV metrics. */
+const KV_WATCH = "~kv-watch";
 
 export class Controller {
   private store!: StateStore;
@@ -60,6 +65,10 @@ export class Controller {
   /** The node faults behind "unknown" liveness, by launch token (NodeReachable, the planner). */
   private readonly nodeFaults = new Map<string, NodeFault>();
   private readonly strikes = new Map<string, number>();
+  /** The KV proofs' and scrapes' IO (src/phases). */
+  private readonly kv: KvIo;
+  /** Each serving decode's KV counters at the last scrape, with the instance they were read from. */
+  private readonly kvCounters = new Map<string, { token: string; counters: KvCounters }>();
   private guard: PlanGuard | null = null;
   private planned: { desired: DesiredState; view: DesiredForPlan } | null = null;
   /** Why a guarded plan was not executed (null: it was, or there was no guard). */
@@ -68,6 +77,7 @@ export class Controller {
   private readonly pending = new Map<string, Action[]>();
 
   constructor(private readonly opts: ControllerOptions) {
+    this.kv = { prove: proveKvTransfer, scrape: scrapeKvCounters };
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
     const machine = providedMachine(opts, {
@@ -87,12 +97,20 @@ export class Controller {
       desiredSpec: (name) => this.desired?.specs.find((s) => s.name === name),
       owned: () => this.lastOwned,
       onTransition: (engine, from, to) => this.onTransition(engine, from, to),
+      kv: this.kv,
+      kvTimeoutMs: opts.config.kvProofTimeoutMs,
+      onProved: () => this.queue.add(FLEET),
     });
     // A failed reconcile (a daemon that errors, a state write that fails) is retried soon, and at
     // most a resync period apart: as often as drift is looked for anyway.
     const retryBaseMs = Math.max(1, Math.min(1000, opts.config.retry.baseMs));
     this.queue = new WorkQueue(
-      (key, signal) => (key === FLEET ? this.reconcileFleet(signal) : this.reconcileKey(key, signal)),
+      (key, signal) =>
+        key === FLEET
+          ? this.reconcileFleet(signal)
+          : key === KV_WATCH
+            ? this.scrapeDecodes(signal)
+            : this.reconcileKey(key, signal),
       {
         concurrency: opts.concurrency ?? opts.config.queue.concurrency,
         retry: { baseMs: retryBaseMs, capMs: Math.max(retryBaseMs, opts.config.watch.resyncMs) },
@@ -156,6 +174,41 @@ export class Controller {
     this.queue.add(FLEET);
   }
 
+  /**
+   * Watch mode's cheap check that KV still moves: scrape every decode the serving fleet pairs
+   * (queued: never beside a plan's own decisions). Seconds between scrapes: kvWatchIntervalMs.
+   */
+  scrapeKv(): void {
+    if (this.desired && this.kvWatchIntervalMs() > 0) this.queue.add(KV_WATCH);
+  }
+
+  /** The desired state's kv_transfer policy (defaults before any desired state). */
+  kvPolicy(): KvPolicy {
+    return this.desired ? this.forPlan(this.desired).kv : desiredForPlan({ specs: [] } as never).kv;
+  }
+
+  /** kv_transfer.watch_interval_s of the desired state, in ms (0: off, or no P/D proofs). */
+  kvWatchIntervalMs(): number {
+    const kv = this.desired ? this.forPlan(this.desired).kv : null;
+    return kv?.prove ? kv.watch_interval_s * 1000 : 0;
+  }
+
+  private async scrapeDecodes(signal: AbortSignal): Promise<void> {
+    const found = await scrapeDecodes(
+      this.serving.current,
+      this.lastObserved,
+      (engine) =>
+        proofEnd(
+          engine,
+          this.actors.get(engine)?.getSnapshot().context as EngineContext | undefined,
+          this.applied.get(engine)?.node.name ?? null,
+        ),
+      this.kvCounters,
+      { io: this.kv, store: this.store, log: this.opts.log, timeoutMs: this.opts.config.kvProofTimeoutMs, signal },
+    );
+    if (found) this.queue.add(FLEET);
+  }
+
   /** Observe and plan against `desired`, acting on nothing (apply of a saved plan compares it first). */
   async preview(desired: DesiredState): Promise<{ observed: Observed; plan: Plan }> {
     this.opts.log.addSecrets(desired.secrets);
@@ -190,6 +243,7 @@ export class Controller {
       strikes: this.strikes,
       secrets,
       serving: this.serving.current,
+      proofs: this.store.proofs(),
       atStart: this.startup,
     });
   }
@@ -234,7 +288,7 @@ export class Controller {
     }
     this.lastObserved = observed;
     this.lastPlan = plan;
-    if (markObserved(this.store, observed, plan, full)) {
+    if (markObserved(this.store, observed, plan, full, this.forPlan(desired).kv.prove)) {
       await this.store
         .flush()
         .catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));

@@ -16,6 +16,7 @@ import { recordFrom } from "./record.js";
 import type { EngineActor, EngineActors, MadeActor } from "./engine-actors.js";
 import type { Owned, World } from "./world.js";
 import type { Action, Observed } from "./plan-types.js";
+import { proofEnd, runProof, type KvIo } from "./kv-proofs.js";
 
 /** Transitions that come from talking to the live engine. */
 const OBSERVING = new Set(["started", "probed", "captured"]);
@@ -31,6 +32,10 @@ export interface ExecutionDeps {
   owned(): Owned;
   /** After a transition is persisted (or its write failed and was logged). */
   onTransition(engine: string, from: string, to: string): void;
+  /** The proofs' IO and deadline; after a proof is recorded, `onProved` (the fleet is planned again). */
+  kv: KvIo;
+  kvTimeoutMs: number;
+  onProved(decode: string): void;
 }
 
 export class Execution {
@@ -136,6 +141,31 @@ export class Execution {
           if (actor && phase !== "removing" && phase !== "removed" && !ctx?.deferred?.remove)
             events.push({ type: "REMOVE" });
           break;
+        case "prove": {
+          const peer = controller.actors.get(a.prefill);
+          const captured = phase === "captured" && peer && String(peer.getSnapshot().value) === "captured";
+          if (!captured) break; // either left captured since the plan: a newer plan follows
+          const end = (engine: string, c: Partial<EngineContext> | undefined) =>
+            proofEnd(engine, c, controller.applied.get(engine)?.node.name ?? null);
+          const proof = await runProof(
+            a,
+            { prefill: end(a.prefill, peer.getSnapshot().context as EngineContext), decode: end(name, ctx) },
+            observed,
+            { io: this.deps.kv, store: this.deps.storeOf(), log, timeoutMs: this.deps.kvTimeoutMs },
+          );
+          if (proof) this.deps.onProved(name);
+          break;
+        }
+        case "restart-unproven": {
+          const handle = ctx?.handle;
+          // Only the instance the plan judged, and only while it serves.
+          if (!handle || phase !== "captured" || observed?.engines[name]?.handle?.launch_token !== handle.launch_token)
+            break;
+          log.warn(`${a.reason}; stopping it and restarting it from a fresh run`, { engine: name });
+          await world.stop(handle).catch(() => undefined);
+          events.push({ type: "ENGINE_LOST", reason: a.reason });
+          break;
+        }
         case "forget-retiring":
           if (ctx?.retiring) {
             log.warn(`${a.reason}; the replacement goes on without it`, { engine: name });

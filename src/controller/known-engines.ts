@@ -8,7 +8,8 @@ import type { EngineActor } from "./engine-actors.js";
 import type { Execution } from "./execute.js";
 import type { KnownEngine } from "./observe.js";
 import type { Observed, ObservedEngine, Plan } from "./plan-types.js";
-import { withNodeReachable, type NodeEvidence } from "./record.js";
+import { conditionBuilder, withNodeReachable, type NodeEvidence } from "./record.js";
+import { KV_CONDITION, kvVerdicts } from "./kv-condition.js";
 
 /** Every engine with an actor, started or not, with the spec it was applied with. */
 export function knownEngines(
@@ -32,9 +33,14 @@ export function knownEngines(
   });
 }
 
-/** Mark the records with this observation; true when any record changed (the caller flushes). */
-export function markObserved(store: StateStore, observed: Observed, plan: Plan, full: boolean): boolean {
+/**
+ * Mark the records with this observation; true when any record changed (the caller flushes).
+ * `prove`: the fleet proves its P/D pairs (kv_transfer.prove), so each prefill and decode record
+ * carries the KVTransfer verdict of this plan.
+ */
+export function markObserved(store: StateStore, observed: Observed, plan: Plan, full: boolean, prove = false): boolean {
   const halted = new Map(plan.halted.map((h) => [h.engine, h.why]));
+  const verdicts = prove ? kvVerdicts(observed, plan) : new Map<string, never>();
   let changed = false;
   for (const name of Object.keys(observed.engines)) {
     const rec = store.engine(name);
@@ -49,6 +55,14 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
       rec.halted = why;
       changed = true;
     }
+    const verdict = verdicts.get(name);
+    const was = rec.conditions.find((c) => c.type === KV_CONDITION);
+    // NotServing only replaces a verdict the engine had: one never proven needs no line yet.
+    if (!verdict || (verdict.reason === "NotServing" && !was)) continue;
+    const next = conditionBuilder(rec.conditions, observed.at)(KV_CONDITION, verdict.status, verdict.reason, verdict.message);
+    if (was && was.status === next.status && was.reason === next.reason && was.message === next.message) continue;
+    rec.conditions = [...rec.conditions.filter((c) => c.type !== KV_CONDITION), next];
+    changed = true;
   }
   return changed;
 }

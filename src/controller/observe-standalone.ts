@@ -27,6 +27,7 @@ export async function observeStandalone(config: Config, log: Logger, desired: De
       owned,
       secrets: desired.secrets,
       serving: await readServingFleet(config.stateDir),
+      proofs: state.proofs ?? {},
     });
   } finally {
     // No SSH master outlives the command (ControlPersist would keep one per node for a minute).

@@ -13,7 +13,7 @@ import { NodeFaults } from "./node-faults.js";
 
 export { recordContext };
 import { claimedTokens, type Owned, type World } from "./world.js";
-import type { Liveness, Observed, ObservedEngine, OwnedObserved, ServingFleet } from "./plan-types.js";
+import type { Liveness, Observed, ObservedEngine, ObservedProof, OwnedObserved, ServingFleet } from "./plan-types.js";
 
 /** One engine as the controller knows it: from its actor's snapshot, or from its state record. */
 export interface KnownEngine {
@@ -46,6 +46,8 @@ export interface ObserveOptions {
   unhealthyStrikes?: number;
   secrets: string[];
   serving: ServingFleet | null;
+  /** The latest proof of each pair, as recorded (state/narwhal.json `proofs`); absent: none. */
+  proofs?: Record<string, ObservedProof>;
   /** The controller has just started: what is found wrong was found at its start (the operator reads it so). */
   atStart?: boolean;
 }
@@ -130,6 +132,7 @@ async function observeEngine(
     applied_inputs: k.applied_inputs !== undefined ? k.applied_inputs : (k.record?.applied_inputs ?? null),
     running_hash: ctx.runningHash ?? null,
     group_signature: ctx.inspection?.group_signature ?? k.record?.group_signature ?? null,
+    nixl_hash: ctx.checked?.nixl_compat_hash ?? k.record?.checked?.nixl_compat_hash ?? null,
     terminal: ctx.terminal ?? false,
     retry_at: ctx.retryAt ?? null,
     handle,
@@ -196,6 +199,7 @@ export async function observe(
     owned,
     claimed: [...claimed].sort(),
     serving: opts.serving,
+    proofs: opts.proofs ?? {},
     ...(unlisted.length ? { unlisted } : {}),
   };
 }

@@ -94,6 +94,10 @@ const ServingFleetSchema = z.looseObject({
       }),
     )
     .describe("what a router may send traffic to"),
+  pairs: z
+    .array(z.looseObject({ prefill: engine, decode: engine }))
+    .default([])
+    .describe("the proven prefill → decode pairs among the listed engines"),
 });
 
 export const PlanSchema = z

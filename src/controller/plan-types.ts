@@ -38,7 +38,56 @@ export interface RolloutPolicy {
 export interface DesiredForPlan {
   engines: DesiredEngine[];
   rollout: RolloutPolicy;
+  kv: KvPolicy;
 }
+
+/** `kv_transfer` in fleet.json, with defaults applied (src/desired): how P/D pairs are proven. */
+export interface KvPolicy {
+  /** false: no proofs (pairs serve by group as before); default true. */
+  prove: boolean;
+  /** A failed proof: "restart_decode" (default) restarts the decode (up to max_decode_restarts in a row), "hold" keeps it out of serving. */
+  on_failure: "restart_decode" | "hold";
+  /** A prefill replaced or restarted: "reprove" (default) proves its decodes again; "restart_decodes" restarts its proven decodes first. */
+  on_prefill_restart: "reprove" | "restart_decodes";
+  max_decode_restarts: number;
+  /** Watch mode: seconds between scrapes of the decodes' KV metrics (0: off); default 30. */
+  watch_interval_s: number;
+}
+
+/** One engine of a pair as proven: the instance (launch token) it ran as. */
+export interface ProofEnd {
+  engine: string;
+  launch_token: string;
+  run_dir: string | null;
+  node: string | null;
+}
+
+export type ProofCause =
+  | "handshake-refused"
+  | "transfer-failed"
+  | "silent-recompute"
+  | "corrupted-blocks"
+  | "expired"
+  | "side-channel-localhost"
+  | "side-channel-unreachable"
+  | "request-failed"
+  | "metrics-unreadable";
+
+/** The latest proof of one prefill → decode pair (state/narwhal.json `proofs`, keyed by pairKey). */
+export interface ObservedProof {
+  prefill: ProofEnd;
+  decode: ProofEnd;
+  passed: boolean;
+  cause: ProofCause | null;
+  message: string;
+  at: string;
+  /** "proof": a transfer proof ran; "watch": the periodic scrape of the decode found decode-only or failures (no proof ran). */
+  source: "proof" | "watch";
+  /** Consecutive failed proofs of this pair across instances (0 after a pass): bounds decode restarts. */
+  failures: number;
+}
+
+export const pairKey = (prefill: string, decode: string) => `${prefill}>${decode}`;
 
 /** One engine as observed: the controller's view of it (its actor, or its state record when no controller runs) and what runs. */
 export interface ObservedEngine {
@@ -71,6 +120,8 @@ export interface ObservedEngine {
   has_actor: boolean;
   /** A rollout that halted on this engine (its replacement failed), as recorded: see Plan.halted. */
   halted?: string | null;
+  /** The recorded NIXL compatibility hash of its checked run (null: not recorded). */
+  nixl_hash?: string | null;
   /**
    * The node this engine's observation or failed step could not use (unreachable, host key, auth):
    * it blocks this engine only, never a rollout on other nodes. Absent or null: none known.
@@ -105,6 +156,8 @@ export interface ServingFleet {
   /** The cache-equivalence group of the prefill/decode engines listed (null: none listed). */
   group_signature: string | null;
   engines: ServingEngine[];
+  /** The proven prefill → decode pairs among the listed engines. */
+  pairs: Array<{ prefill: string; decode: string }>;
 }
 
 export interface Observed {
@@ -116,6 +169,8 @@ export interface Observed {
   claimed: string[];
   /** What serving-fleet.json lists now (null: not written yet). */
   serving: ServingFleet | null;
+  /** The latest proof of each prefill → decode pair, by pairKey. */
+  proofs: Record<string, ObservedProof>;
   /**
    * Nodes whose engines could not be listed (their node could not be used): an engine with no
    * record there may still run, so none is created there on a guess. Absent: every node listed.
@@ -147,6 +202,10 @@ export type Action =
       reason: string;
     }
   | { kind: "restart-lost"; engine: string; reason: string }
+  /** Prove KV moves from `prefill` to the decode `engine` (one request through both, after capture). */
+  | { kind: "prove"; engine: string; prefill: string; reason: string }
+  /** Restart the decode `engine` whose transfer from `prefill` failed its proof (or whose prefill restarted, by policy). */
+  | { kind: "restart-unproven"; engine: string; prefill: string; reason: string }
   /** A terminally failed engine that a new controller run gives a fresh attempt budget. */
   | { kind: "retry"; engine: string; reason: string }
   | { kind: "remove"; engine: string; reason: string }

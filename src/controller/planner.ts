@@ -24,6 +24,8 @@ const ORDER: Record<Action["kind"], number> = {
   adopt: 0,
   "forget-retiring": 1,
   "restart-lost": 2,
+  "restart-unproven": 2,
+  prove: 9,
   retry: 3,
   remove: 4,
   create: 5,

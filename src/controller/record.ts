@@ -12,7 +12,7 @@ const pascal = (phase: string) => phase.charAt(0).toUpperCase() + phase.slice(1)
  * name says holds (Ready, UpToDate, Failed), with a reason and a message, and its
  * lastTransitionTime moves only when its status changes.
  */
-function conditionBuilder(prev: readonly Condition[] | undefined, now: string) {
+export function conditionBuilder(prev: readonly Condition[] | undefined, now: string) {
   return (type: string, status: boolean, reason: string, message: string): Condition => {
     const was = prev?.find((p) => p.type === type);
     const value = status ? "True" : "False";
@@ -126,7 +126,15 @@ export function conditionsFor(
               `${failure} (attempt ${ctx.attempts} of ${ctx.retry.maxAttempts}${ctx.retryAt ? `, next at ${new Date(ctx.retryAt).toISOString()}` : ""})`,
             );
   const reachable = nodeReachable(prev, node, now);
-  return [ready, upToDate, failed, ...(reachable ? [reachable] : [])];
+  // KVTransfer is the proofs' verdict (kv-condition.ts, set after each plan); an engine that stops
+  // serving no longer speaks for its pairs, whatever its last proof said.
+  const kvWas = prev?.find((x) => x.type === "KVTransfer");
+  const kv = !kvWas
+    ? null
+    : phase === "captured"
+      ? kvWas
+      : c("KVTransfer", false, "NotServing", `engine is ${phase}; its pairs are proven again once it is captured`);
+  return [ready, upToDate, failed, ...(reachable ? [reachable] : []), ...(kv ? [kv] : [])];
 }
 
 /** After `narwhal down`: nothing runs, nothing failed. */
@@ -178,7 +186,13 @@ export function recordFrom(
           physical_gpu_count: ctx.inspection.physical_gpu_count,
         }
       : null,
-    checked: ctx.checked ? { vllm_api_version: ctx.checked.vllm_api_version, image_id: ctx.checked.image_id } : null,
+    checked: ctx.checked
+      ? {
+          vllm_api_version: ctx.checked.vllm_api_version,
+          image_id: ctx.checked.image_id,
+          nixl_compat_hash: ctx.checked.nixl_compat_hash ?? null,
+        }
+      : null,
     layout: ctx.layout,
     conditions: conditionsFor(prev?.conditions, phase, ctx, now, stepEvidence(prev?.phase, phase, ctx)),
     last_error: ctx.error,

@@ -15,7 +15,9 @@ export function servingFilePath(stateDir: string): string {
 /** The serving fleet as last written; null when none was (or it is unreadable: it is rewritten from observation). */
 export async function readServingFleet(stateDir: string): Promise<ServingFleet | null> {
   const data = await readJsonIfExists<ServingFleet>(servingFilePath(stateDir)).catch(() => null);
-  return data && Array.isArray(data.engines) ? data : null;
+  if (!data || !Array.isArray(data.engines)) return null;
+  // Files written before pairs were listed: none proven.
+  return Array.isArray(data.pairs) ? data : { ...data, pairs: [] };
 }
 
 export async function writeServingFleet(stateDir: string, fleet: ServingFleet): Promise<void> {

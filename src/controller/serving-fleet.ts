@@ -106,5 +106,8 @@ export function servingFleet(
       engine: d.engine,
       group_signature: o.group_signature ?? "",
     }));
-  return { group_signature: engines.some((e) => isPairedRole(e.role)) ? group : null, engines };
+  const pairs = engines
+    .filter((p) => p.role === "prefill")
+    .flatMap((p) => engines.filter((d) => d.role === "decode").map((d) => ({ prefill: p.engine, decode: d.engine })));
+  return { group_signature: engines.some((e) => isPairedRole(e.role)) ? group : null, engines, pairs };
 }

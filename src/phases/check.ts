@@ -148,6 +148,14 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
       fix: [...new Set(failures.map((f) => f.fix))].join(" "),
     });
   }
+  // The NIXL compatibility inputs before checked.json: a crash between the two re-runs the check,
+  // which keeps this first record; checked.json first would end the check with no record ever written.
+  const compat = nixlCompatRecord(plan, planSha, {
+    vllm_version: result.vllm_api_version,
+    connector_version: typeof result.connector.version === "number" ? result.connector.version : null,
+    model_architecture: result.model_architecture ?? null,
+  });
+  await writeFileExclusive(path.join(run.dir, NIXL_COMPAT_FILE), JSON.stringify(compat, null, 2) + "\n");
   const checked: CheckResult = {
     plan_sha256: planSha,
     vllm_api_version: result.vllm_api_version ?? "",
@@ -159,15 +167,8 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
     tokenizer: result.tokenizer,
     trust_remote_code: plan.model.trust_remote_code,
     ssm_conv_state_layout: result.ssm.layout,
+    nixl_compat_hash: compat.hash,
   };
-  // The NIXL compatibility inputs before checked.json: a crash between the two re-runs the check,
-  // which keeps this first record; checked.json first would end the check with no record ever written.
-  const compat = nixlCompatRecord(plan, planSha, {
-    vllm_version: result.vllm_api_version,
-    connector_version: typeof result.connector.version === "number" ? result.connector.version : null,
-    model_architecture: result.model_architecture ?? null,
-  });
-  await writeFileExclusive(path.join(run.dir, NIXL_COMPAT_FILE), JSON.stringify(compat, null, 2) + "\n");
   // Repeated success keeps the first checked.json (the log still records this attempt).
   const wrote = await writeFileExclusive(checkedPath, JSON.stringify(checked, null, 2) + "\n");
   return wrote ? checked : ((await readJsonIfExists<CheckResult>(checkedPath)) as CheckResult);

@@ -84,6 +84,8 @@ export interface CheckResult {
   tokenizer: Record<string, unknown>;
   trust_remote_code: boolean;
   ssm_conv_state_layout: string | null;
+  /** The NIXL compatibility hash of nixl-compat.json (null: an input unknown; absent in runs checked before it was recorded). */
+  nixl_compat_hash?: string | null;
 }
 
 /** A running engine's identity: what lets narwhal find it again after a crash. */

@@ -68,10 +68,28 @@ export const EngineRecordSchema = z
   })
   .describe("one engine's record in narwhal.json");
 
+const ProofEndSchema = z
+  .looseObject({ engine: z.string().min(1), launch_token: z.string(), run_dir: nullableString, node: nullableString })
+  .describe("one engine of a proven pair: the instance (launch token) it ran as");
+
+const ProofSchema = z
+  .looseObject({
+    prefill: ProofEndSchema,
+    decode: ProofEndSchema,
+    passed: z.boolean().describe("whether KV moved from the prefill to the decode as proven"),
+    cause: nullableString.describe("why it did not (null when it passed)"),
+    message: z.string().describe("what an operator reads"),
+    at: z.string().describe("ISO time of the proof or the scrape"),
+    source: z.enum(["proof", "watch"]).describe("a transfer proof, or the periodic scrape of the decode"),
+    failures: z.number().int().nonnegative().describe("consecutive failed proofs of this pair"),
+  })
+  .describe("the latest KV-transfer proof of one prefill → decode pair");
+
 const StateFileSchema = z
   .looseObject({
     version: z.number().describe("state file format version"),
     engines: z.record(z.string(), EngineRecordSchema).describe("one record per engine, keyed by engine name"),
+    proofs: z.record(z.string(), ProofSchema).optional().describe("the latest KV-transfer proof of each prefill → decode pair, keyed prefill>decode"),
   })
   .superRefine((state, ctx) => {
     for (const [key, record] of Object.entries(state.engines)) {

@@ -11,6 +11,7 @@ import type { EngineHandle, Inspection, CacheLayout, CheckResult } from "../phas
 import { sweepAtomicTemps, writeFileAtomic } from "./atomic-file.js";
 import { readStateFile, STATE_VERSION } from "./state-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
+import type { ObservedProof } from "../controller/plan-types.js";
 
 export { STATE_VERSION };
 /**
@@ -48,7 +49,7 @@ export interface EngineRecord {
   plan_sha256: string | null;
   handle: EngineHandle | null;
   inspection: Pick<Inspection, "accelerator" | "image_id" | "model_config_sha256" | "physical_gpu_count"> | null;
-  checked: Pick<CheckResult, "vllm_api_version" | "image_id"> | null;
+  checked: Pick<CheckResult, "vllm_api_version" | "image_id" | "nixl_compat_hash"> | null;
   layout: CacheLayout | null;
   conditions: Condition[];
   last_error: ErrorRecord | null;
@@ -71,6 +72,8 @@ export interface EngineRecord {
 export interface StateFile {
   version: number;
   engines: Record<string, EngineRecord>;
+  /** The latest KV-transfer proof of each prefill → decode pair, by pairKey (absent: none yet). */
+  proofs?: Record<string, ObservedProof>;
 }
 
 class AtomicJsonFile implements Adapter<StateFile> {
@@ -150,6 +153,20 @@ export class StateStore {
       next.updated_at = new Date().toISOString();
       this.db.data.engines[name] = next;
     }
+    return this.flush();
+  }
+
+  /** The latest proof of every pair (empty: none). */
+  proofs(): Record<string, ObservedProof> {
+    return this.db.data.proofs ?? {};
+  }
+
+  /** Record a pair's latest proof (null: forget it) and persist. */
+  setProof(key: string, proof: ObservedProof | null): Promise<void> {
+    const proofs = { ...this.proofs() };
+    if (proof === null) delete proofs[key];
+    else proofs[key] = proof;
+    this.db.data.proofs = proofs;
     return this.flush();
   }
 

@@ -109,7 +109,7 @@ describe("plan text", () => {
       rollout: [{ engines: ["engine-2"], incompatible: true, status: "halted" }],
       halted: [{ engine: "engine-1", why: "its replacement failed at check: vLLM rejects --bogus" }],
       warnings: ["no compatible prefill/decode pair is captured"],
-      serving: { group_signature: null, engines: [] },
+      serving: { group_signature: null, engines: [], pairs: [] },
     };
     expect(text(plan)).toBe(
       [

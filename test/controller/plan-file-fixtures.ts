@@ -33,7 +33,7 @@ export function desired(
   engines: DesiredEngine[] = [desiredEngine(1), desiredEngine(2)],
   rollout: RolloutPolicy = ROLLOUT,
 ): DesiredForPlan {
-  return { engines, rollout };
+  return { engines, rollout, kv: { prove: false, on_failure: "restart_decode", on_prefill_restart: "reprove", max_decode_restarts: 1, watch_interval_s: 30 } };
 }
 
 export function nativeHandle(token: string, pid = 4000): EngineHandle {
@@ -83,6 +83,7 @@ export function observed(
       })),
     claimed: engines.filter((e) => e.handle).map((e) => e.handle!.launch_token),
     serving: null,
+    proofs: {},
   };
 }
 
@@ -100,6 +101,7 @@ export const NO_CHANGES: Plan = {
       engine: `engine-${n}`,
       group_signature: "0123456789abcdef",
     })),
+    pairs: [{ prefill: "engine-1", decode: "engine-2" }],
   },
   warnings: [],
   changes: false,

@@ -131,6 +131,7 @@ export function observedOf(engines: ObservedEngine[], over: Partial<Observed> = 
       [e.handle?.launch_token, e.retiring?.handle.launch_token].filter((t): t is string => !!t),
     ),
     serving: null,
+    proofs: {},
     ...over,
   };
 }
@@ -148,7 +149,7 @@ export function owned(engine: string, token: string, over: Partial<OwnedObserved
 }
 
 export function desiredFor(engines: DesiredEngine[], rollout: RolloutPolicy = DEFAULT_ROLLOUT): DesiredForPlan {
-  return { engines, rollout };
+  return { engines, rollout, kv: { prove: false, on_failure: "restart_decode", on_prefill_restart: "reprove", max_decode_restarts: 1, watch_interval_s: 30 } };
 }
 
 export const RUNNING: PlanPolicy = { rollout: DEFAULT_ROLLOUT, startup: false };

@@ -139,7 +139,8 @@ export function observe(engines: readonly ModelEngine[], serving: Plan["serving"
     engines: obs,
     owned: [],
     claimed,
-    serving: serving ? { group_signature: serving.group_signature, engines: serving.engines } : null,
+    serving: serving ? { group_signature: serving.group_signature, engines: serving.engines, pairs: serving.pairs } : null,
+    proofs: {},
   };
 }
 

@@ -109,7 +109,7 @@ describe("servingFleet", () => {
     // engine-1 captured at the new revision, engine-3 still on its way: the new group has no pair.
     const mid = observedOf(
       [captured(next[0]!), captured(old[1]!), released(old[2]!, next[2]!, "probed"), captured(old[3]!)],
-      { serving: { group_signature: captured(old[1]!).group_signature, engines: [] } },
+      { serving: { group_signature: captured(old[1]!).group_signature, engines: [], pairs: [] } },
     );
     const f1 = servingFleet(next, mid, new Set());
     expect(names(f1)).toEqual(["engine-2", "engine-4"]);
