@@ -1,10 +1,13 @@
 // handshake-policy (seed 001): inspect the installed NIXL worker against the
 // checked connector settings and write the NIXL handshake compatibility
-// inputs (DESIGN.md "vLLM facts": vLLM version, connector version, model,
-// dtype, KV heads, head size, layers, attention backend, cache dtype).
-// Engines whose compatibility hash differs must not be paired.
-import { canonicalJson, sha256Hex } from "../desired/hash.js";
+// inputs and hash. The inputs and hash are nixl-compat.ts's (vLLM's
+// compute_nixl_compatibility_hash), fed with what the installed runtime
+// reports, and must equal the nixl-compat.json check recorded: engines whose
+// hash differs refuse each other's handshake and must not be paired.
+import path from "node:path";
 import { loadCheckedRun, refuseExisting } from "./checked-run.js";
+import { NIXL_COMPAT_FILE, nixlCompatRecord, type NixlCompatRecord } from "./nixl-compat.js";
+import { readJsonIfExists } from "../state/atomic-file.js";
 import {
   HANDSHAKE_POLICY_FILE,
   inspectionEnvelope,
@@ -27,6 +30,10 @@ interface HandshakeInspection {
   nixl: { distribution: string | null; version: string | null; plugins: string[] };
   attention_backend: string;
   dimensions: {
+    model_type: string | null;
+    num_attention_heads: number;
+    hidden_size: number;
+    config_dtype: string | null;
     dtype: string;
     cache_dtype: string;
     num_kv_heads: number;
@@ -59,6 +66,27 @@ export async function handshakePolicy(
     );
   if (found.connector.kv_role !== "kv_both")
     problems.push(`kv_role is ${found.connector.kv_role}; the fleet requires kv_both`);
+  const d = found.dimensions;
+  // The inputs as the installed worker would hash them: its vLLM and connector versions, the model's
+  // dimensions as this runtime reads config.json, and the plan's flags (nixl-compat.ts resolves the rest).
+  const compat = nixlCompatRecord(plan, loaded.run.plan_sha256, {
+    vllm_version: found.vllm_version,
+    connector_version: found.connector.version,
+    model_architecture: {
+      model_type: d.model_type,
+      num_attention_heads: d.num_attention_heads,
+      num_key_value_heads: d.num_kv_heads,
+      head_dim: d.head_size,
+      hidden_size: d.hidden_size,
+      num_hidden_layers: d.num_hidden_layers,
+      torch_dtype: d.config_dtype,
+    },
+  });
+  const recorded = await readJsonIfExists<NixlCompatRecord>(path.join(loaded.run.dir, NIXL_COMPAT_FILE));
+  if (recorded?.hash && compat.hash !== recorded.hash)
+    problems.push(
+      `the installed worker's NIXL compatibility hash is ${compat.hash}, but ${NIXL_COMPAT_FILE} (written by check) records ${recorded.hash}`,
+    );
   if (problems.length) {
     throw new ActionError(action, problems.join("; "), {
       engine: plan.engine,
@@ -68,23 +96,11 @@ export async function handshakePolicy(
       fix: "Repeat the check in a fresh prepared run; use a runtime whose NIXL connector implements the fleet's kv_both behaviour.",
     });
   }
-  const d = found.dimensions;
-  // Served model name, not the --model path: paired engines mount the same checkpoint at different paths.
-  const compatibility = {
-    vllm_version: found.vllm_version,
-    connector_version: found.connector.version,
-    model: plan.model.served_name,
-    dtype: d.dtype,
-    num_kv_heads: d.num_kv_heads,
-    head_size: d.head_size,
-    num_layers: d.num_hidden_layers,
-    attn_backend: found.attention_backend,
-    cache_dtype: d.cache_dtype,
-  };
   const content = {
     ...inspectionEnvelope("narwhal.handshake-policy/v1", loaded, inspection),
-    compatibility,
-    compatibility_hash: sha256Hex(canonicalJson(compatibility)),
+    compatibility: compat.inputs,
+    compatibility_hash: compat.hash,
+    attn_backend_source: compat.attn_backend_source,
     connector: found.connector,
     nixl: found.nixl,
     block_size: d.block_size,

@@ -1,39 +1,318 @@
-// STUB: the interface of the transfer proof (wip/kvproof implements it).
-import type { ProofCause } from "../controller/plan-types.js";
-export type { ProofCause };
+// kv-proof: prove that KV moves from one prefill to one decode (issue 11 item 3).
+// One deterministic prompt through both, as vLLM's P/D proxy sends it: the
+// prefill with kv_transfer_params {do_remote_decode: true} and max_tokens 1,
+// the decode with the params the prefill returned. Both engines' /metrics are
+// read around that pair of requests; the verdict (kv-proof-checks.ts) passes
+// only when the decode's prompt arrived over NIXL, bytes moved, nothing failed
+// or expired, and the decode's text equals its own local computation of the
+// same prompt (a counter of zero is not proof: vllm #52234). The evidence goes
+// into both run directories. A KV cause is a result, never a throw.
+import fs from "node:fs/promises";
+import net from "node:net";
+import path from "node:path";
+import { randomUUID } from "node:crypto";
+import { httpRequest, joinUrl } from "./http.js";
+import { readProofEnd, type ReadEnd } from "./kv-proof-end.js";
+import { KvMetricsError, counterDeltas, scrapeEndpoint } from "./kv-watch.js";
+import { judgeProof, type PairCounters, type ProofObservation, type RequestOutcome } from "./kv-proof-checks.js";
+import { KV_TRANSFER_SCHEMA, writeBothEvidence } from "./kv-proof-evidence.js";
+import { NIXL_COMPAT_FILE, type NixlCompatRecord } from "./nixl-compat.js";
+import { ENGINE_LOG } from "../backends/engine-log.js";
+import { readJsonIfExists } from "../state/atomic-file.js";
+
+export type ProofCause =
+  | "handshake-refused"
+  | "transfer-failed"
+  | "silent-recompute"
+  | "corrupted-blocks"
+  | "expired"
+  | "side-channel-localhost"
+  | "side-channel-unreachable"
+  | "request-failed"
+  | "metrics-unreadable";
 
 export interface ProofEnd {
   engine: string;
+  /** Controller-side run directory: the plan is read from it and kv-transfer*.json is written into it. */
   run_dir: string;
   launch_token: string;
+  /** Fleet node name (null: the controller's host), for the messages and the localhost rule. */
   node: string | null;
 }
+
 export interface KvProofCheck {
   name: string;
   passed: boolean;
   detail: string;
+  /** The cause this check names when it fails. */
+  cause?: ProofCause;
 }
+
 export interface KvProofResult {
   passed: boolean;
   cause: ProofCause | null;
+  /** One sentence an operator reads: names prefill and decode engines, the cause, the numbers, and the fix. */
   message: string;
   checks: KvProofCheck[];
   at: string;
+  /** The kv-transfer*.json files written (both run dirs). */
   evidence: string[];
 }
 
-export function proveKvTransfer(
+/**
+ * The proof's prompt: fixed words (temperature 0, fixed max_tokens: the same text every time),
+ * 96 words, so it spans several KV blocks at any usual block size (16..64 tokens).
+ */
+export const PROOF_PROMPT = Array.from(
+  { length: 8 },
+  (_, i) =>
+    `Report ${i + 1}: the harbor pilot counted twelve ships waiting past the northern light before the tide turned`,
+).join(". ");
+export const PROOF_MAX_TOKENS = 16;
+/** Side-channel reachability from the controller, only asked after a decode failure nothing counted. */
+const SIDE_CHANNEL_CONNECT_MS = 2_000;
+/** How much of the decode's log end is searched for its NIXL failure line. */
+const LOG_TAIL_BYTES = 256 * 1024;
+const NIXL_FAILURE_LINE = /NIXL compatibility hash mismatch|Remote NIXL agent engine ID mismatch|NIXL transfer failure/;
+
+interface Completion {
+  outcome: RequestOutcome;
+  text: string | null;
+  prompt_tokens: number | null;
+  kv_transfer_params: Record<string, unknown> | null;
+}
+
+async function complete(
+  end: ReadEnd,
+  body: Record<string, unknown>,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<Completion> {
+  const url = joinUrl(end.plan.endpoint, "/v1/completions");
+  const failed = (status: number | null, detail: string): Completion => ({
+    outcome: { ok: false, status, detail },
+    text: null,
+    prompt_tokens: null,
+    kv_transfer_params: null,
+  });
+  let res;
+  try {
+    res = await httpRequest(url, {
+      timeoutMs,
+      headers: end.headers,
+      body: { model: end.plan.model.served_name, prompt: PROOF_PROMPT, temperature: 0, ...body },
+      ...(signal ? { signal } : {}),
+    });
+  } catch (err) {
+    signal?.throwIfAborted();
+    return failed(null, `POST ${url} got no answer: ${(err as Error).message}`);
+  }
+  const text = res.body.toString("utf8");
+  if (res.status !== 200) return failed(res.status, `POST ${url} answered HTTP ${res.status}: ${text.slice(0, 200)}`);
+  let json: {
+    choices?: Array<{ text?: string }>;
+    usage?: { prompt_tokens?: number };
+    kv_transfer_params?: Record<string, unknown> | null;
+  };
+  try {
+    json = JSON.parse(text) as typeof json;
+  } catch {
+    return failed(200, `POST ${url} answered 200 with a body that is not JSON`);
+  }
+  return {
+    outcome: { ok: true, status: 200, detail: `POST ${url} answered 200` },
+    text: json.choices?.[0]?.text ?? null,
+    prompt_tokens: json.usage?.prompt_tokens ?? null,
+    kv_transfer_params: json.kv_transfer_params ?? null,
+  };
+}
+
+async function scrapePair(
+  p: ReadEnd,
+  d: ReadEnd,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<PairCounters | string> {
+  const opts = { timeoutMs, ...(signal ? { signal } : {}) };
+  try {
+    const [prefill, decode] = await Promise.all([
+      scrapeEndpoint(p.end.engine, p.plan.endpoint, opts),
+      scrapeEndpoint(d.end.engine, d.plan.endpoint, opts),
+    ]);
+    return { prefill, decode };
+  } catch (err) {
+    if (err instanceof KvMetricsError) return err.message;
+    throw err;
+  }
+}
+
+function connectable(host: string, port: number): Promise<{ ok: boolean; detail: string }> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: host || "localhost", port, timeout: SIDE_CHANNEL_CONNECT_MS });
+    const done = (ok: boolean, detail: string) => {
+      sock.destroy();
+      resolve({ ok, detail });
+    };
+    sock.once("connect", () => done(true, `${host}:${port} accepts connections`));
+    sock.once("timeout", () => done(false, `connecting to ${host}:${port} timed out`));
+    sock.once("error", (e) => done(false, `connecting to ${host}:${port}: ${e.message}`));
+  });
+}
+
+/** The last NIXL failure line of the decode's log in its run directory (a native engine writes it there). */
+async function lastNixlFailureLine(runDir: string): Promise<string | null> {
+  let handle;
+  try {
+    handle = await fs.open(path.join(runDir, ENGINE_LOG), "r");
+    const { size } = await handle.stat();
+    const length = Math.min(size, LOG_TAIL_BYTES);
+    const buf = Buffer.alloc(length);
+    await handle.read(buf, 0, length, size - length);
+    const lines = buf
+      .toString("utf8")
+      .split("\n")
+      .filter((l) => NIXL_FAILURE_LINE.test(l));
+    // vLLM logs the failure, then the exception naming its reason: the reason is the line to quote.
+    return lines.at(-1)?.trim() ?? null;
+  } catch {
+    return null;
+  } finally {
+    await handle?.close();
+  }
+}
+
+const compatHash = async (dir: string) =>
+  (await readJsonIfExists<NixlCompatRecord>(path.join(dir, NIXL_COMPAT_FILE)).catch(() => null))?.hash ?? null;
+
+/**
+ * Prove one prefill → decode pair. Returns the verdict for every KV cause; throws only for what is
+ * not the pair's fault (a run directory missing, edited or of another run: typed, retryable set).
+ */
+export async function proveKvTransfer(
   prefill: ProofEnd,
   decode: ProofEnd,
   opts: { timeoutMs: number; signal?: AbortSignal },
 ): Promise<KvProofResult> {
-  void opts;
-  return Promise.resolve({
-    passed: true,
-    cause: null,
-    message: `stub proof ${prefill.engine} → ${decode.engine}`,
-    checks: [],
-    at: new Date().toISOString(),
-    evidence: [],
-  });
+  const at = new Date().toISOString();
+  const [p, d] = await Promise.all([readProofEnd(prefill), readProofEnd(decode)]);
+  const deadline = Date.now() + opts.timeoutMs;
+  const left = () => Math.max(1, deadline - Date.now());
+  const o: ProofObservation = {
+    prefill: { engine: prefill.engine, node: prefill.node },
+    decode: { engine: decode.engine, node: decode.node },
+    block_size: d.block_size,
+    prompt_tokens: null,
+    reference: null,
+    prefill_request: null,
+    side_channel: { host: p.side_channel_host, port: p.side_channel_port, source: "the prefill's launch.json" },
+    metrics_error: null,
+    before: null,
+    after: null,
+    decode_request: null,
+    side_channel_reachable: null,
+    decode_log_line: null,
+    compat_hashes: { prefill: await compatHash(prefill.run_dir), decode: await compatHash(decode.run_dir) },
+    decode_text: null,
+    reference_text: null,
+  };
+  // A fresh cache_salt per request keeps the decode's prefix cache out of the counters: the reference's
+  // blocks are never reused by the transfer, nor an earlier proof's.
+  const salt = randomUUID();
+  const record: Record<string, unknown> = {};
+  await (async () => {
+    if (!judgeProof(o).checks.every((c) => c.passed)) return; // the planned side channel is already the trap
+    // The reference first, so its local compute is outside the counters the proof compares.
+    const ref = await complete(
+      d,
+      { max_tokens: PROOF_MAX_TOKENS, cache_salt: `${salt}-reference` },
+      left(),
+      opts.signal,
+    );
+    o.reference = ref.outcome;
+    o.reference_text = ref.text;
+    o.prompt_tokens = ref.prompt_tokens;
+    if (!ref.outcome.ok) return;
+    const before = await scrapePair(p, d, left(), opts.signal);
+    if (typeof before === "string") return void (o.metrics_error = before);
+    o.before = before;
+    const sent = {
+      do_remote_decode: true,
+      do_remote_prefill: false,
+      remote_engine_id: null,
+      remote_block_ids: null,
+      remote_host: null,
+      remote_port: null,
+    };
+    record.prefill_request_params = sent;
+    const pre = await complete(p, { max_tokens: 1, kv_transfer_params: sent, cache_salt: salt }, left(), opts.signal);
+    o.prefill_request = pre.outcome;
+    if (pre.outcome.ok && !pre.kv_transfer_params)
+      o.prefill_request = {
+        ok: false,
+        status: 200,
+        detail: "answered 200 without kv_transfer_params: it runs without a NIXL KV connector",
+      };
+    if (!o.prefill_request.ok) return;
+    const params = pre.kv_transfer_params!;
+    record.prefill_response_params = params;
+    o.side_channel = {
+      host: String(params.remote_host ?? ""),
+      port: Number(params.remote_port),
+      source: "kv_transfer_params.remote_host/remote_port",
+    };
+    if (!judgeProof(o).checks.every((c) => c.passed)) return;
+    const dec = await complete(
+      d,
+      { max_tokens: PROOF_MAX_TOKENS, kv_transfer_params: params, cache_salt: salt },
+      left(),
+      opts.signal,
+    );
+    o.decode_request = dec.outcome;
+    o.decode_text = dec.text;
+    const after = await scrapePair(p, d, left(), opts.signal);
+    if (typeof after === "string") return void (o.metrics_error = after);
+    o.after = after;
+    if (!dec.outcome.ok && counterDeltas(before.decode, after.decode).failed_transfers === 0) {
+      o.side_channel_reachable = await connectable(o.side_channel.host, o.side_channel.port);
+      o.decode_log_line = await lastNixlFailureLine(decode.run_dir);
+    }
+  })();
+  const verdict = judgeProof(o);
+  const doc = {
+    schema: KV_TRANSFER_SCHEMA,
+    prefill: { ...prefill, endpoint: p.plan.endpoint },
+    decode: { ...decode, endpoint: d.plan.endpoint },
+    prompt: { text: PROOF_PROMPT, tokens: o.prompt_tokens, max_tokens: PROOF_MAX_TOKENS, block_size: o.block_size },
+    side_channel: o.side_channel,
+    kv_transfer_params: {
+      request: record.prefill_request_params ?? null,
+      response: record.prefill_response_params ?? null,
+    },
+    counters: {
+      before: o.before,
+      after: o.after,
+      deltas:
+        o.before && o.after
+          ? {
+              prefill: counterDeltas(o.before.prefill, o.after.prefill),
+              decode: counterDeltas(o.before.decode, o.after.decode),
+            }
+          : null,
+    },
+    texts: { decode: o.decode_text, reference: o.reference_text },
+    checks: verdict.checks,
+    passed: verdict.passed,
+    cause: verdict.cause,
+    message: verdict.message,
+    at,
+  };
+  const evidence = await writeBothEvidence([prefill, decode], doc);
+  return {
+    passed: verdict.passed,
+    cause: verdict.cause,
+    message: verdict.message,
+    checks: verdict.checks,
+    at,
+    evidence,
+  };
 }

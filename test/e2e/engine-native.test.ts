@@ -173,17 +173,14 @@ describe("narwhal engine on the native backend", () => {
       num_kv_heads: 2,
     });
     const policy = ok(await f.engine(["handshake-policy", "--run", run.main!]));
-    expect(policy.details.compatibility).toEqual({
-      vllm_version: "0.11.0",
-      connector_version: 1,
-      model: "tiny-llama",
-      dtype: "bfloat16",
-      num_kv_heads: 2,
-      head_size: 64,
-      num_layers: 4,
-      attn_backend: "auto",
-      cache_dtype: "bfloat16",
+    // One piece of code: the inputs and hash of nixl-compat.json (check), from what the installed worker reports.
+    const compat = await readJson(path.join(run.main!, "nixl-compat.json"));
+    expect(policy.details.compatibility).toEqual(compat.inputs);
+    expect(policy.details.compatibility).toMatchObject({
+      model: expect.stringContaining("tiny-llama"),
+      attn_backend_name: "FLASH_ATTN",
     });
+    expect(policy.details.compatibility_hash).toBe(compat.hash);
     expect(policy.details.compatibility_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(policy.details.nixl).toMatchObject({ distribution: "nixl", version: "0.6.1" });
 

@@ -145,6 +145,21 @@ def fault_tests(p, d, reference, tokens):
            and after["local"] == tokens and after["external"] == 0,
            "policy recompute: local prefill, right text, the failure still counted")
 
+    print("nixl: NARWHAL_SIM_FAULTS_FILE (switches turned on and off in a running engine)")
+    switches = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"nixl-smoke-faults-{os.getpid()}")
+    try:
+        live = start("kv_consumer", NARWHAL_SIM_FAULTS_FILE=switches)
+        expect(complete(live, 12, prefill(p))[0] == 200, "no fault file: the pull works")
+        with open(switches, "w", encoding="utf-8") as f:
+            f.write("kv_transfer_fail\n")
+        status, _, after = measured(live, prefill(p))
+        expect(status == 500 and after["failed"] == 1, "the switch written to the file applies to the next request")
+        os.unlink(switches)
+        expect(complete(live, 12, prefill(p))[0] == 200, "the file removed: the pull works again")
+    finally:
+        if os.path.exists(switches):
+            os.unlink(switches)
+
     print("nixl: kv_handshake_refuse")
     bad = start("kv_producer", faults="kv_handshake_refuse")
     status, _, after = measured(d, prefill(bad))

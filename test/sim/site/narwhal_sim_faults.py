@@ -3,7 +3,9 @@
 NARWHAL_SIM_FAULTS is a comma-separated list of switches, each either a bare
 name (``crash_at_start``) or ``name=value`` (``slow_start=5``). A name may repeat
 (``missing_metric=a,missing_metric=b``); ``name@engine-2`` applies only to the engine
-whose NARWHAL_ENGINE is engine-2. See test/sim/README.md for the list.
+whose NARWHAL_ENGINE is engine-2. NARWHAL_SIM_FAULTS_FILE names a file holding more switches
+(commas or newlines), re-read on every call, so a test can turn a fault on in a running engine.
+See test/sim/README.md for the list.
 """
 import os
 
@@ -19,9 +21,9 @@ KNOWN = {
 def faults(environ=None):
     """Return {name: [values]} for the switches set in the environment."""
     env = environ if environ is not None else os.environ
-    raw = env.get("NARWHAL_SIM_FAULTS", "")
+    raw = env.get("NARWHAL_SIM_FAULTS", "") + "," + _file_faults(env.get("NARWHAL_SIM_FAULTS_FILE"))
     found = {}
-    for item in raw.split(","):
+    for item in raw.replace("\n", ",").split(","):
         item = item.strip()
         if "@" in item:
             # "switch@engine-2" applies only to the engine the launcher names engine-2 (NARWHAL_ENGINE),
@@ -34,6 +36,17 @@ def faults(environ=None):
         name, _, value = item.partition("=")
         found.setdefault(name.strip(), []).append(value.strip())
     return found
+
+
+def _file_faults(path):
+    """The runtime switch file's text; a missing or unreadable file holds no switches (the test has not written it)."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def has(name, environ=None):

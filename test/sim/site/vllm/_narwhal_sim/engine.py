@@ -14,7 +14,7 @@ import uuid
 import narwhal_sim_faults as faults
 from vllm import version
 from vllm._narwhal_sim import model as model_mod
-from vllm._narwhal_sim.kv_transfer import KVTransfer, compatibility_hash
+from vllm._narwhal_sim.kv_transfer import KVTransfer
 from vllm._narwhal_sim.metrics import Metrics
 from vllm._narwhal_sim.model import StartupError
 from vllm._narwhal_sim.server import State, create_server, is_ipv6, make_handler
@@ -63,6 +63,11 @@ def _kv_config(args):
                            f"Supported policies are {LOAD_FAILURE_POLICIES}")
     return types.SimpleNamespace(**{"engine_id": str(uuid.uuid4()), "kv_connector_module_path": None,
                                     "kv_connector_extra_config": {}, **cfg})
+
+
+def environ_backend():
+    """VLLM_ATTENTION_BACKEND as vLLM's selector reads it (the sim has no --attention-backend flag)."""
+    return os.environ.get("VLLM_ATTENTION_BACKEND") or None
 
 
 def _bind_side_channel(host, port):
@@ -273,21 +278,22 @@ def _connector(kv, facts, args, tp):
     side = _bind_side_channel(host, port)
     emit("INFO", "Starting listening on path: tcp://%s:%d", f"[{host}]" if is_ipv6(host) else host, port,
          prefix="EngineCore_DP0", where="nixl_connector.py:737")
-    # vLLM's compute_nixl_compatibility_hash factors; the sim resolves every attention backend to FLASH_ATTN
-    # (kv_handshake_refuse=B resolves it to B instead: an engine whose pairs fail the handshake).
-    backend = faults.value("kv_handshake_refuse", "FLASHINFER") if faults.has("kv_handshake_refuse") else "FLASH_ATTN"
+    # vLLM's compute_nixl_compatibility_hash factors, resolved as narwhal's nixl-compat.ts resolves them (so the
+    # hash narwhal records before start is the one this engine advertises). kv_handshake_refuse is applied per
+    # handshake (kv_transfer.py), so a runtime fault file can turn it on.
+    backend = (environ_backend() or "FLASH_ATTN").upper()
+    extra = kv.kv_connector_extra_config or {}
+    cross = backend in ("FLASH_ATTN", "FLASHINFER") and str(extra.get("enable_cross_layers_blocks", "False")).lower() == "true"
     factors = {"vllm_version": version.__version__, "nixl_connector_version": NIXL_CONNECTOR_VERSION,
-               "model": args.model, "dtype": facts["dtype"], "num_kv_heads": facts["kv_heads"],
+               "model": args.model, "dtype": f"torch.{facts['dtype']}", "num_kv_heads": facts["kv_heads"],
                "head_size": facts["head_dim"], "num_hidden_layers": facts["layers"], "attn_backend_name": backend,
-               "cache_dtype": facts["cache_dtype"], "cross_layers_blocks": False,
-               "is_hma_enabled": not args.disable_hybrid_kv_cache_manager}
+               "cache_dtype": facts["cache_dtype"], "cross_layers_blocks": cross}
     meta = {"engine_id": kv.engine_id, "vllm_version": version.__version__, "connector_version": NIXL_CONNECTOR_VERSION,
             "model": args.model, "dtype": facts["dtype"], "num_kv_heads": facts["kv_heads"],
             "head_size": facts["head_dim"], "num_layers": facts["layers"], "attn_backend": backend,
             "cache_dtype": facts["cache_dtype"], "block_size": facts["block_size"], "tp_size": tp,
-            "kv_role": kv.kv_role, "backends": (kv.kv_connector_extra_config or {}).get("backends", ["UCX"]),
-            "compatibility_hash": compatibility_hash(factors)}
-    transfer = KVTransfer(kv.engine_id, host, port, meta, getattr(kv, "kv_load_failure_policy", "recompute"),
+            "kv_role": kv.kv_role, "backends": extra.get("backends", ["UCX"])}
+    transfer = KVTransfer(kv.engine_id, host, port, meta, factors, getattr(kv, "kv_load_failure_policy", "recompute"),
                           _rank_prefix(0, tp), envs.VLLM_NIXL_ABORT_REQUEST_TIMEOUT)
     threading.Thread(target=transfer.serve, args=(side,), daemon=True).start()
     return transfer, side

@@ -34,7 +34,12 @@ def kv_state(blocks):
 
 
 def compatibility_hash(factors):
-    """SHA-256 over vLLM's compute_nixl_compatibility_hash factors (canonical JSON here, not hash_factors)."""
+    """vLLM's hash_factors: SHA-256 of json.dumps(factors, sort_keys=True), as narwhal's nixlCompatHash computes it.
+
+    kv_handshake_refuse[=B] resolves the attention backend to B (default FLASHINFER) instead, read per handshake:
+    every handshake with a normal peer then fails."""
+    if faults.has("kv_handshake_refuse"):
+        factors = dict(factors, attn_backend_name=faults.value("kv_handshake_refuse", "FLASHINFER"))
     return hashlib.sha256(json.dumps(factors, sort_keys=True).encode()).hexdigest()
 
 
@@ -49,11 +54,11 @@ class TransferError(Exception):
 class KVTransfer:
     """One engine's NIXL side: the blocks it serves (prefill) and the peers it pulls from (decode)."""
 
-    def __init__(self, engine_id, host, port, handshake, policy, prefix, timeout):
+    def __init__(self, engine_id, host, port, handshake, factors, policy, prefix, timeout):
         self.engine_id, self.host, self.port = engine_id, host, port
         self.agent_name = str(uuid.uuid4())  # a new NIXL agent per start: what stale metadata points at
-        self.handshake = dict(handshake, agent_name=self.agent_name)
-        self.compat_hash = handshake["compatibility_hash"]
+        self.base_handshake = dict(handshake, agent_name=self.agent_name)
+        self.factors = factors
         self.policy, self.prefix, self.timeout = policy, prefix, timeout
         self.metrics = None  # set once the engine has sized its cache (Metrics needs the layout)
         self.block_bytes = 0
@@ -107,12 +112,18 @@ class KVTransfer:
         with conn:
             try:
                 conn.settimeout(READ_TIMEOUT)
-                conn.sendall((json.dumps(self.handshake) + "\n").encode())
+                conn.sendall((json.dumps(self.handshake()) + "\n").encode())
                 line = conn.makefile().readline()
                 if line.strip():
                     conn.sendall((json.dumps(self._read(json.loads(line))) + "\n").encode())
             except (OSError, ValueError):
                 pass
+
+    def handshake(self):
+        """The metadata line the side channel sends, hash computed now (the fault switches may have changed)."""
+        return dict(self.base_handshake, compatibility_hash=compatibility_hash(self.factors),
+                    attn_backend=faults.value("kv_handshake_refuse", "FLASHINFER")
+                    if faults.has("kv_handshake_refuse") else self.factors["attn_backend_name"])
 
     def _read(self, request):
         if request.get("agent_name") != self.agent_name:
@@ -167,9 +178,10 @@ class KVTransfer:
             meta = _exchange(host, port, None)
         except (OSError, ValueError) as exc:
             raise TransferError("handshake_failed", f"{type(exc).__name__}: {exc}") from None
-        if meta.get("compatibility_hash") != self.compat_hash:
+        local = compatibility_hash(self.factors)
+        if meta.get("compatibility_hash") != local:
             raise TransferError("handshake_failed", (
-                f"RuntimeError: NIXL compatibility hash mismatch. Local: {self.compat_hash}, Remote: "
+                f"RuntimeError: NIXL compatibility hash mismatch. Local: {local}, Remote: "
                 f"{meta.get('compatibility_hash')}. Prefill and decode instances have incompatible configurations. "
                 "This may be due to: different vLLM versions, models, dtypes, KV cache layouts, attention backends, "
                 "etc. Both instances must use identical configurations.Disable this check using --kv-transfer-config "
