@@ -29,7 +29,10 @@ function onShutdown(): { signal: AbortSignal; dispose(): void } {
  * Prefill and decode engines whose KVTransfer is not True: every P/D pair must be proven. An engine
  * with no peer is exempt only when desired/ has no engine of the other role (nothing to pair).
  */
-function unprovenPairs(state: StateFile, desired: DesiredState): Array<{ engine: string; reason: string; message: string }> {
+function unprovenPairs(
+  state: StateFile,
+  desired: DesiredState,
+): Array<{ engine: string; reason: string; message: string }> {
   const roles = new Set(desired.specs.map((s) => s.role));
   return desired.specs
     .filter((s) => isPairedRole(s.role))

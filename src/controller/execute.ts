@@ -151,7 +151,13 @@ export class Execution {
             a,
             { prefill: end(a.prefill, peer.getSnapshot().context as EngineContext), decode: end(name, ctx) },
             observed,
-            { io: this.deps.kv, store: this.deps.storeOf(), log, timeoutMs: this.deps.kvTimeoutMs },
+            {
+              io: this.deps.kv,
+              store: this.deps.storeOf(),
+              log,
+              timeoutMs: this.deps.kvTimeoutMs,
+              failpoint: this.deps.failpoint,
+            },
           );
           if (proof) this.deps.onProved(name);
           break;

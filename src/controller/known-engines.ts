@@ -59,7 +59,12 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
     const was = rec.conditions.find((c) => c.type === KV_CONDITION);
     // NotServing only replaces a verdict the engine had: one never proven needs no line yet.
     if (!verdict || (verdict.reason === "NotServing" && !was)) continue;
-    const next = conditionBuilder(rec.conditions, observed.at)(KV_CONDITION, verdict.status, verdict.reason, verdict.message);
+    const next = conditionBuilder(rec.conditions, observed.at)(
+      KV_CONDITION,
+      verdict.status,
+      verdict.reason,
+      verdict.message,
+    );
     if (was && was.status === next.status && was.reason === next.reason && was.message === next.message) continue;
     rec.conditions = [...rec.conditions.filter((c) => c.type !== KV_CONDITION), next];
     changed = true;

@@ -64,7 +64,9 @@ export function kvVerdicts(observed: Observed, plan: Plan): Map<string, KvVerdic
       continue;
     }
     const current = proofs.filter(involves(o.engine)).filter((p) => proofIsCurrent(p, observed));
-    const failed = current.filter((p) => !p.passed).sort((a, b) => compareNames(peerOf(o.engine, a), peerOf(o.engine, b)));
+    const failed = current
+      .filter((p) => !p.passed)
+      .sort((a, b) => compareNames(peerOf(o.engine, a), peerOf(o.engine, b)));
     const planned = plannedFor(o.engine, plan.actions);
     if (failed[0]) {
       const f = failed[0];
@@ -77,7 +79,10 @@ export function kvVerdicts(observed: Observed, plan: Plan): Map<string, KvVerdic
       verdicts.set(o.engine, { status: false, reason: "Proving", message: planned.reason });
     } else if (current.length > 0) {
       const peers = [...new Set(current.map((p) => peerOf(o.engine, p)))].sort(compareNames);
-      const at = current.map((p) => p.at).sort().at(-1);
+      const at = current
+        .map((p) => p.at)
+        .sort()
+        .at(-1);
       verdicts.set(o.engine, {
         status: true,
         reason: "Proven",

@@ -6,6 +6,7 @@ import type { EngineContext } from "../../machines/engine.js";
 import type { StateStore } from "../state/store.js";
 import type { Logger } from "../log.js";
 import { describeFailure } from "../errors.js";
+import type { Failpoint } from "../failpoints.js";
 import type { KvProofResult, ProofEnd } from "../phases/kv-proof.js";
 import type { KvCounters } from "../phases/kv-watch.js";
 import { decodeOnlyFinding } from "../phases/kv-watch.js";
@@ -18,7 +19,11 @@ export interface KvIo {
 }
 
 /** The running instance of an engine, as a proof names it (null: it does not run). */
-export function proofEnd(engine: string, ctx: Partial<EngineContext> | undefined, node: string | null): ProofEnd | null {
+export function proofEnd(
+  engine: string,
+  ctx: Partial<EngineContext> | undefined,
+  node: string | null,
+): ProofEnd | null {
   if (!ctx?.run || !ctx.handle) return null;
   return { engine, run_dir: ctx.run.dir, launch_token: ctx.handle.launch_token, node };
 }
@@ -35,12 +40,14 @@ export async function runProof(
   a: Prove,
   ends: { prefill: ProofEnd | null; decode: ProofEnd | null },
   observed: Observed | null,
-  deps: { io: KvIo; store: StateStore; log: Logger; timeoutMs: number; signal?: AbortSignal },
+  deps: { io: KvIo; store: StateStore; log: Logger; timeoutMs: number; signal?: AbortSignal; failpoint?: Failpoint },
 ): Promise<ObservedProof | null> {
   const { prefill, decode } = ends;
-  const seen = (end: ProofEnd | null) => end !== null && observed?.engines[end.engine]?.handle?.launch_token === end.launch_token;
+  const seen = (end: ProofEnd | null) =>
+    end !== null && observed?.engines[end.engine]?.handle?.launch_token === end.launch_token;
   if (!prefill || !decode || !seen(prefill) || !seen(decode)) return null; // a newer plan follows
   deps.log.info(`proving KV transfer from ${prefill.engine}: ${a.reason}`, { engine: decode.engine });
+  deps.failpoint?.("kv:prove:before");
   let result: KvProofResult;
   try {
     result = await deps.io.prove(prefill, decode, { timeoutMs: deps.timeoutMs, signal: deps.signal });
@@ -55,6 +62,8 @@ export async function runProof(
       evidence: [],
     };
   }
+  // Killed here, the evidence is written and the state knows nothing: the rerun proves again (fresh file names).
+  deps.failpoint?.("kv:prove:after");
   const key = pairKey(prefill.engine, decode.engine);
   const prev = deps.store.proofs()[key];
   const proof: ObservedProof = {
@@ -121,7 +130,8 @@ export async function scrapeDecodes(
       });
       recorded = true;
     }
-    if (proofs.length) deps.log.warn(`KV transfer no longer proven: ${finding.message}; proving it again`, { engine: name });
+    if (proofs.length)
+      deps.log.warn(`KV transfer no longer proven: ${finding.message}; proving it again`, { engine: name });
   }
   return recorded;
 }

@@ -76,6 +76,12 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
         expect(compat).toMatchObject({ plan_sha256: sha256(planBytes), unknown: [] });
         expect(compat.hash).toMatch(/^[0-9a-f]{64}$/);
       }
+      // Every transfer proof's evidence is whole, whatever it found (a killed proof's file stays beside the rerun's).
+      for (const f of (await fs.readdir(dir)).filter((x) => /^kv-transfer(\.\d+)?\.json$/.test(x))) {
+        const proof = JSON.parse(await fs.readFile(path.join(dir, f), "utf8"));
+        expect(proof.schema, `${dir}/${f}`).toBe("narwhal.kv-transfer/v1");
+        expect([proof.prefill.engine, proof.decode.engine]).toContain(engine);
+      }
       const layout = await fs.readFile(path.join(dir, "cache-layout.json"), "utf8").catch(() => null);
       if (layout !== null) expect(JSON.parse(layout).plan_sha256).toBe(sha256(planBytes));
       await assertPrivateTree(dir);
@@ -119,6 +125,13 @@ export async function assertConverged(
     const planBytes = await fs.readFile(path.join(e!.run_dir!, "launch.json"));
     expect(sha256(planBytes)).toBe(e!.plan_sha256);
     await assertKeyEnforced(e!.run_dir!, name);
+    // A P/D pair serves only proven: the rerun proved the engines that run now, and left the evidence.
+    if (e!.role === "prefill" || e!.role === "decode") {
+      const kv = e!.conditions.find((c) => c.type === "KVTransfer");
+      expect(kv, `${name}: KVTransfer after rerun`).toMatchObject({ status: "True", reason: "Proven" });
+      const proofs = (await fs.readdir(e!.run_dir!)).filter((f) => /^kv-transfer(\.\d+)?\.json$/.test(f));
+      expect(proofs.length, `${name}: kv-transfer*.json in ${e!.run_dir}`).toBeGreaterThan(0);
+    }
   }
   const live = await running();
   expect(

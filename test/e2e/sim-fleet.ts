@@ -67,6 +67,8 @@ export interface SimFleetOptions {
   devRoot?: string;
   /** NARWHAL_NATIVE_PYTHON (default /usr/bin/python3). */
   python?: string;
+  /** fleet.json's kv_transfer block (absent: the defaults). */
+  kvTransfer?: Record<string, unknown>;
 }
 
 export interface SimFleet {
@@ -170,6 +172,7 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
       accelerators_per_engine: engines[0]!.gpus?.length ?? 1,
       tensor_parallel: engines[0]!.gpus?.length ?? 1,
     },
+    ...(o.kvTransfer ? { kv_transfer: o.kvTransfer } : {}),
   };
   const launch = {
     engines: Object.fromEntries(

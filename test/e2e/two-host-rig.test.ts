@@ -80,6 +80,16 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
     ]);
     // With no controller running, status checks each engine on its own node, over ssh.
     expect(view.engines.map((e) => e.live?.liveness)).toEqual(["alive", "alive"]);
+    // KV moved from host A's prefill to host B's decode over A's side channel address (issue 11 item 6).
+    for (const e of view.engines) {
+      expect(
+        e.conditions.find((c) => c.type === "KVTransfer"),
+        e.engine,
+      ).toMatchObject({ status: "True" });
+      const proof = JSON.parse(await fs.readFile(`${e.run_dir}/kv-transfer.json`, "utf8"));
+      expect(proof).toMatchObject({ passed: true, side_channel: { host: a.address, port: RIG_PORTS.nixl } });
+      expect(proof.prefill.node).not.toBe(proof.decode.node);
+    }
   });
 
   it("a second reconcile --once starts nothing: the engines are found on their nodes", async () => {

@@ -1,0 +1,117 @@
+// Issue 11's acceptance through the real CLI: a P/D pair serves only once a
+// real NIXL transfer between its simulated engines is proven, each KV fault
+// switch ends in KVTransfer=False naming its cause (exit 2, the pair not
+// listed), and the repository's own desired/ converges with the proof.
+import { afterAll, describe, expect, it } from "vitest";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { simFleet } from "./sim-fleet.js";
+import { CLI, TEST_ENV, runCli, status, teardown, type CliResult } from "./cli.js";
+import { readState } from "../../src/state/store.js";
+import { readServingFleet } from "../../src/controller/serving-file.js";
+import type { StatusEngine } from "../../src/cli/status-view.js";
+import { REPO } from "./sim-fleet.js";
+
+const kvOf = (e: Pick<StatusEngine, "conditions"> | undefined) => e?.conditions.find((c) => c.type === "KVTransfer");
+
+/** The CLI in a network namespace of its own (its own loopback): the default desired/'s fixed ports collide with nothing. */
+function runInOwnNetwork(args: string[]): Promise<CliResult> {
+  const child = spawn(
+    "unshare",
+    ["-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", process.execPath, CLI, ...args],
+    { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+}
+
+const stateDirs: string[] = [];
+afterAll(async () => {
+  for (const dir of stateDirs) await teardown(dir);
+});
+
+describe("the default desired/ proves its prefill → decode pair", () => {
+  it("converges with kv-transfer.json in both run directories, KVTransfer=True, and status shows the pair", async () => {
+    const stateDir = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-kv-default-")), "state");
+    stateDirs.push(stateDir);
+    const desired = path.join(REPO, "desired");
+    const r = await runInOwnNetwork(["reconcile", "--once", "--desired", desired, "--state", stateDir]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const state = await readState(stateDir);
+    for (const name of ["engine-1", "engine-2"]) {
+      const e = state.engines[name]!;
+      expect(e.phase).toBe("captured");
+      expect(kvOf(e), name).toMatchObject({ status: "True", reason: "Proven" });
+      const evidence = JSON.parse(await fs.readFile(path.join(e.run_dir!, "kv-transfer.json"), "utf8"));
+      expect(evidence).toMatchObject({ passed: true, cause: null });
+      expect(evidence.prefill.engine).toBe("engine-1");
+      expect(evidence.decode.engine).toBe("engine-2");
+    }
+    expect(state.proofs?.["engine-1>engine-2"]).toMatchObject({ passed: true, source: "proof", failures: 0 });
+    const serving = await readServingFleet(stateDir);
+    expect(serving?.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
+    expect(serving?.engines.map((e) => e.engine)).toEqual(["engine-1", "engine-2"]);
+    const shown = await runCli(["status", "--state", stateDir, "--desired", desired]);
+    expect(shown.stdout).toMatch(/engine-1 → engine-2 {2}proven/);
+  });
+});
+
+describe("a KV fault ends in KVTransfer=False naming its cause, exit 2, and the pair out of the serving fleet", () => {
+  const cases: Array<{ fault: string; on: 1 | 2; reason: string; cause: string }> = [
+    { fault: "kv_transfer_fail", on: 2, reason: "TransferFailed", cause: "transfer-failed" },
+    { fault: "kv_handshake_refuse", on: 2, reason: "HandshakeRefused", cause: "handshake-refused" },
+    { fault: "kv_corrupt_blocks", on: 1, reason: "CorruptedBlocks", cause: "corrupted-blocks" },
+  ];
+  for (const c of cases)
+    it(`${c.fault} on engine-${c.on}: ${c.reason}, held (on_failure: hold)`, async () => {
+      const fleet = await simFleet({
+        engines: c.on === 1 ? [{ faults: c.fault }, {}] : [{}, { faults: c.fault }],
+        kvTransfer: { on_failure: "hold" },
+      });
+      stateDirs.push(fleet.stateDir);
+      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+      expect(r.code, r.stdout + r.stderr).toBe(2);
+      expect(r.stdout).toMatch(/not converged: KV transfer not proven/);
+      const engines = Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
+      for (const name of ["engine-1", "engine-2"]) {
+        expect(engines[name]!.phase, name).toBe("captured");
+        expect(kvOf(engines[name]), name).toMatchObject({ status: "False", reason: c.reason });
+      }
+      const state = await readState(fleet.stateDir);
+      expect(state.proofs?.["engine-1>engine-2"]).toMatchObject({ passed: false, cause: c.cause, failures: 1 });
+      const serving = await readServingFleet(fleet.stateDir);
+      expect(serving?.pairs).toEqual([]);
+      expect(serving?.engines).toEqual([]);
+      // The evidence of the failed proof is kept in both run directories.
+      for (const name of ["engine-1", "engine-2"]) {
+        const evidence = JSON.parse(await fs.readFile(path.join(engines[name]!.run_dir!, "kv-transfer.json"), "utf8"));
+        expect(evidence).toMatchObject({ passed: false, cause: c.cause });
+      }
+    });
+
+  it("kv_silent_recompute on the decode: restarted once by policy, still recomputing, then held as SilentRecompute", async () => {
+    const fleet = await simFleet({ engines: [{}, { faults: "kv_silent_recompute" }] });
+    stateDirs.push(fleet.stateDir);
+    const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    expect(r.code, r.stdout + r.stderr).toBe(2);
+    const state = await readState(fleet.stateDir);
+    expect(state.proofs?.["engine-1>engine-2"]).toMatchObject({
+      passed: false,
+      cause: "silent-recompute",
+      failures: 2,
+    });
+    const decode = state.engines["engine-2"]!;
+    expect(kvOf(decode)).toMatchObject({ status: "False", reason: "SilentRecompute" });
+    // One restart (max_decode_restarts 1): the decode runs from its second run directory, both hold evidence.
+    const runs = (await fs.readdir(path.dirname(decode.run_dir!))).filter((d) => !d.startsWith("."));
+    expect(runs.length).toBe(2);
+    for (const run of runs)
+      await expect(fs.stat(path.join(path.dirname(decode.run_dir!), run, "kv-transfer.json"))).resolves.toBeTruthy();
+    expect((await readServingFleet(fleet.stateDir))?.pairs).toEqual([]);
+  });
+});

@@ -1,0 +1,134 @@
+// Issue 11 items 4 and 5 through the real CLI in watch mode: a restarted
+// prefill makes its decode prove again before the pair serves (a decode with
+// stale peer metadata is restarted and proves again), and the periodic scrape
+// catches a decode that silently stopped receiving KV.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import fs from "node:fs/promises";
+import path from "node:path";
+import type { ChildProcess } from "node:child_process";
+import { simFleet, type SimFleet } from "./sim-fleet.js";
+import { startCli, teardown, waitFor } from "./cli.js";
+import { readState, type EngineRecord, type StateFile } from "../../src/state/store.js";
+import { readServingFleet } from "../../src/controller/serving-file.js";
+
+const KEY = "e2e-key-0123456789";
+const kvOf = (e: EngineRecord | undefined) => e?.conditions.find((c) => c.type === "KVTransfer");
+const proven = (s: StateFile, name: string) => kvOf(s.engines[name])?.status === "True";
+const pidOf = (e: EngineRecord | undefined) => (e?.handle?.kind === "native" ? e.handle.pid : null);
+
+/** One request as a P/D router sends it: the prefill with do_remote_decode, then the decode with what it returned. */
+async function routerRequest(fleet: SimFleet, prompt: string): Promise<void> {
+  const post = async (port: number, body: object) => {
+    const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${KEY}` },
+      body: JSON.stringify(body),
+    });
+    return (await res.json()) as { kv_transfer_params?: Record<string, unknown> };
+  };
+  const base = { model: "tiny-llama", prompt, temperature: 0 };
+  const pre = await post(fleet.ports[0]![0]!, {
+    ...base,
+    max_tokens: 1,
+    kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false },
+  });
+  await post(fleet.ports[1]![0]!, { ...base, max_tokens: 8, kv_transfer_params: pre.kv_transfer_params });
+}
+
+describe("watch mode keeps proving the KV path", () => {
+  let fleet: SimFleet;
+  let controller: ChildProcess;
+  let faultsFile: string;
+  const state = () => readState(fleet.stateDir);
+
+  beforeAll(async () => {
+    fleet = await simFleet({ kvTransfer: { watch_interval_s: 1 } });
+    faultsFile = path.join(path.dirname(fleet.dir), "decode-faults");
+    await fs.writeFile(faultsFile, "");
+    controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    await waitFor(
+      "both proven",
+      async () => {
+        const s = await state();
+        return proven(s, "engine-1") && proven(s, "engine-2");
+      },
+      120_000,
+    );
+  });
+  afterAll(async () => {
+    if (controller?.exitCode === null) controller.kill("SIGKILL");
+    await teardown(fleet.stateDir);
+  });
+
+  it("a prefill restart makes its decode prove again, the decode keeps running", async () => {
+    const before = await state();
+    const decodePid = pidOf(before.engines["engine-2"]);
+    const first = before.proofs!["engine-1>engine-2"]!;
+    process.kill(-pidOf(before.engines["engine-1"])!, "SIGKILL");
+    const after = await waitFor(
+      "the pair proven with the new prefill",
+      async () => {
+        const s = await state();
+        const p = s.proofs?.["engine-1>engine-2"];
+        return p && p.passed && p.prefill.launch_token !== first.prefill.launch_token && proven(s, "engine-2")
+          ? s
+          : undefined;
+      },
+      120_000,
+    );
+    expect(pidOf(after.engines["engine-2"])).toBe(decodePid);
+    expect(after.proofs!["engine-1>engine-2"]!.decode.launch_token).toBe(first.decode.launch_token);
+    expect((await readServingFleet(fleet.stateDir))?.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
+  });
+
+  it("with stale peer metadata the decode fails the new proof, is restarted, and the pair proves again", async () => {
+    // The decode starts caching its peers by address (a decode replaced with the fault on), then its prefill restarts.
+    await fleet.write({
+      engines: [{}, { faults: "kv_stale_peer_metadata", environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } }],
+      kvTransfer: { watch_interval_s: 1 },
+    });
+    const replaced = await waitFor(
+      "the decode replaced and proven",
+      async () => {
+        const s = await state();
+        const d = s.engines["engine-2"];
+        return d && d.running_hash === d.desired_hash && d.phase === "captured" && proven(s, "engine-2")
+          ? s
+          : undefined;
+      },
+      120_000,
+    );
+    const decodeToken = replaced.engines["engine-2"]!.handle!.launch_token;
+    process.kill(-pidOf(replaced.engines["engine-1"])!, "SIGKILL");
+    const healed = await waitFor(
+      "the decode restarted and the pair proven again",
+      async () => {
+        const s = await state();
+        const p = s.proofs?.["engine-1>engine-2"];
+        return p?.passed && p.decode.launch_token !== decodeToken && proven(s, "engine-1") ? s : undefined;
+      },
+      180_000,
+    );
+    const history = healed.engines["engine-2"]!.history.map((h) => h.note ?? "").join("\n");
+    expect(history).toMatch(/engine-1/);
+    expect((await readServingFleet(fleet.stateDir))?.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
+  });
+
+  it("the scrape catches a decode that silently recomputes: KVTransfer=False, the pair leaves the serving fleet", async () => {
+    await fs.writeFile(faultsFile, "kv_silent_recompute\n");
+    // Router traffic while the decode recomputes: local compute grows, external KV stays flat.
+    const caught = await waitFor(
+      "the scrape's finding",
+      async () => {
+        await routerRequest(fleet, "The sea is wide and the ships are many, and every one of them sails");
+        const s = await state();
+        return kvOf(s.engines["engine-2"])?.reason === "SilentRecompute" ? s : undefined;
+      },
+      60_000,
+    );
+    expect(kvOf(caught.engines["engine-2"])?.status).toBe("False");
+    await waitFor("the pair out of the serving fleet", async () =>
+      (await readServingFleet(fleet.stateDir))?.pairs.length === 0 ? true : undefined,
+    );
+  });
+});
