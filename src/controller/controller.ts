@@ -5,7 +5,7 @@
 // engine's actor (execute.ts). Reloads, resyncs and every engine transition
 // only request the fleet key, so they coalesce: nothing piles up behind a hung
 // daemon, nothing is decided inside an await of another decision.
-import { isSettled, type EngineContext } from "../../machines/engine.js";
+import { isSettled } from "../../machines/engine.js";
 import type { DesiredState, EngineSpec } from "../desired/types.js";
 import type { StateStore } from "../state/store.js";
 import type { StateLock } from "../state/lock.js";
@@ -24,7 +24,7 @@ import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import type { Action, DesiredForPlan, KvPolicy, Liveness, Observed, Plan } from "./plan-types.js";
 import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
-import { proofEnd, scrapeDecodes, type KvIo } from "./kv-proofs.js";
+import { scrapeDecodes, type KvIo } from "./kv-proofs.js";
 import { proveKvTransfer } from "../phases/kv-proof.js";
 import { scrapeKvCounters, type KvCounters } from "../phases/kv-watch.js";
 
@@ -197,12 +197,7 @@ export class Controller {
     const found = await scrapeDecodes(
       this.serving.current,
       this.lastObserved,
-      (engine) =>
-        proofEnd(
-          engine,
-          this.actors.get(engine)?.getSnapshot().context as EngineContext | undefined,
-          this.applied.get(engine)?.node.name ?? null,
-        ),
+      (engine) => this.execution.proofEndOf(engine),
       this.kvCounters,
       { io: this.kv, store: this.store, log: this.opts.log, timeoutMs: this.opts.config.kvProofTimeoutMs, signal },
     );

@@ -17,6 +17,7 @@ import type { EngineActor, EngineActors, MadeActor } from "./engine-actors.js";
 import type { Owned, World } from "./world.js";
 import type { Action, Observed } from "./plan-types.js";
 import { proofEnd, runProof, type KvIo } from "./kv-proofs.js";
+import type { ProofEnd } from "../phases/kv-proof.js";
 
 /** Transitions that come from talking to the live engine. */
 const OBSERVING = new Set(["started", "probed", "captured"]);
@@ -59,6 +60,13 @@ export class Execution {
     let material = this.inputs.get(spec);
     if (!material) this.inputs.set(spec, (material = specInputs(spec)));
     return material;
+  }
+
+  /** The running instance of `name` as a proof names it (null: none runs). */
+  proofEndOf(name: string): ProofEnd | null {
+    const { actors, applied } = this.deps.controller;
+    const ctx = actors.get(name)?.getSnapshot().context as EngineContext | undefined;
+    return proofEnd(name, ctx, applied.get(name)?.node.name ?? null);
   }
 
   /** Once, before the first observation: an actor (not started) for every recorded engine whose snapshot can be restored. */
@@ -145,11 +153,9 @@ export class Execution {
           const peer = controller.actors.get(a.prefill);
           const captured = phase === "captured" && peer && String(peer.getSnapshot().value) === "captured";
           if (!captured) break; // either left captured since the plan: a newer plan follows
-          const end = (engine: string, c: Partial<EngineContext> | undefined) =>
-            proofEnd(engine, c, controller.applied.get(engine)?.node.name ?? null);
           const proof = await runProof(
             a,
-            { prefill: end(a.prefill, peer.getSnapshot().context as EngineContext), decode: end(name, ctx) },
+            { prefill: this.proofEndOf(a.prefill), decode: this.proofEndOf(name) },
             observed,
             {
               io: this.deps.kv,

@@ -14,7 +14,7 @@ import type {
 } from "./plan-types.js";
 import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
 import { decideRollout, nodeWords, type PendingChange } from "./rollout.js";
-import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
+import { compareNames, inService, isPairedRole, servingFleet } from "./serving-fleet.js";
 import type { NodeFault } from "../errors.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
@@ -268,6 +268,24 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     });
   }
 
+  // TEMPORARY (replaced by wip/kvplan): prove every captured same-group pair with no current proof.
+  if (desired.kv.prove) {
+    const cap = engines.filter((d) => inService(observed.engines[d.engine]));
+    const proving = new Set<string>();
+    for (const dd of cap.filter((x) => x.role === "decode"))
+      for (const pp of cap.filter((x) => x.role === "prefill")) {
+        const [po, dob] = [observed.engines[pp.engine]!, observed.engines[dd.engine]!];
+        if (po.group_signature !== dob.group_signature || proving.has(dd.engine)) continue;
+        const pr = observed.proofs[`${pp.engine}>${dd.engine}`];
+        const current =
+          pr &&
+          pr.prefill.launch_token === po.handle!.launch_token &&
+          pr.decode.launch_token === dob.handle!.launch_token;
+        if (current && (pr.passed || pr.source === "proof")) continue;
+        proving.add(dd.engine);
+        actions.push({ kind: "prove", engine: dd.engine, prefill: pp.engine, reason: "no current proof" });
+      }
+  }
   // Stable sort: within a kind, engines keep their name order (replaces: rollout order).
   const rank = new Map(rollout.steps.flatMap((s) => s.engines).map((e, i) => [e, i]));
   const ordered = actions

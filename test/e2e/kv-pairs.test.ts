@@ -69,10 +69,9 @@ describe("a KV fault ends in KVTransfer=False naming its cause, exit 2, and the 
   ];
   for (const c of cases)
     it(`${c.fault} on engine-${c.on}: ${c.reason}, held (on_failure: hold)`, async () => {
-      const fleet = await simFleet({
-        engines: c.on === 1 ? [{ faults: c.fault }, {}] : [{}, { faults: c.fault }],
-        kvTransfer: { on_failure: "hold" },
-      });
+      // Both engines carry the switch, scoped to one (a runtime environment of its own would be another group).
+      const faults = `${c.fault}@engine-${c.on}`;
+      const fleet = await simFleet({ engines: [{ faults }, { faults }], kvTransfer: { on_failure: "hold" } });
       stateDirs.push(fleet.stateDir);
       const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
       expect(r.code, r.stdout + r.stderr).toBe(2);
@@ -95,7 +94,8 @@ describe("a KV fault ends in KVTransfer=False naming its cause, exit 2, and the 
     });
 
   it("kv_silent_recompute on the decode: restarted once by policy, still recomputing, then held as SilentRecompute", async () => {
-    const fleet = await simFleet({ engines: [{}, { faults: "kv_silent_recompute" }] });
+    const faults = "kv_silent_recompute@engine-2";
+    const fleet = await simFleet({ engines: [{ faults }, { faults }] });
     stateDirs.push(fleet.stateDir);
     const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
     expect(r.code, r.stdout + r.stderr).toBe(2);

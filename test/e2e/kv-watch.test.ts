@@ -4,6 +4,7 @@
 // catches a decode that silently stopped receiving KV.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import type { ChildProcess } from "node:child_process";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
@@ -42,9 +43,12 @@ describe("watch mode keeps proving the KV path", () => {
   const state = () => readState(fleet.stateDir);
 
   beforeAll(async () => {
-    fleet = await simFleet({ kvTransfer: { watch_interval_s: 1 } });
-    faultsFile = path.join(path.dirname(fleet.dir), "decode-faults");
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-kv-faults-"));
+    faultsFile = path.join(root, "faults");
     await fs.writeFile(faultsFile, "");
+    // Switches arrive through one file both engines read (scoped to one engine by name): one runtime environment, one group.
+    const environment = { NARWHAL_SIM_FAULTS_FILE: faultsFile };
+    fleet = await simFleet({ engines: [{ environment }, { environment }], kvTransfer: { watch_interval_s: 1 } });
     controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]);
     await waitFor(
       "both proven",
@@ -82,24 +86,11 @@ describe("watch mode keeps proving the KV path", () => {
   });
 
   it("with stale peer metadata the decode fails the new proof, is restarted, and the pair proves again", async () => {
-    // The decode starts caching its peers by address (a decode replaced with the fault on), then its prefill restarts.
-    await fleet.write({
-      engines: [{}, { faults: "kv_stale_peer_metadata", environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } }],
-      kvTransfer: { watch_interval_s: 1 },
-    });
-    const replaced = await waitFor(
-      "the decode replaced and proven",
-      async () => {
-        const s = await state();
-        const d = s.engines["engine-2"];
-        return d && d.running_hash === d.desired_hash && d.phase === "captured" && proven(s, "engine-2")
-          ? s
-          : undefined;
-      },
-      120_000,
-    );
-    const decodeToken = replaced.engines["engine-2"]!.handle!.launch_token;
-    process.kill(-pidOf(replaced.engines["engine-1"])!, "SIGKILL");
+    // The decode caches its peers by address from now on; then its prefill restarts.
+    await fs.writeFile(faultsFile, "kv_stale_peer_metadata@engine-2\n");
+    const now = await state();
+    const decodeToken = now.engines["engine-2"]!.handle!.launch_token;
+    process.kill(-pidOf(now.engines["engine-1"])!, "SIGKILL");
     const healed = await waitFor(
       "the decode restarted and the pair proven again",
       async () => {
@@ -115,7 +106,7 @@ describe("watch mode keeps proving the KV path", () => {
   });
 
   it("the scrape catches a decode that silently recomputes: KVTransfer=False, the pair leaves the serving fleet", async () => {
-    await fs.writeFile(faultsFile, "kv_silent_recompute\n");
+    await fs.writeFile(faultsFile, "kv_silent_recompute@engine-2\n");
     // Router traffic while the decode recomputes: local compute grows, external KV stays flat.
     const caught = await waitFor(
       "the scrape's finding",
