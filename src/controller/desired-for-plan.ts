@@ -26,5 +26,6 @@ export function desiredForPlan(
       inputs: inputsOf(spec),
     })),
     rollout: desired.rollout,
+    kv: desired.kv,
   };
 }

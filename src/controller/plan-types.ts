@@ -35,9 +35,24 @@ export interface RolloutPolicy {
   incompatible: "pd_units" | "recreate";
 }
 
+/** `kv_transfer` in fleet.json, with defaults applied (src/desired/kv-policy.ts): how KV transfer is proven. */
+export interface KvPolicy {
+  /** false: no proofs (pairs serve by group as before); default true. */
+  prove: boolean;
+  /** A failed proof: "restart_decode" (default) restarts the decode (up to max_decode_restarts in a row), "hold" keeps it out of serving. */
+  on_failure: "restart_decode" | "hold";
+  /** A prefill replaced or restarted: "reprove" (default) proves its decodes again; "restart_decodes" restarts its proven decodes first. */
+  on_prefill_restart: "reprove" | "restart_decodes";
+  /** Restarts of a decode after failed proofs of one pair in a row (default 1); past it the pair is held. */
+  max_decode_restarts: number;
+  /** Watch mode: seconds between scrapes of the decodes' KV metrics (0: off); default 30. The lead's timer reads it. */
+  watch_interval_s: number;
+}
+
 export interface DesiredForPlan {
   engines: DesiredEngine[];
   rollout: RolloutPolicy;
+  kv: KvPolicy;
 }
 
 /** One engine as observed: the controller's view of it (its actor, or its state record when no controller runs) and what runs. */
@@ -76,6 +91,11 @@ export interface ObservedEngine {
    * it blocks this engine only, never a rollout on other nodes. Absent or null: none known.
    */
   node_fault?: NodeFault | null;
+  /**
+   * The recorded NIXL compatibility hash of its checked run (nixl-compat.json); null: not recorded.
+   * Optional until observe fills it: absent reads as null (not recorded).
+   */
+  nixl_hash?: string | null;
 }
 
 /** Something this state directory started that runs (containers by label, processes by recorded identity). */
@@ -105,7 +125,48 @@ export interface ServingFleet {
   /** The cache-equivalence group of the prefill/decode engines listed (null: none listed). */
   group_signature: string | null;
   engines: ServingEngine[];
+  /**
+   * The proven prefill → decode pairs among the listed engines (every listed prefill × listed decode:
+   * the router pairs any of them). Absent in files written before proofs; the planner always fills it.
+   */
+  pairs?: Array<{ prefill: string; decode: string }>;
 }
+
+/** One engine of a pair as proven: the instance (launch token) it ran as. */
+export interface ProofEnd {
+  engine: string;
+  launch_token: string;
+  run_dir: string | null;
+  node: string | null;
+}
+
+export type ProofCause =
+  | "handshake-refused"
+  | "transfer-failed"
+  | "silent-recompute"
+  | "corrupted-blocks"
+  | "expired"
+  | "side-channel-localhost"
+  | "side-channel-unreachable"
+  | "request-failed"
+  | "metrics-unreadable";
+
+/** The latest proof of one prefill → decode pair (state/narwhal.json `proofs`, keyed by pairKey). */
+export interface ObservedProof {
+  prefill: ProofEnd;
+  decode: ProofEnd;
+  passed: boolean;
+  cause: ProofCause | null;
+  message: string;
+  at: string;
+  /** "proof": a transfer proof ran; "watch": the periodic scrape of the decode found decode-only or failures (no proof ran). */
+  source: "proof" | "watch";
+  /** Consecutive failed proofs of this pair across instances (0 after a pass): bounds decode restarts. */
+  failures: number;
+}
+
+/** The key of a pair in Observed.proofs and state/narwhal.json `proofs`. */
+export const pairKey = (prefill: string, decode: string): string => `${prefill}>${decode}`;
 
 export interface Observed {
   /** ISO time of the observation (not part of the fingerprint). */
@@ -121,6 +182,11 @@ export interface Observed {
    * record there may still run, so none is created there on a guess. Absent: every node listed.
    */
   unlisted?: NodeFault[];
+  /**
+   * The latest proof of each prefill → decode pair, keyed by pairKey (empty: none). Optional until
+   * observe fills it: absent reads as no proofs (nothing is proven on a guess).
+   */
+  proofs?: Record<string, ObservedProof>;
 }
 
 /** One input field a change touches: a JSON path into the engine's inputs. */
@@ -156,7 +222,11 @@ export type Action =
   /** A retiring engine found gone: the replacement goes on without it. */
   | { kind: "forget-retiring"; engine: string; reason: string }
   /** Nothing is done for this engine now, and why (a held rollout, a step that cannot be abandoned, an unobservable engine). */
-  | { kind: "wait"; engine: string; why: string; until: "rollout" | "step" | "observation" | "halted" | "backoff" };
+  | { kind: "wait"; engine: string; why: string; until: "rollout" | "step" | "observation" | "halted" | "backoff" }
+  /** A transfer proof of the pair prefill → engine (the decode; its queue key: proofs of one decode never overlap). */
+  | { kind: "prove"; engine: string; prefill: string; reason: string }
+  /** The decode restarted because its pair with `prefill` is not proven (a failed proof, or policy on a prefill restart). */
+  | { kind: "restart-unproven"; engine: string; prefill: string; reason: string };
 
 export type ActionKind = Action["kind"];
 

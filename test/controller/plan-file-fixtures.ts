@@ -1,5 +1,6 @@
 // Builders of the data a saved plan is made of (DesiredForPlan, Observed, Plan), as plain values:
 // a converged two-engine fleet by default, with one knob per difference a test makes.
+import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import type {
   DesiredEngine,
   DesiredForPlan,
@@ -33,7 +34,7 @@ export function desired(
   engines: DesiredEngine[] = [desiredEngine(1), desiredEngine(2)],
   rollout: RolloutPolicy = ROLLOUT,
 ): DesiredForPlan {
-  return { engines, rollout };
+  return { engines, rollout, kv: DEFAULT_KV };
 }
 
 export function nativeHandle(token: string, pid = 4000): EngineHandle {
