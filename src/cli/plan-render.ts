@@ -12,13 +12,13 @@ export const ACTION_SYMBOL: Record<ActionKind, string> = {
   replace: "~",
   remove: "-",
   "restart-lost": "!",
-  prove: "⇄",
-  "restart-unproven": "!",
   retry: "↻",
   adopt: "⇢",
   "sweep-orphan": "x",
   "forget-retiring": "!",
   wait: "…",
+  prove: "⇄",
+  "restart-unproven": "!",
 };
 
 /** A value as JSON, cut short past a line's worth: an edited environment map can be long. */
@@ -57,6 +57,10 @@ function actionLines(a: Action): string[] {
       return [head("sweep orphan", `: ${a.reason} (${handleText(a.handle)}, launch token ${abbrev(a.launch_token)})`)];
     case "wait":
       return [head(`wait (${a.until})`, `: ${a.why}`)];
+    case "prove":
+      return [head(`prove KV transfer from ${a.prefill}`, `: ${a.reason}`)];
+    case "restart-unproven":
+      return [head(`restart-unproven (pair with ${a.prefill})`, `: ${a.reason}`)];
     default:
       return [head(a.kind, `: ${a.reason}`)];
   }
@@ -80,6 +84,9 @@ function servingLines(plan: Plan): string[] {
   return [
     `Serving fleet for this observation${s.group_signature ? ` (group ${s.group_signature})` : ""}:`,
     ...s.engines.map((e) => `  ${e.engine} ${e.role} ${e.url}`),
+    ...(s.pairs && s.pairs.length > 0
+      ? [`  proven pairs: ${s.pairs.map((p) => `${p.prefill} → ${p.decode}`).join(", ")}`]
+      : []),
   ];
 }
 
@@ -99,6 +106,8 @@ export function summaryLine(plan: Plan, label: string): string {
     ["adopt", "to adopt"],
     ["sweep-orphan", "orphan(s) to sweep"],
     ["forget-retiring", "lost retiring engine(s) to forget"],
+    ["restart-unproven", "decode(s) to restart (unproven pair)"],
+    ["prove", "pair(s) to prove"],
   ];
   for (const [k, words] of extra) if (count(k) > 0) parts.push(`${count(k)} ${words}`);
   return `Plan: ${parts.join(", ")}.`;

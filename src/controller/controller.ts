@@ -25,6 +25,7 @@ import { SettleWaiters } from "./settle-waiters.js";
 import type { Action, DesiredForPlan, KvPolicy, Liveness, Observed, Plan } from "./plan-types.js";
 import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
 import { scrapeDecodes, type KvIo } from "./kv-proofs.js";
+import { DEFAULT_KV } from "../desired/kv-policy.js";
 import { proveKvTransfer } from "../phases/kv-proof.js";
 import { scrapeKvCounters, type KvCounters } from "../phases/kv-watch.js";
 
@@ -184,13 +185,13 @@ export class Controller {
 
   /** The desired state's kv_transfer policy (defaults before any desired state). */
   kvPolicy(): KvPolicy {
-    return this.desired ? this.forPlan(this.desired).kv : desiredForPlan({ specs: [] } as never).kv;
+    return this.desired?.kv ?? DEFAULT_KV;
   }
 
   /** kv_transfer.watch_interval_s of the desired state, in ms (0: off, or no P/D proofs). */
   kvWatchIntervalMs(): number {
-    const kv = this.desired ? this.forPlan(this.desired).kv : null;
-    return kv?.prove ? kv.watch_interval_s * 1000 : 0;
+    const kv = this.kvPolicy();
+    return kv.prove ? kv.watch_interval_s * 1000 : 0;
   }
 
   private async scrapeDecodes(signal: AbortSignal): Promise<void> {
@@ -283,7 +284,7 @@ export class Controller {
     }
     this.lastObserved = observed;
     this.lastPlan = plan;
-    if (markObserved(this.store, observed, plan, full, this.forPlan(desired).kv.prove)) {
+    if (markObserved(this.store, observed, plan, full, desired.kv.prove)) {
       await this.store
         .flush()
         .catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));

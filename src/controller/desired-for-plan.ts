@@ -26,13 +26,6 @@ export function desiredForPlan(
       inputs: inputsOf(spec),
     })),
     rollout: desired.rollout,
-    // STUB until the kv_transfer block lands (wip/kvplan)
-    kv: {
-      prove: true,
-      on_failure: "restart_decode",
-      on_prefill_restart: "reprove",
-      max_decode_restarts: 1,
-      watch_interval_s: 30,
-    },
+    kv: desired.kv,
   };
 }

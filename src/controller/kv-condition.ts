@@ -52,7 +52,7 @@ function plannedFor(engine: string, actions: readonly Action[]): PairAction | un
  */
 export function kvVerdicts(observed: Observed, plan: Plan): Map<string, KvVerdict> {
   const verdicts = new Map<string, KvVerdict>();
-  const proofs = Object.values(observed.proofs);
+  const proofs = Object.values(observed.proofs ?? {});
   for (const o of Object.values(observed.engines)) {
     if (o.role === null || !isPairedRole(o.role)) continue;
     if (o.phase !== "captured" || !o.handle) {

@@ -97,7 +97,7 @@ export async function scrapeDecodes(
   deps: { io: KvIo; store: StateStore; log: Logger; timeoutMs: number; signal?: AbortSignal },
 ): Promise<boolean> {
   if (!serving || !observed) return false;
-  const decodes = [...new Set(serving.pairs.map((p) => p.decode))];
+  const decodes = [...new Set((serving.pairs ?? []).map((p) => p.decode))];
   for (const name of [...last.keys()]) if (!decodes.includes(name)) last.delete(name);
   let recorded = false;
   for (const name of decodes) {

@@ -77,6 +77,18 @@ const ActionSchema = z
       why: reason,
       until: z.enum(["rollout", "step", "observation", "halted", "backoff"]).describe("what it waits for"),
     }),
+    z.looseObject({
+      kind: z.literal("prove"),
+      engine: engine.describe("the decode proven (its queue key)"),
+      prefill: engine.describe("the prefill whose KV it pulls"),
+      reason,
+    }),
+    z.looseObject({
+      kind: z.literal("restart-unproven"),
+      engine: engine.describe("the decode restarted"),
+      prefill: engine.describe("the prefill of the pair that is not proven"),
+      reason,
+    }),
   ])
   .describe("one action of the plan");
 
@@ -96,8 +108,8 @@ const ServingFleetSchema = z.looseObject({
     .describe("what a router may send traffic to"),
   pairs: z
     .array(z.looseObject({ prefill: engine, decode: engine }))
-    .default([])
-    .describe("the proven prefill → decode pairs among the listed engines"),
+    .optional()
+    .describe("the proven prefill → decode pairs among the listed engines (absent: a plan from before proofs)"),
 });
 
 export const PlanSchema = z

@@ -117,6 +117,9 @@ function actionKey(a: Action): string {
       return `${a.kind} ${abbrev(a.launch_token)}`;
     case "wait":
       return `wait (${a.until})`;
+    case "prove":
+    case "restart-unproven":
+      return `${a.kind} ${a.prefill}`;
     default:
       return a.kind;
   }

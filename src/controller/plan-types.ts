@@ -35,13 +35,7 @@ export interface RolloutPolicy {
   incompatible: "pd_units" | "recreate";
 }
 
-export interface DesiredForPlan {
-  engines: DesiredEngine[];
-  rollout: RolloutPolicy;
-  kv: KvPolicy;
-}
-
-/** `kv_transfer` in fleet.json, with defaults applied (src/desired): how P/D pairs are proven. */
+/** `kv_transfer` in fleet.json, with defaults applied (src/desired/kv-policy.ts): how KV transfer is proven. */
 export interface KvPolicy {
   /** false: no proofs (pairs serve by group as before); default true. */
   prove: boolean;
@@ -49,9 +43,93 @@ export interface KvPolicy {
   on_failure: "restart_decode" | "hold";
   /** A prefill replaced or restarted: "reprove" (default) proves its decodes again; "restart_decodes" restarts its proven decodes first. */
   on_prefill_restart: "reprove" | "restart_decodes";
+  /** Restarts of a decode after failed proofs of one pair in a row (default 1); past it the pair is held. */
   max_decode_restarts: number;
-  /** Watch mode: seconds between scrapes of the decodes' KV metrics (0: off); default 30. */
+  /** Watch mode: seconds between scrapes of the decodes' KV metrics (0: off); default 30. The lead's timer reads it. */
   watch_interval_s: number;
+}
+
+export interface DesiredForPlan {
+  engines: DesiredEngine[];
+  rollout: RolloutPolicy;
+  kv: KvPolicy;
+}
+
+/** One engine as observed: the controller's view of it (its actor, or its state record when no controller runs) and what runs. */
+export interface ObservedEngine {
+  engine: string;
+  /** Role and backend it was applied with (null: unknown, e.g. a record from before roles were kept). */
+  role: string | null;
+  backend: string;
+  /** Phase of its actor or record: pending … captured, failed, replacing, removing, removed. */
+  phase: string;
+  /** The input hash the controller last applied to it (APPLIED). */
+  applied_hash: string;
+  /** inputHashMaterial of the applied spec; null when not recorded (old state files). */
+  applied_inputs: Record<string, unknown> | null;
+  /** Input hash of the engine that runs (RUNNING); null when none runs. */
+  running_hash: string | null;
+  group_signature: string | null;
+  terminal: boolean;
+  /** A failed engine's backoff deadline (epoch ms). */
+  retry_at: number | null;
+  handle: EngineHandle | null;
+  /** Liveness of `handle` (null: no handle). */
+  liveness: Liveness | null;
+  /** Why a recorded engine is gone, or holds no key as recorded, or is unhealthy past its strikes (null: nothing wrong observed). */
+  problem: string | null;
+  /** The engine kept serving old inputs while its replacement is prepared. */
+  retiring: { handle: EngineHandle; hash: string | null; liveness: Liveness } | null;
+  /** A desired-state event held until a step that cannot be abandoned (start, stopping the retiring engine) settles. */
+  deferred: { desiredHash?: string; remove?: boolean } | null;
+  /** Whether the controller holds an actor for it (false: a state record only — e.g. `narwhal plan` with no controller). */
+  has_actor: boolean;
+  /** A rollout that halted on this engine (its replacement failed), as recorded: see Plan.halted. */
+  halted?: string | null;
+  /**
+   * The node this engine's observation or failed step could not use (unreachable, host key, auth):
+   * it blocks this engine only, never a rollout on other nodes. Absent or null: none known.
+   */
+  node_fault?: NodeFault | null;
+  /**
+   * The recorded NIXL compatibility hash of its checked run (nixl-compat.json); null: not recorded.
+   * Optional until observe fills it: absent reads as null (not recorded).
+   */
+  nixl_hash?: string | null;
+}
+
+/** Something this state directory started that runs (containers by label, processes by recorded identity). */
+export interface OwnedObserved {
+  engine: string;
+  launch_token: string;
+  handle: EngineHandle;
+  run_dir: string | null;
+  /** Input hash of its plan, when its run directory could be read. */
+  input_hash: string | null;
+  /** Whether a usable run directory of this engine stands behind it (an adoption candidate). */
+  adoptable: boolean;
+}
+
+export interface ServingEngine {
+  iid: string;
+  url: string;
+  attestation_url: string;
+  role: string;
+  /** Not in seed 003's record; kept beside it so a reader can check pairing. */
+  engine: string;
+  group_signature: string;
+}
+
+/** state/serving-fleet.json: what a router may send traffic to now. */
+export interface ServingFleet {
+  /** The cache-equivalence group of the prefill/decode engines listed (null: none listed). */
+  group_signature: string | null;
+  engines: ServingEngine[];
+  /**
+   * The proven prefill → decode pairs among the listed engines (every listed prefill × listed decode:
+   * the router pairs any of them). Absent in files written before proofs; the planner always fills it.
+   */
+  pairs?: Array<{ prefill: string; decode: string }>;
 }
 
 /** One engine of a pair as proven: the instance (launch token) it ran as. */
@@ -87,78 +165,8 @@ export interface ObservedProof {
   failures: number;
 }
 
-export const pairKey = (prefill: string, decode: string) => `${prefill}>${decode}`;
-
-/** One engine as observed: the controller's view of it (its actor, or its state record when no controller runs) and what runs. */
-export interface ObservedEngine {
-  engine: string;
-  /** Role and backend it was applied with (null: unknown, e.g. a record from before roles were kept). */
-  role: string | null;
-  backend: string;
-  /** Phase of its actor or record: pending … captured, failed, replacing, removing, removed. */
-  phase: string;
-  /** The input hash the controller last applied to it (APPLIED). */
-  applied_hash: string;
-  /** inputHashMaterial of the applied spec; null when not recorded (old state files). */
-  applied_inputs: Record<string, unknown> | null;
-  /** Input hash of the engine that runs (RUNNING); null when none runs. */
-  running_hash: string | null;
-  group_signature: string | null;
-  terminal: boolean;
-  /** A failed engine's backoff deadline (epoch ms). */
-  retry_at: number | null;
-  handle: EngineHandle | null;
-  /** Liveness of `handle` (null: no handle). */
-  liveness: Liveness | null;
-  /** Why a recorded engine is gone, or holds no key as recorded, or is unhealthy past its strikes (null: nothing wrong observed). */
-  problem: string | null;
-  /** The engine kept serving old inputs while its replacement is prepared. */
-  retiring: { handle: EngineHandle; hash: string | null; liveness: Liveness } | null;
-  /** A desired-state event held until a step that cannot be abandoned (start, stopping the retiring engine) settles. */
-  deferred: { desiredHash?: string; remove?: boolean } | null;
-  /** Whether the controller holds an actor for it (false: a state record only — e.g. `narwhal plan` with no controller). */
-  has_actor: boolean;
-  /** A rollout that halted on this engine (its replacement failed), as recorded: see Plan.halted. */
-  halted?: string | null;
-  /** The recorded NIXL compatibility hash of its checked run (null: not recorded). */
-  nixl_hash?: string | null;
-  /**
-   * The node this engine's observation or failed step could not use (unreachable, host key, auth):
-   * it blocks this engine only, never a rollout on other nodes. Absent or null: none known.
-   */
-  node_fault?: NodeFault | null;
-}
-
-/** Something this state directory started that runs (containers by label, processes by recorded identity). */
-export interface OwnedObserved {
-  engine: string;
-  launch_token: string;
-  handle: EngineHandle;
-  run_dir: string | null;
-  /** Input hash of its plan, when its run directory could be read. */
-  input_hash: string | null;
-  /** Whether a usable run directory of this engine stands behind it (an adoption candidate). */
-  adoptable: boolean;
-}
-
-export interface ServingEngine {
-  iid: string;
-  url: string;
-  attestation_url: string;
-  role: string;
-  /** Not in seed 003's record; kept beside it so a reader can check pairing. */
-  engine: string;
-  group_signature: string;
-}
-
-/** state/serving-fleet.json: what a router may send traffic to now. */
-export interface ServingFleet {
-  /** The cache-equivalence group of the prefill/decode engines listed (null: none listed). */
-  group_signature: string | null;
-  engines: ServingEngine[];
-  /** The proven prefill → decode pairs among the listed engines. */
-  pairs: Array<{ prefill: string; decode: string }>;
-}
+/** The key of a pair in Observed.proofs and state/narwhal.json `proofs`. */
+export const pairKey = (prefill: string, decode: string): string => `${prefill}>${decode}`;
 
 export interface Observed {
   /** ISO time of the observation (not part of the fingerprint). */
@@ -169,13 +177,16 @@ export interface Observed {
   claimed: string[];
   /** What serving-fleet.json lists now (null: not written yet). */
   serving: ServingFleet | null;
-  /** The latest proof of each prefill → decode pair, by pairKey. */
-  proofs: Record<string, ObservedProof>;
   /**
    * Nodes whose engines could not be listed (their node could not be used): an engine with no
    * record there may still run, so none is created there on a guess. Absent: every node listed.
    */
   unlisted?: NodeFault[];
+  /**
+   * The latest proof of each prefill → decode pair, keyed by pairKey (empty: none). Optional until
+   * observe fills it: absent reads as no proofs (nothing is proven on a guess).
+   */
+  proofs?: Record<string, ObservedProof>;
 }
 
 /** One input field a change touches: a JSON path into the engine's inputs. */
@@ -202,10 +213,6 @@ export type Action =
       reason: string;
     }
   | { kind: "restart-lost"; engine: string; reason: string }
-  /** Prove KV moves from `prefill` to the decode `engine` (one request through both, after capture). */
-  | { kind: "prove"; engine: string; prefill: string; reason: string }
-  /** Restart the decode `engine` whose transfer from `prefill` failed its proof (or whose prefill restarted, by policy). */
-  | { kind: "restart-unproven"; engine: string; prefill: string; reason: string }
   /** A terminally failed engine that a new controller run gives a fresh attempt budget. */
   | { kind: "retry"; engine: string; reason: string }
   | { kind: "remove"; engine: string; reason: string }
@@ -215,7 +222,11 @@ export type Action =
   /** A retiring engine found gone: the replacement goes on without it. */
   | { kind: "forget-retiring"; engine: string; reason: string }
   /** Nothing is done for this engine now, and why (a held rollout, a step that cannot be abandoned, an unobservable engine). */
-  | { kind: "wait"; engine: string; why: string; until: "rollout" | "step" | "observation" | "halted" | "backoff" };
+  | { kind: "wait"; engine: string; why: string; until: "rollout" | "step" | "observation" | "halted" | "backoff" }
+  /** A transfer proof of the pair prefill → engine (the decode; its queue key: proofs of one decode never overlap). */
+  | { kind: "prove"; engine: string; prefill: string; reason: string }
+  /** The decode restarted because its pair with `prefill` is not proven (a failed proof, or policy on a prefill restart). */
+  | { kind: "restart-unproven"; engine: string; prefill: string; reason: string };
 
 export type ActionKind = Action["kind"];
 

@@ -13,8 +13,9 @@ import type {
   PlanPolicy,
 } from "./plan-types.js";
 import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
-import { decideRollout, nodeWords, type PendingChange } from "./rollout.js";
-import { compareNames, inService, isPairedRole, servingFleet } from "./serving-fleet.js";
+import { decideRollout, maxUnavailable, nodeWords, type PendingChange } from "./rollout.js";
+import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
+import { kvPairWarnings, proofActions, proofRestarts } from "./kv-plan.js";
 import type { NodeFault } from "../errors.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
@@ -24,14 +25,15 @@ const ORDER: Record<Action["kind"], number> = {
   adopt: 0,
   "forget-retiring": 1,
   "restart-lost": 2,
-  "restart-unproven": 2,
+  "restart-unproven": 3,
+  retry: 4,
+  remove: 5,
+  create: 6,
+  replace: 7,
+  "sweep-orphan": 8,
+  // Proofs last: they read engines the actions before them leave running.
   prove: 9,
-  retry: 3,
-  remove: 4,
-  create: 5,
-  replace: 6,
-  "sweep-orphan": 7,
-  wait: 8,
+  wait: 10,
 };
 
 /** An owned engine to adopt for `name`: one started from the desired inputs first, then by launch token. */
@@ -237,7 +239,19 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     actions.push(...a);
   }
 
-  const rollout = decideRollout(engines, observed, pending, desired.rollout, disrupted);
+  // A decode restarted for an unproven pair is out of service like a lost one: the rollout counts it.
+  const decodes = engines.filter((d) => d.role === "decode").length;
+  const restarts = proofRestarts(
+    engines,
+    observed,
+    desired.kv,
+    disrupted,
+    maxUnavailable(desired.rollout, "decode", decodes),
+  );
+  actions.push(...restarts.actions);
+  for (const a of restarts.actions) disrupted.add(a.engine);
+
+  const rollout = decideRollout(engines, observed, pending, desired.rollout, disrupted, desired.kv);
   for (const p of pending.filter((x) => !x.held)) {
     const d = engines.find((e) => e.engine === p.engine)!;
     const o = observed.engines[p.engine]!;
@@ -268,24 +282,17 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     });
   }
 
-  // TEMPORARY (replaced by wip/kvplan): prove every captured same-group pair with no current proof.
-  if (desired.kv.prove) {
-    const cap = engines.filter((d) => inService(observed.engines[d.engine]));
-    const proving = new Set<string>();
-    for (const dd of cap.filter((x) => x.role === "decode"))
-      for (const pp of cap.filter((x) => x.role === "prefill")) {
-        const [po, dob] = [observed.engines[pp.engine]!, observed.engines[dd.engine]!];
-        if (po.group_signature !== dob.group_signature || proving.has(dd.engine)) continue;
-        const pr = observed.proofs[`${pp.engine}>${dd.engine}`];
-        const current =
-          pr &&
-          pr.prefill.launch_token === po.handle!.launch_token &&
-          pr.decode.launch_token === dob.handle!.launch_token;
-        if (current && (pr.passed || pr.source === "proof")) continue;
-        proving.add(dd.engine);
-        actions.push({ kind: "prove", engine: dd.engine, prefill: pp.engine, reason: "no current proof" });
-      }
-  }
+  for (const e of rollout.released) disrupted.add(e);
+  actions.push(...proofActions(engines, observed, desired.kv, disrupted));
+  // A held pair or a deferred restart: its decode waits unless another action is planned for it; held ones are warnings too.
+  const kvWaits = [
+    ...restarts.deferred.map((x) => ({ ...x, until: "rollout" as const })),
+    ...restarts.held.map((x) => ({ ...x, until: "halted" as const })),
+  ];
+  for (const w of kvWaits)
+    if (!actions.some((a) => a.engine === w.decode))
+      actions.push({ kind: "wait", engine: w.decode, why: w.why, until: w.until });
+
   // Stable sort: within a kind, engines keep their name order (replaces: rollout order).
   const rank = new Map(rollout.steps.flatMap((s) => s.engines).map((e, i) => [e, i]));
   const ordered = actions
@@ -297,13 +304,17 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
         x.i - y.i,
     )
     .map((x) => x.a);
-  for (const e of rollout.released) disrupted.add(e);
   return {
     actions: ordered,
     rollout: rollout.steps,
     halted: rollout.halted,
-    serving: servingFleet(engines, observed, disrupted),
-    warnings: [...pairingWarnings(engines), ...rollout.warnings],
+    serving: servingFleet(engines, observed, disrupted, desired.kv),
+    warnings: [
+      ...pairingWarnings(engines),
+      ...kvPairWarnings(engines, observed),
+      ...restarts.held.map((h) => h.why),
+      ...rollout.warnings,
+    ],
     changes: ordered.some((a) => a.kind !== "wait") || rollout.steps.length > 0,
   };
 }

@@ -4,11 +4,16 @@
 // beyond max_unavailable); a change that alters the group signature moves
 // prefill and decode engines together, one P/D unit at a time, and never takes
 // the last compatible pair out of service while a pair can come back by
-// waiting. A replacement that fails halts every further release. Pure.
-import type { DesiredEngine, Observed, ObservedEngine, RolloutPolicy, RolloutStep } from "./plan-types.js";
+// waiting. A replacement that fails halts every further release. With KV proofs
+// on, a paired engine whose pair with a compatible peer is not yet proven is not
+// yet available (kv-plan.ts awaitingProof): a replacement converges only when
+// proven. Pure.
+import type { DesiredEngine, KvPolicy, Observed, ObservedEngine, RolloutPolicy, RolloutStep } from "./plan-types.js";
 import type { ChangeSummary } from "./field-diff.js";
 import type { NodeFault } from "../errors.js";
-import { compareNames, inService, isPairedRole, pairedGroups, type Candidate } from "./serving-fleet.js";
+import { compareNames, inService, isPairedRole } from "./serving-fleet.js";
+import { awaitingProof } from "./kv-plan.js";
+import { compatiblePairs, proven } from "./kv-pairs.js";
 
 export { DEFAULT_ROLLOUT } from "../desired/rollout-policy.js";
 
@@ -67,9 +72,10 @@ export function haltReason(d: DesiredEngine, o: ObservedEngine | undefined): str
   return null;
 }
 
-function stateOf(o: ObservedEngine | undefined, releasedNow: boolean): string {
+function stateOf(o: ObservedEngine | undefined, releasedNow: boolean, unproven: string[] | undefined): string {
   if (releasedNow) return "released by this plan";
   if (!o) return "not started yet";
+  if (unproven) return `${o.phase}, its KV transfer with ${unproven.join(", ")} not yet proven`;
   if (o.retiring !== null || o.phase === "replacing") return "replacing";
   if (o.liveness === "gone") return "gone";
   return o.node_fault ? `${o.phase} (${nodeWords(o.node_fault)})` : o.phase;
@@ -117,12 +123,17 @@ export function decideRollout(
   pending: readonly PendingChange[],
   policy: RolloutPolicy,
   disrupted: ReadonlySet<string>,
+  kv: KvPolicy,
 ): RolloutDecision {
   const decision: RolloutDecision = { released: new Set(), waits: new Map(), steps: [], halted: [], warnings: [] };
   if (pending.length === 0) return decision;
   const releasable = pending.filter((p) => !p.held);
-  const serving = (d: DesiredEngine) =>
+  // Computed once: a peer released by this plan keeps its engines waiting (the cautious side).
+  const unproven = awaitingProof(desired, observed, kv, disrupted);
+  // Running now (what a release takes down), and serving: running and, with proofs on, proven.
+  const running = (d: DesiredEngine) =>
     !disrupted.has(d.engine) && !decision.released.has(d.engine) && inService(observed.engines[d.engine]);
+  const serving = (d: DesiredEngine) => running(d) && !unproven.has(d.engine);
   const pendingNames = new Set(pending.map((p) => p.engine));
   // An engine that cannot be observed keeps its place in the units: its P/D partner waits for it
   // (one unit moves together), while the units of the other engines go on.
@@ -149,13 +160,11 @@ export function decideRollout(
 
   const roleCount = (role: string) => desired.filter((d) => d.role === role).length;
   const outOfService = (role: string) => desired.filter((d) => d.role === role && !serving(d));
-  const candidates = (): Candidate[] =>
-    desired.filter(serving).map((d) => ({
-      engine: d.engine,
-      role: d.role,
-      group_signature: observed.engines[d.engine]!.group_signature,
-      current: false,
-    }));
+  // A pair serving without the engines named: compatible and running, and proven when proofs are on.
+  const pairServes = (without: ReadonlySet<string>) =>
+    compatiblePairs(desired, observed, new Set([...disrupted, ...decision.released, ...without])).some(
+      (p) => !kv.prove || proven(observed, p.prefill, p.decode),
+    );
   // Paired engines that are on their way back into service (a pair may return by waiting for them).
   const returning = () =>
     desired.filter((d) => {
@@ -166,21 +175,23 @@ export function decideRollout(
 
   /** Why the unit cannot be released now; "pair": it would take the last compatible pair out (worded once all releases are known). */
   const blocked = (engines: PendingChange[]): string | "pair" | null => {
-    const taken = engines.filter((p) => serving(desired.find((d) => d.engine === p.engine)!));
+    // An engine captured but not yet proven is out of service, and taking it down is taken too.
+    const taken = engines.filter((p) => running(desired.find((d) => d.engine === p.engine)!));
     for (const role of new Set(taken.map((p) => p.role))) {
       const max = maxUnavailable(policy, role, roleCount(role));
-      const out = outOfService(role);
+      const out = outOfService(role).filter((d) => !taken.some((p) => p.engine === d.engine));
       if (out.length + taken.filter((p) => p.role === role).length > max) {
         const list = out
-          .map((d) => `${d.engine}, ${stateOf(observed.engines[d.engine], decision.released.has(d.engine))}`)
+          .map(
+            (d) =>
+              `${d.engine}, ${stateOf(observed.engines[d.engine], decision.released.has(d.engine), unproven.get(d.engine))}`,
+          )
           .join("; ");
         return `rollout: ${out.length} of ${max} ${role} engines allowed out of service ${out.length === 1 ? "is" : "are"} ${list}`;
       }
     }
     const takenNames = new Set(taken.map((p) => p.engine));
-    const before = pairedGroups(candidates());
-    const after = pairedGroups(candidates().filter((c) => !takenNames.has(c.engine)));
-    if (before.length === 0 || after.length > 0) return null;
+    if (!pairServes(new Set()) || pairServes(takenNames)) return null;
     if (returning().length > 0) return "pair";
     decision.warnings.push(
       `rollout: replacing ${[...takenNames].join(", ")} leaves no compatible prefill/decode pair serving until they are captured: the fleet has too few engines to keep one (two of each role keep a pair through a P/D-unit rollout)`,

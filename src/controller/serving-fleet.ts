@@ -2,23 +2,12 @@
 // only captured engines, and among prefill and decode engines only one cache-
 // equivalence group (the whole fleet is one pairing set: one router), so a
 // prefill is never paired with a decode whose KV cache it cannot read. Pure.
-import type { DesiredEngine, ObservedEngine, Observed, ServingEngine, ServingFleet } from "./plan-types.js";
+// With proofs on (fleet.json kv_transfer.prove), only proven pairs are listed (kv-pairs.ts).
+import type { DesiredEngine, KvPolicy, ObservedEngine, Observed, ServingEngine, ServingFleet } from "./plan-types.js";
+import { PAIRED_ROLES, compareNames, inService, isPairedRole } from "./in-service.js";
+import { listablePairs, type Pair } from "./kv-pairs.js";
 
-/** The roles a router pairs: a prefill's KV cache goes to a decode of the same group. */
-export const PAIRED_ROLES: readonly string[] = ["prefill", "decode"];
-export const isPairedRole = (role: string): boolean => PAIRED_ROLES.includes(role);
-
-/** An engine serving now: captured, not being replaced, not seen gone, and running what it was applied with. */
-export function inService(o: ObservedEngine | undefined): o is ObservedEngine {
-  return (
-    !!o &&
-    o.phase === "captured" &&
-    o.retiring === null &&
-    o.handle !== null &&
-    o.liveness !== "gone" &&
-    o.problem === null
-  );
-}
+export { PAIRED_ROLES, compareNames, inService, isPairedRole };
 
 /**
  * The URL the engine that runs answers on: while its change is held by a rollout it still runs
@@ -67,27 +56,27 @@ export function chooseGroup(candidates: readonly Candidate[], listedNow: string 
   return all[0]?.signature ?? null;
 }
 
-/** One collator for every comparison (building one per localeCompare call dominated planning time). */
-const NAME_ORDER = new Intl.Collator("en", { numeric: true });
-
-/** "engine-2" before "engine-10": names compare by their number, as an operator reads them. */
-export function compareNames(a: string, b: string): number {
-  return NAME_ORDER.compare(a, b);
-}
-
 /**
  * serving-fleet.json after a plan: the desired engines in service that the plan leaves running
  * (`disrupted`: engines the plan replaces, restarts or removes are taken out now), prefill and
- * decode ones of the chosen group only.
+ * decode ones of the chosen group only, and of those only a set whose every prefill × decode pair
+ * may carry KV (proven, with proofs on; NIXL-compatible, without): the router pairs any of them.
  */
 export function servingFleet(
   desired: readonly DesiredEngine[],
   observed: Observed,
   disrupted: ReadonlySet<string>,
+  kv: KvPolicy,
 ): ServingFleet {
-  const listed = desired
+  const inServiceNow = desired
     .filter((d) => !disrupted.has(d.engine) && inService(observed.engines[d.engine]))
     .map((d) => ({ d, o: observed.engines[d.engine]! }));
+  const pairable = listablePairs(
+    inServiceNow.map(({ d, o }) => ({ engine: d.engine, role: d.role, o })),
+    observed,
+    kv,
+  );
+  const listed = inServiceNow.filter(({ d }) => !isPairedRole(d.role) || pairable.has(d.engine));
   const candidates: Candidate[] = listed.map(({ d, o }) => ({
     engine: d.engine,
     role: d.role,
@@ -106,8 +95,7 @@ export function servingFleet(
       engine: d.engine,
       group_signature: o.group_signature ?? "",
     }));
-  const pairs = engines
-    .filter((p) => p.role === "prefill")
-    .flatMap((p) => engines.filter((d) => d.role === "decode").map((d) => ({ prefill: p.engine, decode: d.engine })));
+  const of = (role: string) => engines.filter((e) => e.role === role).map((e) => e.engine);
+  const pairs: Pair[] = of("prefill").flatMap((prefill) => of("decode").map((decode) => ({ prefill, decode })));
   return { group_signature: engines.some((e) => isPairedRole(e.role)) ? group : null, engines, pairs };
 }

@@ -38,6 +38,7 @@ export {
   LAUNCH_FILE,
 } from "./rules.js";
 export { DEFAULT_ROLLOUT, rolloutPolicy } from "./rollout-policy.js";
+export { DEFAULT_KV, kvPolicy, KvTransferSchema } from "./kv-policy.js";
 export {
   RolloutSchema,
   FleetSchema,

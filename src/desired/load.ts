@@ -21,6 +21,7 @@ import { zodIssues } from "./schema-issues.js";
 import { EngineLaunchSchema, FleetSchema, type EngineLaunchFile, type FleetFile } from "./schemas.js";
 import { buildSpecs, resolveDesiredPath } from "./spec.js";
 import { rolloutPolicy } from "./rollout-policy.js";
+import { kvPolicy } from "./kv-policy.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
 import { deriveEndpoints } from "./urls.js";
@@ -137,6 +138,7 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
       dir: absDir,
       specs,
       rollout: rolloutPolicy(fleet.rollout),
+      kv: kvPolicy(fleet.kv_transfer),
       hardware: { ...fleet.hardware },
       variables: publicVars,
       secrets,

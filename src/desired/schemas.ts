@@ -6,6 +6,7 @@
 
 import { z } from "zod";
 import { SharedDeviceSchema } from "./launch-extras.js";
+import { KvTransferSchema } from "./kv-policy.js";
 
 /**
  * Fleet iid "n<k>", the k shared with engine-<k> and NARWHAL_NODE_<k>_* variables.
@@ -161,6 +162,9 @@ export const FleetSchema = z
     hardware: HardwareSchema,
     rollout: RolloutSchema.optional().describe(
       "Rollout policy (defaults: 1 engine per role out of service, P/D units for incompatible changes)",
+    ),
+    kv_transfer: KvTransferSchema.optional().describe(
+      "KV transfer proofs (defaults: prove every pair, restart a decode once after a failed proof, re-prove after a prefill restart)",
     ),
   })
   .strict()

@@ -1,7 +1,7 @@
 // The resolved shape of one engine, as every phase sees it. The zod schemas in
 // schemas.ts describe the files; this is what spec.ts builds from them after
 // ${VAR} substitution, URL derivation and the cross-record rules passed.
-import type { RolloutPolicy } from "../controller/plan-types.js";
+import type { KvPolicy, RolloutPolicy } from "../controller/plan-types.js";
 
 export type Backend = "native" | "container";
 export type Transport = "ucx_tcp" | "ucx_rdma";
@@ -136,6 +136,8 @@ export interface DesiredState {
   specs: EngineSpec[];
   /** fleet.json `rollout`, defaults applied (src/desired/rollout-policy.ts). */
   rollout: RolloutPolicy;
+  /** fleet.json `kv_transfer`, defaults applied (src/desired/kv-policy.ts). */
+  kv: KvPolicy;
   /** Fleet-level hardware expectations (seed 000). */
   hardware: { accelerator: string; accelerators_per_engine: number; tensor_parallel: number };
   /** Values from deployment.env after derivation (secrets excluded). */

@@ -1,5 +1,6 @@
 // Builders of the data a saved plan is made of (DesiredForPlan, Observed, Plan), as plain values:
 // a converged two-engine fleet by default, with one knob per difference a test makes.
+import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import type {
   DesiredEngine,
   DesiredForPlan,
@@ -33,7 +34,7 @@ export function desired(
   engines: DesiredEngine[] = [desiredEngine(1), desiredEngine(2)],
   rollout: RolloutPolicy = ROLLOUT,
 ): DesiredForPlan {
-  return { engines, rollout, kv: { prove: false, on_failure: "restart_decode", on_prefill_restart: "reprove", max_decode_restarts: 1, watch_interval_s: 30 } };
+  return { engines, rollout, kv: DEFAULT_KV };
 }
 
 export function nativeHandle(token: string, pid = 4000): EngineHandle {
@@ -83,7 +84,6 @@ export function observed(
       })),
     claimed: engines.filter((e) => e.handle).map((e) => e.handle!.launch_token),
     serving: null,
-    proofs: {},
   };
 }
 
@@ -101,7 +101,6 @@ export const NO_CHANGES: Plan = {
       engine: `engine-${n}`,
       group_signature: "0123456789abcdef",
     })),
-    pairs: [{ prefill: "engine-1", decode: "engine-2" }],
   },
   warnings: [],
   changes: false,

@@ -5,11 +5,15 @@
 import { inputHash, inputHashMaterial, sha256Hex } from "../../src/desired/hash.js";
 import type { EngineSpec } from "../../src/desired/types.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
+import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { predictedGroupKey } from "../../src/controller/field-diff.js";
+import { pairKey } from "../../src/controller/plan-types.js";
 import type {
   DesiredEngine,
   DesiredForPlan,
+  KvPolicy,
   Observed,
+  ObservedProof,
   ObservedEngine,
   OwnedObserved,
   PlanPolicy,
@@ -122,8 +126,42 @@ export function released(old: DesiredEngine, next: DesiredEngine, phase = "pendi
   });
 }
 
+/** A proof of prefill `p` → decode `d` as they run now (their handles' tokens); passed unless `over` says otherwise. */
+export function proofOf(p: ObservedEngine, d: ObservedEngine, over: Partial<ObservedProof> = {}): ObservedProof {
+  const end = (o: ObservedEngine) => ({
+    engine: o.engine,
+    launch_token: o.handle?.launch_token ?? "none",
+    run_dir: `/state/runs/${o.engine}/r-1`,
+    node: null,
+  });
+  return {
+    prefill: end(p),
+    decode: end(d),
+    passed: true,
+    cause: null,
+    message: "KV moved: 48 external prompt tokens, 196608 bytes, text equals the local reference",
+    at: "2026-12-01T11:59:00.000Z",
+    source: "proof",
+    failures: 0,
+    ...over,
+  };
+}
+
+/**
+ * Passed proofs of every prefill × decode pair running now: a converged fleet is a proven one.
+ * Whether a pair may pair at all (group, NIXL hash) is the planner's to judge, not this fixture's.
+ */
+export function provenPairs(engines: readonly ObservedEngine[]): Record<string, ObservedProof> {
+  const running = (role: string) => engines.filter((o) => o.role === role && o.handle !== null);
+  return Object.fromEntries(
+    running("prefill").flatMap((p) => running("decode").map((d) => [pairKey(p.engine, d.engine), proofOf(p, d)])),
+  );
+}
+
+/** The observation of `engines`; unless `over.proofs` is given, every pair running now is proven (provenPairs). */
 export function observedOf(engines: ObservedEngine[], over: Partial<Observed> = {}): Observed {
   return {
+    proofs: provenPairs(engines),
     at: "2026-12-01T12:00:00.000Z",
     engines: Object.fromEntries(engines.map((e) => [e.engine, e])),
     owned: [],
@@ -131,7 +169,6 @@ export function observedOf(engines: ObservedEngine[], over: Partial<Observed> = 
       [e.handle?.launch_token, e.retiring?.handle.launch_token].filter((t): t is string => !!t),
     ),
     serving: null,
-    proofs: {},
     ...over,
   };
 }
@@ -148,8 +185,12 @@ export function owned(engine: string, token: string, over: Partial<OwnedObserved
   };
 }
 
-export function desiredFor(engines: DesiredEngine[], rollout: RolloutPolicy = DEFAULT_ROLLOUT): DesiredForPlan {
-  return { engines, rollout, kv: { prove: false, on_failure: "restart_decode", on_prefill_restart: "reprove", max_decode_restarts: 1, watch_interval_s: 30 } };
+export function desiredFor(
+  engines: DesiredEngine[],
+  rollout: RolloutPolicy = DEFAULT_ROLLOUT,
+  kv: KvPolicy = DEFAULT_KV,
+): DesiredForPlan {
+  return { engines, rollout, kv };
 }
 
 export const RUNNING: PlanPolicy = { rollout: DEFAULT_ROLLOUT, startup: false };

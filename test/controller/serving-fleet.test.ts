@@ -1,6 +1,7 @@
 // Choosing what the router may pair: captured engines only, and one group
 // among prefill and decode engines.
 import { describe, expect, it } from "vitest";
+import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { chooseGroup, servingFleet, type Candidate } from "../../src/controller/serving-fleet.js";
 import { captured, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, specOf } from "./plan-fixtures.js";
 
@@ -59,7 +60,7 @@ describe("servingFleet", () => {
   const ds = fleetSpecs(2, 2).map(desiredOf);
 
   it("lists the seed-003 record of every captured engine, with its group", () => {
-    const f = servingFleet(ds, observedOf(ds.map((d) => captured(d))), new Set());
+    const f = servingFleet(ds, observedOf(ds.map((d) => captured(d))), new Set(), DEFAULT_KV);
     expect(f.engines[0]).toEqual({
       iid: "n1",
       url: "http://10.0.0.11:8000",
@@ -81,6 +82,7 @@ describe("servingFleet", () => {
       ds,
       observedOf(ds.map((d) => (d.engine === "engine-2" ? captured(d, over) : captured(d)))),
       new Set(),
+      DEFAULT_KV,
     );
     expect(names(f)).toEqual(["engine-1", "engine-3", "engine-4"]);
   });
@@ -88,17 +90,17 @@ describe("servingFleet", () => {
   it("lists a held engine at the URL it runs on, not the one desired/ names for its replacement", () => {
     const moved = ds.map((d) =>
       d.engine === "engine-2"
-        ? desiredOf({ ...specOf(2, "decode"), url: "http://10.0.0.12:9999", input_hash: "moved" })
+        ? desiredOf({ ...specOf(2, "prefill"), url: "http://10.0.0.12:9999", input_hash: "moved" })
         : d,
     );
-    const f = servingFleet(moved, observedOf(ds.map((d) => captured(d))), new Set());
+    const f = servingFleet(moved, observedOf(ds.map((d) => captured(d))), new Set(), DEFAULT_KV);
     expect(f.engines.find((e) => e.engine === "engine-2")?.url).toBe(ds[1]!.url);
     expect(ds[1]!.url).not.toBe("http://10.0.0.12:9999");
   });
 
   it("leaves out engines the plan disrupts, and engines not desired", () => {
     const extra = desiredOf(specOf(9, "decode"));
-    const f = servingFleet(ds, observedOf([...ds, extra].map((d) => captured(d))), new Set(["engine-3"]));
+    const f = servingFleet(ds, observedOf([...ds, extra].map((d) => captured(d))), new Set(["engine-3"]), DEFAULT_KV);
     expect(names(f)).toEqual(["engine-1", "engine-2", "engine-4"]);
   });
 
@@ -111,23 +113,24 @@ describe("servingFleet", () => {
       [captured(next[0]!), captured(old[1]!), released(old[2]!, next[2]!, "probed"), captured(old[3]!)],
       { serving: { group_signature: captured(old[1]!).group_signature, engines: [], pairs: [] } },
     );
-    const f1 = servingFleet(next, mid, new Set());
+    const f1 = servingFleet(next, mid, new Set(), DEFAULT_KV);
     expect(names(f1)).toEqual(["engine-2", "engine-4"]);
     // engine-3 captured too: the desired group has its pair, and the old engines are no longer listed.
     const after = observedOf([captured(next[0]!), captured(old[1]!), captured(next[2]!), captured(old[3]!)], {
       serving: mid.serving,
     });
-    const f2 = servingFleet(next, after, new Set());
+    const f2 = servingFleet(next, after, new Set(), DEFAULT_KV);
     expect(names(f2)).toEqual(["engine-1", "engine-3"]);
     expect(f2.group_signature).toBe(captured(next[0]!).group_signature);
   });
 
   it("lists captured engines of other roles whatever their group", () => {
     const other = desiredOf(specOf(5, "embed"));
-    const f = servingFleet([other], observedOf([captured(other, { group_signature: null })]), new Set());
+    const f = servingFleet([other], observedOf([captured(other, { group_signature: null })]), new Set(), DEFAULT_KV);
     expect(f).toEqual({
       group_signature: null,
       engines: [expect.objectContaining({ engine: "engine-5", role: "embed", group_signature: "" })],
+      pairs: [],
     });
   });
 });

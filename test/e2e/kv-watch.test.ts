@@ -119,7 +119,7 @@ describe("watch mode keeps proving the KV path", () => {
     );
     expect(kvOf(caught.engines["engine-2"])?.status).toBe("False");
     await waitFor("the pair out of the serving fleet", async () =>
-      (await readServingFleet(fleet.stateDir))?.pairs.length === 0 ? true : undefined,
+      (await readServingFleet(fleet.stateDir))?.pairs?.length === 0 ? true : undefined,
     );
   });
 });

@@ -1,0 +1,191 @@
+// Which prefill → decode pairs may carry KV, and whether each is proven now
+// (issue 11). A pair is two engines in service, of the prefill and decode
+// roles, in one group signature, whose recorded NIXL compatibility hashes agree
+// when both are known (vLLM refuses the handshake otherwise). A proof is current
+// while both engines still run as the instances it proved (their launch
+// tokens): a restart of either makes the pair unproven again. Pure.
+import type { DesiredEngine, KvPolicy, Observed, ObservedEngine, ObservedProof } from "./plan-types.js";
+import { pairKey } from "./plan-types.js";
+import { compareNames, inService } from "./in-service.js";
+
+export interface Pair {
+  prefill: string;
+  decode: string;
+}
+
+/** The launch token of the instance that runs now (null: none). */
+const tokenOf = (o: ObservedEngine): string | null => o.handle?.launch_token ?? null;
+
+export const tok8 = (t: string | null | undefined): string => (t ? t.slice(0, 8) : "none");
+
+/** Whether the recorded NIXL compatibility hashes allow a handshake: equal, or one not recorded. */
+export function nixlAgree(p: ObservedEngine, d: ObservedEngine): boolean {
+  const [a, b] = [p.nixl_hash ?? null, d.nixl_hash ?? null];
+  return a === null || b === null || a === b;
+}
+
+/** Prefill `p` and decode `d` could pair: both in service, one group, NIXL hashes that agree. */
+export function compatible(p: ObservedEngine | undefined, d: ObservedEngine | undefined): boolean {
+  return (
+    inService(p) &&
+    inService(d) &&
+    p.group_signature !== null &&
+    p.group_signature === d.group_signature &&
+    nixlAgree(p, d)
+  );
+}
+
+/** The latest proof of the pair, if it proved the instances that run now. */
+export function currentProof(observed: Observed, p: ObservedEngine, d: ObservedEngine): ObservedProof | null {
+  const proof = observed.proofs?.[pairKey(p.engine, d.engine)];
+  if (!proof || proof.prefill.launch_token !== tokenOf(p) || proof.decode.launch_token !== tokenOf(d)) return null;
+  return proof;
+}
+
+/** A pair proven now: compatible, and its current proof passed. */
+export function proven(observed: Observed, p: string, d: string): boolean {
+  const [op, od] = [observed.engines[p], observed.engines[d]];
+  if (!op || !od || !compatible(op, od)) return false;
+  return currentProof(observed, op, od)?.passed === true;
+}
+
+/** What the plan does about one pair. */
+export type PairDecision =
+  | { kind: "proven" }
+  | { kind: "prove"; reason: string }
+  /** repair: the decode failed its proof; otherwise policy restart_decodes after its prefill restarted. */
+  | { kind: "restart"; reason: string; repair: boolean }
+  /** Out of serving until an operator acts (policy hold, or restarts used up): why, as a warning. */
+  | { kind: "held"; why: string };
+
+function notCurrentReason(proof: ObservedProof | undefined, p: ObservedEngine, d: ObservedEngine): string {
+  if (!proof) return `first transfer proof of ${p.engine} → ${d.engine}`;
+  const last = proof.passed ? "it passed" : `it failed: ${proof.cause ?? "unknown cause"}`;
+  const prefillNew = proof.prefill.launch_token !== tokenOf(p);
+  const decodeNew = proof.decode.launch_token !== tokenOf(d);
+  const what =
+    prefillNew && decodeNew
+      ? `both ${p.engine} and ${d.engine} restarted`
+      : prefillNew
+        ? `the prefill ${p.engine} restarted (new launch token ${tok8(tokenOf(p))}, proven as ${tok8(proof.prefill.launch_token)})`
+        : `the decode restarted (new launch token ${tok8(tokenOf(d))}, proven as ${tok8(proof.decode.launch_token)})`;
+  return `${what} since the pair ${p.engine} → ${d.engine} was last proven (${last}): proved again before it serves`;
+}
+
+/** The decision for the compatible pair p → d under the policy (prove=true). */
+export function decidePair(observed: Observed, p: ObservedEngine, d: ObservedEngine, kv: KvPolicy): PairDecision {
+  const proof = currentProof(observed, p, d);
+  if (!proof) {
+    const latest = observed.proofs?.[pairKey(p.engine, d.engine)];
+    const prefillRestarted =
+      latest?.passed === true &&
+      latest.decode.launch_token === tokenOf(d) &&
+      latest.prefill.launch_token !== tokenOf(p);
+    if (prefillRestarted && kv.on_prefill_restart === "restart_decodes")
+      return {
+        kind: "restart",
+        repair: false,
+        reason: `its prefill ${p.engine} restarted (launch token ${tok8(latest.prefill.launch_token)} → ${tok8(tokenOf(p))}) after the pair was proven; policy on_prefill_restart=restart_decodes restarts the decode (it may keep stale peer metadata) before the pair is proven again`,
+      };
+    return { kind: "prove", reason: notCurrentReason(latest, p, d) };
+  }
+  if (proof.passed) return { kind: "proven" };
+  const found = `${proof.cause ?? "a failure"}: ${proof.message}`;
+  if (proof.source === "watch")
+    return {
+      kind: "prove",
+      reason: `the periodic scrape of the decode found ${found}; a transfer proof with ${p.engine} decides`,
+    };
+  if (kv.on_failure === "restart_decode" && proof.failures <= kv.max_decode_restarts)
+    return {
+      kind: "restart",
+      repair: true,
+      reason: `its transfer proof with ${p.engine} failed (${found}); restart ${proof.failures} of at most ${kv.max_decode_restarts} in a row (policy on_failure=restart_decode), then it is proven again`,
+    };
+  const policy =
+    kv.on_failure === "hold"
+      ? "policy on_failure=hold"
+      : `${proof.failures} failed proofs in a row, past max_decode_restarts=${kv.max_decode_restarts}`;
+  return {
+    kind: "held",
+    why: `pair ${p.engine} → ${d.engine} is held out of serving: its transfer proof failed (${found}); ${policy}. Fix the cause; a new instance of either engine (a restart or a change in desired/) is proven again`,
+  };
+}
+
+/** Compatible pairs among the desired engines in service that the plan leaves running, by decode then prefill name. */
+export function compatiblePairs(
+  desired: readonly DesiredEngine[],
+  observed: Observed,
+  out: ReadonlySet<string>,
+): Pair[] {
+  const of = (role: string) =>
+    desired
+      .filter((d) => d.role === role && !out.has(d.engine))
+      .map((d) => d.engine)
+      .sort(compareNames);
+  const [prefills, decodes] = [of("prefill"), of("decode")];
+  return decodes.flatMap((decode) =>
+    prefills
+      .filter((prefill) => compatible(observed.engines[prefill], observed.engines[decode]))
+      .map((prefill) => ({ prefill, decode })),
+  );
+}
+
+/** An engine in service, as the serving fleet offers it for pairing. */
+export interface PairMember {
+  engine: string;
+  role: string;
+  o: ObservedEngine;
+}
+
+/**
+ * A large set of prefill and decode engines of one group in which every prefill × decode pair is
+ * `ok` (the router pairs any listed prefill with any listed decode). Each engine in turn seeds a
+ * candidate: its ok peers, then every engine of its own role ok with all of those; the largest
+ * candidate wins, ties to the earlier seed (prefills, then decodes, in name order). Exact search
+ * is exponential; this is deterministic, keeps every engine whose pairs are all ok, finds a pair
+ * whenever one is ok, and is exact when one engine is at fault. Empty when no pair is ok.
+ */
+export function pairableSet(
+  prefills: readonly string[],
+  decodes: readonly string[],
+  ok: (prefill: string, decode: string) => boolean,
+): string[] {
+  const okPD = (x: string, y: string, seedIsPrefill: boolean) => (seedIsPrefill ? ok(x, y) : ok(y, x));
+  let best: string[] = [];
+  for (const [seeds, own, other, isPrefill] of [
+    [prefills, prefills, decodes, true],
+    [decodes, decodes, prefills, false],
+  ] as const)
+    for (const seed of seeds) {
+      const peers = other.filter((y) => okPD(seed, y, isPrefill));
+      if (peers.length === 0) continue;
+      const mates = own.filter((x) => peers.every((y) => okPD(x, y, isPrefill)));
+      const set = isPrefill ? [...mates, ...peers] : [...peers, ...mates];
+      if (set.length > best.length) best = set;
+    }
+  return best;
+}
+
+/**
+ * Engines that may be listed for pairing: per group signature, a pairable set whose pairs are
+ * proven (kv.prove) or whose NIXL hashes agree (proofs off: pairs serve by group as before).
+ */
+export function listablePairs(members: readonly PairMember[], observed: Observed, kv: KvPolicy): Set<string> {
+  const byGroup = new Map<string, PairMember[]>();
+  for (const m of members)
+    if (m.o.group_signature !== null && (m.role === "prefill" || m.role === "decode"))
+      byGroup.set(m.o.group_signature, [...(byGroup.get(m.o.group_signature) ?? []), m]);
+  const out = new Set<string>();
+  for (const group of byGroup.values()) {
+    const of = (role: string) =>
+      group
+        .filter((m) => m.role === role)
+        .map((m) => m.engine)
+        .sort(compareNames);
+    const ok = (p: string, d: string) =>
+      kv.prove ? proven(observed, p, d) : nixlAgree(observed.engines[p]!, observed.engines[d]!);
+    for (const e of pairableSet(of("prefill"), of("decode"), ok)) out.add(e);
+  }
+  return out;
+}
