@@ -46,6 +46,9 @@ export async function runProof(
   const seen = (end: ProofEnd | null) =>
     end !== null && observed?.engines[end.engine]?.handle?.launch_token === end.launch_token;
   if (!prefill || !decode || !seen(prefill) || !seen(decode)) return null; // a newer plan follows
+  // A proof of this pair recorded since the plan looked (a plan made while it ran asked again): nothing to prove.
+  const key = pairKey(prefill.engine, decode.engine);
+  if (JSON.stringify(deps.store.proofs()[key] ?? null) !== JSON.stringify(observed?.proofs?.[key] ?? null)) return null;
   deps.log.info(`proving KV transfer from ${prefill.engine}: ${a.reason}`, { engine: decode.engine });
   deps.failpoint?.("kv:prove:before");
   let result: KvProofResult;
@@ -64,7 +67,6 @@ export async function runProof(
   }
   // Killed here, the evidence is written and the state knows nothing: the rerun proves again (fresh file names).
   deps.failpoint?.("kv:prove:after");
-  const key = pairKey(prefill.engine, decode.engine);
   const prev = deps.store.proofs()[key];
   const proof: ObservedProof = {
     prefill,
