@@ -34,9 +34,14 @@ export interface Completion {
   kv_transfer_params: Record<string, unknown> | null;
 }
 
+/**
+ * One non-streaming completion of the proof's prompt. `requestId` goes in X-Request-Id, as vLLM's P/D
+ * proxy (toy_proxy_server.py) sends the same id to the prefill and the decode of one request.
+ */
 export async function complete(
   end: ReadEnd,
   body: Record<string, unknown>,
+  requestId: string,
   timeoutMs: number,
   signal?: AbortSignal,
 ): Promise<Completion> {
@@ -51,8 +56,8 @@ export async function complete(
   try {
     res = await httpRequest(url, {
       timeoutMs,
-      headers: end.headers,
-      body: { model: end.plan.model.served_name, prompt: PROOF_PROMPT, temperature: 0, ...body },
+      headers: { ...end.headers, "X-Request-Id": requestId },
+      body: { model: end.plan.model.served_name, prompt: PROOF_PROMPT, temperature: 0, stream: false, ...body },
       ...(signal ? { signal } : {}),
     });
   } catch (err) {

@@ -120,6 +120,7 @@ export async function proveKvTransfer(
     const ref = await complete(
       d,
       { max_tokens: PROOF_MAX_TOKENS, cache_salt: `${salt}-reference` },
+      `narwhal-kv-proof-${salt}-reference`,
       left(),
       opts.signal,
     );
@@ -139,7 +140,13 @@ export async function proveKvTransfer(
       remote_port: null,
     };
     record.prefill_request_params = sent;
-    const pre = await complete(p, { max_tokens: 1, kv_transfer_params: sent, cache_salt: salt }, left(), opts.signal);
+    const pre = await complete(
+      p,
+      { max_tokens: 1, kv_transfer_params: sent, cache_salt: salt },
+      `narwhal-kv-proof-${salt}`,
+      left(),
+      opts.signal,
+    );
     o.prefill_request = pre.outcome;
     if (pre.outcome.ok && !pre.kv_transfer_params)
       o.prefill_request = {
@@ -159,6 +166,7 @@ export async function proveKvTransfer(
     const dec = await complete(
       d,
       { max_tokens: PROOF_MAX_TOKENS, kv_transfer_params: params, cache_salt: salt },
+      `narwhal-kv-proof-${salt}`,
       left(),
       opts.signal,
     );
