@@ -76,6 +76,15 @@ function moved(before: KvCounters, after: KvCounters): boolean {
   return d.external + d.local_compute + d.local_cache_hit + d.bytes_transferred_count + d.failed_transfers > 0;
 }
 
+/** An end as the evidence names it: the ProofEnd's own fields (never whatever else the caller's object holds). */
+const endRecord = (e: ProofEnd, endpoint: string) => ({
+  engine: e.engine,
+  node: e.node,
+  run_dir: e.run_dir,
+  launch_token: e.launch_token,
+  endpoint,
+});
+
 const compatHash = async (dir: string) =>
   (await readJsonIfExists<NixlCompatRecord>(path.join(dir, NIXL_COMPAT_FILE)).catch(() => null))?.hash ?? null;
 
@@ -192,8 +201,8 @@ export async function proveKvTransfer(
   const verdict = judgeProof(o);
   const doc = {
     schema: KV_TRANSFER_SCHEMA,
-    prefill: { ...prefill, endpoint: p.plan.endpoint },
-    decode: { ...decode, endpoint: d.plan.endpoint },
+    prefill: endRecord(prefill, p.plan.endpoint),
+    decode: endRecord(decode, d.plan.endpoint),
     prompt: { text: PROOF_PROMPT, tokens: o.prompt_tokens, max_tokens: PROOF_MAX_TOKENS, block_size: o.block_size },
     side_channel: o.side_channel,
     kv_transfer_params: {

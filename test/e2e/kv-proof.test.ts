@@ -214,7 +214,13 @@ describe("a pair split across two network namespaces (test/rig)", () => {
   let root: string;
 
   /** A simulator in HOST's namespace, its side channel advertised as SIDE_HOST; its log beside its run dir. */
-  async function engine(host: RigHost, name: string, http: number, side: number, sideHost: string): Promise<ProofEnd> {
+  async function engine(
+    host: RigHost,
+    name: string,
+    http: number,
+    side: number,
+    sideHost: string,
+  ): Promise<ProofEnd & { child: ChildProcess }> {
     const endpoint = `http://${host.address}:${http}`;
     const end = await checkedRunDir(root, {
       engine: name,
@@ -256,7 +262,7 @@ describe("a pair split across two network namespaces (test/rig)", () => {
       async () => (await fetch(`${endpoint}/health`).catch(() => null))?.status === 200,
       20_000,
     );
-    return end;
+    return { ...end, child };
   }
 
   beforeAll(async () => {
@@ -271,18 +277,44 @@ describe("a pair split across two network namespaces (test/rig)", () => {
   });
 
   it("a prefill advertising 127.0.0.1 to a decode on another host: side-channel-localhost; its own address: passed", async () => {
-    const [loopback, real, decode] = await Promise.all([
+    const [trappedRun, decode] = await Promise.all([
       engine(a, "engine-1", 18601, 18611, "127.0.0.1"),
-      engine(a, "engine-3", 18602, 18612, a.address),
       engine(b, "engine-2", 18601, 18611, b.address),
     ]);
-    const trapped = await proveKvTransfer(loopback, decode, PROOF);
+    const trapped = await proveKvTransfer(trappedRun, decode, PROOF);
     expect(causeOf(trapped)).toEqual({ passed: false, cause: "side-channel-localhost" });
     expect(trapped.message).toContain("127.0.0.1:18611");
     expect(trapped.message).toContain(`node ${b.name}`);
     expect(trapped.message).toContain("NARWHAL_NODE_<n>_IP");
-    const proven = await proveKvTransfer(real, decode, PROOF);
+    // The trap is real: the decode given the prefill's params dials its own loopback and fails the request.
+    const post = async (endpoint: string, body: object) =>
+      fetch(`${endpoint}/v1/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "tiny-llama", prompt: "a b c d", max_tokens: 1, ...body }),
+      });
+    const pre = (await (
+      await post(`http://${a.address}:18601`, { kv_transfer_params: { do_remote_decode: true } })
+    ).json()) as {
+      kv_transfer_params: { remote_host: string };
+    };
+    expect(pre.kv_transfer_params.remote_host).toBe("127.0.0.1");
+    expect((await post(`http://${b.address}:18601`, { kv_transfer_params: pre.kv_transfer_params })).status).toBe(500);
+    // The operator's fix: the prefill restarted (a new run) advertising its own address, same ports.
+    const exited = new Promise((r) => trappedRun.child.once("close", r));
+    trappedRun.child.kill("SIGTERM");
+    await exited;
+    const fixed = await engine(a, "engine-1", 18601, 18611, a.address);
+    const proven = await proveKvTransfer(fixed, decode, PROOF);
     expect(causeOf(proven), proven.message).toEqual({ passed: true, cause: null });
-    expect(proven.checks.find((c) => c.name === "side-channel-host")?.detail).toContain(`${a.address}:18612`);
+    expect(proven.checks.find((c) => c.name === "side-channel-host")?.detail).toContain(`${a.address}:18611`);
+    const doc = JSON.parse(await fs.readFile(proven.evidence[0]!, "utf8"));
+    expect(doc.prefill).toEqual({
+      engine: "engine-1",
+      node: a.name,
+      run_dir: fixed.run_dir,
+      launch_token: fixed.launch_token,
+      endpoint: `http://${a.address}:18601`,
+    });
   });
 });
