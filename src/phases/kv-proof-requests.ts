@@ -13,7 +13,8 @@ import { ENGINE_LOG } from "../backends/engine-log.js";
 
 /**
  * The proof's prompt: fixed words (temperature 0, fixed max_tokens: the same text every time),
- * 96 words, so it spans several KV blocks at any usual block size (16..64 tokens).
+ * 136 words (more tokens under a subword tokenizer), so it spans more than one KV block at any
+ * usual block size (16..64 tokens) and "about the prompt length" is far from zero.
  */
 export const PROOF_PROMPT = Array.from(
   { length: 8 },
