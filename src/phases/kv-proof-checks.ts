@@ -115,22 +115,24 @@ export function proofChecks(o: ProofObservation): JudgedCheck[] {
     const failedGrew = o.before && o.after ? failedDelta(o.before.decode, o.after.decode) > 0 : false;
     let cause: ProofCause = "request-failed";
     let detail = `decode ${o.decode.engine}: ${o.decode_request.detail}`;
-    if (!o.decode_request.ok && o.decode_request.status !== null && o.decode_request.status >= 500) {
-      if (failedGrew) cause = "transfer-failed";
-      else if (o.side_channel_reachable && !o.side_channel_reachable.ok) {
-        cause = "side-channel-unreachable";
-        detail += `; the prefill's side channel does not answer the controller either: ${o.side_channel_reachable.detail}`;
-      } else {
-        // vLLM logs a failed handshake and counts nothing: no transfer, no failure, an error answer.
-        cause = "handshake-refused";
-        detail += ", with no transfer and no counted failure: its handshake with the prefill failed";
-        detail += o.decode_log_line
-          ? `; the decode logged: ${o.decode_log_line}`
-          : "; the decode's log line is not readable from here (look for 'NIXL compatibility hash mismatch')";
-        const { prefill, decode } = o.compat_hashes;
-        if (prefill && decode && prefill !== decode)
-          detail += `; nixl-compat.json records prefill hash ${prefill}, decode hash ${decode}`;
-      }
+    const status = o.decode_request.status;
+    const unreachable = o.side_channel_reachable && !o.side_channel_reachable.ok;
+    if (!o.decode_request.ok && failedGrew) cause = "transfer-failed";
+    else if (!o.decode_request.ok && (status === null || status >= 500) && unreachable) {
+      // No answer, or an error, and the side channel does not answer the controller either (a timeout
+      // here is a handshake that hangs on an unreachable host).
+      cause = "side-channel-unreachable";
+      detail += `; the prefill's side channel does not answer the controller either: ${o.side_channel_reachable!.detail}`;
+    } else if (!o.decode_request.ok && status !== null && status >= 500) {
+      // vLLM logs a failed handshake and counts nothing: no transfer, no failure, an error answer.
+      cause = "handshake-refused";
+      detail += ", with no transfer and no counted failure: its handshake with the prefill failed";
+      detail += o.decode_log_line
+        ? `; the decode logged: ${o.decode_log_line}`
+        : "; the decode's log line is not readable from here (look for 'NIXL compatibility hash mismatch')";
+      const { prefill, decode } = o.compat_hashes;
+      if (prefill && decode && prefill !== decode)
+        detail += `; nixl-compat.json records prefill hash ${prefill}, decode hash ${decode}`;
     }
     add("decode-request", o.decode_request.ok, detail, cause);
   }

@@ -7,17 +7,22 @@
 // or expired, and the decode's text equals its own local computation of the
 // same prompt (a counter of zero is not proof: vllm #52234). The evidence goes
 // into both run directories. A KV cause is a result, never a throw.
-import fs from "node:fs/promises";
-import net from "node:net";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { httpRequest, joinUrl } from "./http.js";
-import { readProofEnd, type ReadEnd } from "./kv-proof-end.js";
-import { KvMetricsError, counterDeltas, scrapeEndpoint } from "./kv-watch.js";
-import { judgeProof, type PairCounters, type ProofObservation, type RequestOutcome } from "./kv-proof-checks.js";
+import { readProofEnd } from "./kv-proof-end.js";
+import { counterDeltas, type KvCounters } from "./kv-watch.js";
+import { sleep } from "./http.js";
+import { judgeProof, type ProofObservation } from "./kv-proof-checks.js";
+import {
+  PROOF_MAX_TOKENS,
+  PROOF_PROMPT,
+  complete,
+  connectable,
+  lastNixlFailureLine,
+  scrapePair,
+} from "./kv-proof-requests.js";
 import { KV_TRANSFER_SCHEMA, writeBothEvidence } from "./kv-proof-evidence.js";
 import { NIXL_COMPAT_FILE, type NixlCompatRecord } from "./nixl-compat.js";
-import { ENGINE_LOG } from "../backends/engine-log.js";
 import { readJsonIfExists } from "../state/atomic-file.js";
 
 export type ProofCause =
@@ -48,6 +53,8 @@ export interface KvProofCheck {
   cause?: ProofCause;
 }
 
+export { PROOF_MAX_TOKENS, PROOF_PROMPT } from "./kv-proof-requests.js";
+
 export interface KvProofResult {
   passed: boolean;
   cause: ProofCause | null;
@@ -59,127 +66,24 @@ export interface KvProofResult {
   evidence: string[];
 }
 
-/**
- * The proof's prompt: fixed words (temperature 0, fixed max_tokens: the same text every time),
- * 96 words, so it spans several KV blocks at any usual block size (16..64 tokens).
- */
-export const PROOF_PROMPT = Array.from(
-  { length: 8 },
-  (_, i) =>
-    `Report ${i + 1}: the harbor pilot counted twelve ships waiting past the northern light before the tide turned`,
-).join(". ");
-export const PROOF_MAX_TOKENS = 16;
-/** Side-channel reachability from the controller, only asked after a decode failure nothing counted. */
-const SIDE_CHANNEL_CONNECT_MS = 2_000;
-/** How much of the decode's log end is searched for its NIXL failure line. */
-const LOG_TAIL_BYTES = 256 * 1024;
-const NIXL_FAILURE_LINE = /NIXL compatibility hash mismatch|Remote NIXL agent engine ID mismatch|NIXL transfer failure/;
+/** How long, and how often, the decode's counters are re-read when they have not moved yet after its answer. */
+const SETTLE_MS = 2_000;
+const SETTLE_STEP_MS = 100;
 
-interface Completion {
-  outcome: RequestOutcome;
-  text: string | null;
-  prompt_tokens: number | null;
-  kv_transfer_params: Record<string, unknown> | null;
+/** Anything a decode request moves: prompt tokens from either source, a transfer, a failure. */
+function moved(before: KvCounters, after: KvCounters): boolean {
+  const d = counterDeltas(before, after);
+  return d.external + d.local_compute + d.local_cache_hit + d.bytes_transferred_count + d.failed_transfers > 0;
 }
 
-async function complete(
-  end: ReadEnd,
-  body: Record<string, unknown>,
-  timeoutMs: number,
-  signal?: AbortSignal,
-): Promise<Completion> {
-  const url = joinUrl(end.plan.endpoint, "/v1/completions");
-  const failed = (status: number | null, detail: string): Completion => ({
-    outcome: { ok: false, status, detail },
-    text: null,
-    prompt_tokens: null,
-    kv_transfer_params: null,
-  });
-  let res;
-  try {
-    res = await httpRequest(url, {
-      timeoutMs,
-      headers: end.headers,
-      body: { model: end.plan.model.served_name, prompt: PROOF_PROMPT, temperature: 0, ...body },
-      ...(signal ? { signal } : {}),
-    });
-  } catch (err) {
-    signal?.throwIfAborted();
-    return failed(null, `POST ${url} got no answer: ${(err as Error).message}`);
-  }
-  const text = res.body.toString("utf8");
-  if (res.status !== 200) return failed(res.status, `POST ${url} answered HTTP ${res.status}: ${text.slice(0, 200)}`);
-  let json: {
-    choices?: Array<{ text?: string }>;
-    usage?: { prompt_tokens?: number };
-    kv_transfer_params?: Record<string, unknown> | null;
-  };
-  try {
-    json = JSON.parse(text) as typeof json;
-  } catch {
-    return failed(200, `POST ${url} answered 200 with a body that is not JSON`);
-  }
-  return {
-    outcome: { ok: true, status: 200, detail: `POST ${url} answered 200` },
-    text: json.choices?.[0]?.text ?? null,
-    prompt_tokens: json.usage?.prompt_tokens ?? null,
-    kv_transfer_params: json.kv_transfer_params ?? null,
-  };
-}
-
-async function scrapePair(
-  p: ReadEnd,
-  d: ReadEnd,
-  timeoutMs: number,
-  signal?: AbortSignal,
-): Promise<PairCounters | string> {
-  const opts = { timeoutMs, ...(signal ? { signal } : {}) };
-  try {
-    const [prefill, decode] = await Promise.all([
-      scrapeEndpoint(p.end.engine, p.plan.endpoint, opts),
-      scrapeEndpoint(d.end.engine, d.plan.endpoint, opts),
-    ]);
-    return { prefill, decode };
-  } catch (err) {
-    if (err instanceof KvMetricsError) return err.message;
-    throw err;
-  }
-}
-
-function connectable(host: string, port: number): Promise<{ ok: boolean; detail: string }> {
-  return new Promise((resolve) => {
-    const sock = net.connect({ host: host || "localhost", port, timeout: SIDE_CHANNEL_CONNECT_MS });
-    const done = (ok: boolean, detail: string) => {
-      sock.destroy();
-      resolve({ ok, detail });
-    };
-    sock.once("connect", () => done(true, `${host}:${port} accepts connections`));
-    sock.once("timeout", () => done(false, `connecting to ${host}:${port} timed out`));
-    sock.once("error", (e) => done(false, `connecting to ${host}:${port}: ${e.message}`));
-  });
-}
-
-/** The last NIXL failure line of the decode's log in its run directory (a native engine writes it there). */
-async function lastNixlFailureLine(runDir: string): Promise<string | null> {
-  let handle;
-  try {
-    handle = await fs.open(path.join(runDir, ENGINE_LOG), "r");
-    const { size } = await handle.stat();
-    const length = Math.min(size, LOG_TAIL_BYTES);
-    const buf = Buffer.alloc(length);
-    await handle.read(buf, 0, length, size - length);
-    const lines = buf
-      .toString("utf8")
-      .split("\n")
-      .filter((l) => NIXL_FAILURE_LINE.test(l));
-    // vLLM logs the failure, then the exception naming its reason: the reason is the line to quote.
-    return lines.at(-1)?.trim() ?? null;
-  } catch {
-    return null;
-  } finally {
-    await handle?.close();
-  }
-}
+/** An end as the evidence names it: the ProofEnd's own fields (never whatever else the caller's object holds). */
+const endRecord = (e: ProofEnd, endpoint: string) => ({
+  engine: e.engine,
+  node: e.node,
+  run_dir: e.run_dir,
+  launch_token: e.launch_token,
+  endpoint,
+});
 
 const compatHash = async (dir: string) =>
   (await readJsonIfExists<NixlCompatRecord>(path.join(dir, NIXL_COMPAT_FILE)).catch(() => null))?.hash ?? null;
@@ -225,6 +129,7 @@ export async function proveKvTransfer(
     const ref = await complete(
       d,
       { max_tokens: PROOF_MAX_TOKENS, cache_salt: `${salt}-reference` },
+      `narwhal-kv-proof-${salt}-reference`,
       left(),
       opts.signal,
     );
@@ -244,7 +149,13 @@ export async function proveKvTransfer(
       remote_port: null,
     };
     record.prefill_request_params = sent;
-    const pre = await complete(p, { max_tokens: 1, kv_transfer_params: sent, cache_salt: salt }, left(), opts.signal);
+    const pre = await complete(
+      p,
+      { max_tokens: 1, kv_transfer_params: sent, cache_salt: salt },
+      `narwhal-kv-proof-${salt}`,
+      left(),
+      opts.signal,
+    );
     o.prefill_request = pre.outcome;
     if (pre.outcome.ok && !pre.kv_transfer_params)
       o.prefill_request = {
@@ -264,12 +175,22 @@ export async function proveKvTransfer(
     const dec = await complete(
       d,
       { max_tokens: PROOF_MAX_TOKENS, kv_transfer_params: params, cache_salt: salt },
+      `narwhal-kv-proof-${salt}`,
       left(),
       opts.signal,
     );
     o.decode_request = dec.outcome;
     o.decode_text = dec.text;
-    const after = await scrapePair(p, d, left(), opts.signal);
+    let after = await scrapePair(p, d, left(), opts.signal);
+    // vLLM publishes a request's counters from its output loop, which may trail the answer by an
+    // iteration: a decode that answered but whose counters show nothing yet is read again, briefly.
+    for (
+      const until = Date.now() + SETTLE_MS;
+      typeof after !== "string" && dec.outcome.ok && !moved(before.decode, after.decode) && Date.now() < until;
+    ) {
+      await sleep(SETTLE_STEP_MS, opts.signal);
+      after = await scrapePair(p, d, left(), opts.signal);
+    }
     if (typeof after === "string") return void (o.metrics_error = after);
     o.after = after;
     if (!dec.outcome.ok && counterDeltas(before.decode, after.decode).failed_transfers === 0) {
@@ -280,8 +201,8 @@ export async function proveKvTransfer(
   const verdict = judgeProof(o);
   const doc = {
     schema: KV_TRANSFER_SCHEMA,
-    prefill: { ...prefill, endpoint: p.plan.endpoint },
-    decode: { ...decode, endpoint: d.plan.endpoint },
+    prefill: endRecord(prefill, p.plan.endpoint),
+    decode: endRecord(decode, d.plan.endpoint),
     prompt: { text: PROOF_PROMPT, tokens: o.prompt_tokens, max_tokens: PROOF_MAX_TOKENS, block_size: o.block_size },
     side_channel: o.side_channel,
     kv_transfer_params: {

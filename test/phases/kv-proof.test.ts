@@ -43,6 +43,14 @@ function good(): ProofObservation {
 
 const fail500 = { ok: false, status: 500, detail: "answered HTTP 500" };
 
+/** The decode failed (STATUS, null: no answer) with nothing counted; the controller could open the side channel, or not. */
+const uncounted = (status: number | null, reachable: boolean | null) => (o: ProofObservation) => {
+  o.decode_request = { ok: false, status, detail: status === null ? "timed out" : `answered HTTP ${status}` };
+  o.after!.decode = o.before!.decode;
+  o.side_channel_reachable =
+    reachable === null ? null : { ok: reachable, detail: reachable ? "accepts" : "ECONNREFUSED" };
+};
+
 describe("judgeProof: the first failing check names the cause", () => {
   const table: Array<[string, (o: ProofObservation) => void, string | null]> = [
     ["everything moved", () => {}, null],
@@ -78,21 +86,10 @@ describe("judgeProof: the first failing check names the cause", () => {
         void ((o.decode_request = fail500), (o.after!.decode = capturedCounters("decode-failing-after-3-requests"))),
       "transfer-failed",
     ],
-    [
-      "a 500 with nothing counted, side channel open: the handshake",
-      (o) => void ((o.decode_request = fail500), (o.after!.decode = o.before!.decode)),
-      "handshake-refused",
-    ],
-    [
-      "a 500 with nothing counted, side channel closed",
-      (o) =>
-        void (
-          (o.decode_request = fail500),
-          (o.after!.decode = o.before!.decode),
-          (o.side_channel_reachable = { ok: false, detail: "ECONNREFUSED" })
-        ),
-      "side-channel-unreachable",
-    ],
+    ["a 500 with nothing counted, side channel open: the handshake", uncounted(500, true), "handshake-refused"],
+    ["a 500 with nothing counted, side channel closed", uncounted(500, false), "side-channel-unreachable"],
+    ["no answer from the decode, side channel closed", uncounted(null, false), "side-channel-unreachable"],
+    ["no answer from the decode, side channel open", uncounted(null, true), "request-failed"],
     [
       "a decode 404 (wrong model)",
       (o) => void (o.decode_request = { ok: false, status: 404, detail: "404" }),

@@ -121,7 +121,6 @@ def run(args):
                   tokenizer=tokenizer, tp=tp, nixl=nixl, block_size=layout["block_size"],
                   block_bytes=layout["page_size_bytes"] * facts["layers"] * tp,
                   reported_version=wrong if faults.has("wrong_version") else version.__version__,
-                  missing_metrics=faults.values("missing_metric"),
                   access_log=not args.disable_uvicorn_access_log,
                   metrics=Metrics(served[0], layout, facts, args, nixl))
     if nixl:

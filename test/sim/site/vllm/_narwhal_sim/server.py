@@ -106,7 +106,7 @@ def make_handler(state):
             elif path == "/version":
                 self._send(200, {"version": state.reported_version})
             elif path == "/metrics":
-                self._send(200, state.metrics.render(state.missing_metrics),
+                self._send(200, state.metrics.render(faults.values("missing_metric")),
                            "text/plain; version=0.0.4; charset=utf-8")
             elif path == "/v1/models":
                 self._send(200, {"object": "list", "data": [self._model_card(n) for n in state.served]})
