@@ -191,13 +191,15 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   reload();
   const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, reload);
   const timer = setInterval(() => controller.resync(), config.watch.resyncMs);
-  // The decodes' KV metrics are scraped every kv_transfer.watch_interval_s (re-read each time: an edit applies at the next scrape).
+  // The decodes' KV metrics are scraped every kv_transfer.watch_interval_s, re-read at each scrape
+  // (an edit applies at the next one); while it is off or not loaded yet, looked at again each second.
   let kvTimer: NodeJS.Timeout | undefined;
-  const kvTick = () => {
-    controller.scrapeKv();
-    kvTimer = setTimeout(kvTick, controller.kvWatchIntervalMs() || config.watch.resyncMs);
+  const kvTick = (scrape: boolean) => {
+    if (scrape) controller.scrapeKv();
+    const every = controller.kvWatchIntervalMs();
+    kvTimer = setTimeout(() => kvTick(every > 0), every || Math.min(1000, config.watch.resyncMs));
   };
-  kvTimer = setTimeout(kvTick, controller.kvWatchIntervalMs() || config.watch.resyncMs);
+  kvTick(false);
   try {
     await new Promise<void>((resolve) => shutdown.signal.addEventListener("abort", () => resolve(), { once: true }));
   } finally {

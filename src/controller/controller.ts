@@ -180,7 +180,7 @@ export class Controller {
    * (queued: never beside a plan's own decisions). Seconds between scrapes: kvWatchIntervalMs.
    */
   scrapeKv(): void {
-    if (this.desired && this.kvWatchIntervalMs() > 0) this.queue.add(KV_WATCH);
+    if (this.kvWatchIntervalMs() > 0) this.queue.add(KV_WATCH);
   }
 
   /** The desired state's kv_transfer policy (defaults before any desired state). */
@@ -188,10 +188,10 @@ export class Controller {
     return this.desired?.kv ?? DEFAULT_KV;
   }
 
-  /** kv_transfer.watch_interval_s of the desired state, in ms (0: off, or no P/D proofs). */
+  /** kv_transfer.watch_interval_s of the desired state, in ms (0: off, no P/D proofs, or no desired state yet). */
   kvWatchIntervalMs(): number {
-    const kv = this.kvPolicy();
-    return kv.prove ? kv.watch_interval_s * 1000 : 0;
+    const kv = this.desired?.kv;
+    return kv?.prove ? kv.watch_interval_s * 1000 : 0;
   }
 
   private async scrapeDecodes(signal: AbortSignal): Promise<void> {

@@ -19,6 +19,7 @@ const pidOf = (e: EngineRecord | undefined) => (e?.handle?.kind === "native" ? e
 
 /** One request as a P/D router sends it: the prefill with do_remote_decode, then the decode with what it returned. */
 async function routerRequest(fleet: SimFleet, prompt: string): Promise<void> {
+  // A decode being restarted refuses the connection: the router's request is simply lost.
   const post = async (port: number, body: object) => {
     const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
       method: "POST",
@@ -36,6 +37,8 @@ async function routerRequest(fleet: SimFleet, prompt: string): Promise<void> {
   await post(fleet.ports[1]![0]!, { ...base, max_tokens: 8, kv_transfer_params: pre.kv_transfer_params });
 }
 
+const tryRouterRequest = (fleet: SimFleet, prompt: string) => routerRequest(fleet, prompt).catch(() => undefined);
+
 describe("watch mode keeps proving the KV path", () => {
   let fleet: SimFleet;
   let controller: ChildProcess;
@@ -49,7 +52,10 @@ describe("watch mode keeps proving the KV path", () => {
     // Switches arrive through one file both engines read (scoped to one engine by name): one runtime environment, one group.
     const environment = { NARWHAL_SIM_FAULTS_FILE: faultsFile };
     fleet = await simFleet({ engines: [{ environment }, { environment }], kvTransfer: { watch_interval_s: 1 } });
-    controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    // Each kill and each decode restart spends an attempt of that engine: more than the tests' default 2.
+    controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      NARWHAL_RETRY_MAX_ATTEMPTS: "6",
+    });
     await waitFor(
       "both proven",
       async () => {
@@ -82,12 +88,15 @@ describe("watch mode keeps proving the KV path", () => {
     );
     expect(pidOf(after.engines["engine-2"])).toBe(decodePid);
     expect(after.proofs!["engine-1>engine-2"]!.decode.launch_token).toBe(first.decode.launch_token);
-    expect((await readServingFleet(fleet.stateDir))?.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
+    await waitFor("the proven pair listed again", async () =>
+      (await readServingFleet(fleet.stateDir))?.pairs?.length === 1 ? true : undefined,
+    );
   });
 
   it("with stale peer metadata the decode fails the new proof, is restarted, and the pair proves again", async () => {
     // The decode caches its peers by address from now on; then its prefill restarts.
     await fs.writeFile(faultsFile, "kv_stale_peer_metadata@engine-2\n");
+    await routerRequest(fleet, "The tide comes in and the tide goes out, and the harbour fills with boats");
     const now = await state();
     const decodeToken = now.engines["engine-2"]!.handle!.launch_token;
     process.kill(-pidOf(now.engines["engine-1"])!, "SIGKILL");
@@ -102,7 +111,9 @@ describe("watch mode keeps proving the KV path", () => {
     );
     const history = healed.engines["engine-2"]!.history.map((h) => h.note ?? "").join("\n");
     expect(history).toMatch(/engine-1/);
-    expect((await readServingFleet(fleet.stateDir))?.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
+    await waitFor("the proven pair listed again", async () =>
+      (await readServingFleet(fleet.stateDir))?.pairs?.length === 1 ? true : undefined,
+    );
   });
 
   it("the scrape catches a decode that silently recomputes: KVTransfer=False, the pair leaves the serving fleet", async () => {
@@ -111,7 +122,7 @@ describe("watch mode keeps proving the KV path", () => {
     const caught = await waitFor(
       "the scrape's finding",
       async () => {
-        await routerRequest(fleet, "The sea is wide and the ships are many, and every one of them sails");
+        await tryRouterRequest(fleet, "The sea is wide and the ships are many, and every one of them sails");
         const s = await state();
         return kvOf(s.engines["engine-2"])?.reason === "SilentRecompute" ? s : undefined;
       },
