@@ -149,4 +149,20 @@ describe("staleness", () => {
     };
     expect(staleness(saved, desired(), observed(), reworded)).toEqual([]);
   });
+
+  it("with the plan computed now: names a proof of another pair, or one no longer planned", () => {
+    const proveFrom = (prefill: string): typeof NO_CHANGES => ({
+      ...NO_CHANGES,
+      actions: [{ kind: "prove", engine: "engine-2", prefill, reason: "first transfer proof" }],
+      changes: true,
+    });
+    const was = base(proveFrom("engine-1"));
+    expect(staleness(was, desired(), observed(), proveFrom("engine-1"))).toEqual([]);
+    expect(staleness(was, desired(), observed(), proveFrom("engine-3"))).toEqual([
+      "engine-2: the plan says prove engine-1; planned now: prove engine-3",
+    ]);
+    expect(staleness(was, desired(), observed(), NO_CHANGES)).toEqual([
+      "engine-2: the plan says prove engine-1; planned now: nothing",
+    ]);
+  });
 });
