@@ -46,6 +46,15 @@ describe("staleness", () => {
     ]);
   });
 
+  it("names a changed kv_transfer policy by its field; a plan saved before KV proofs has none to compare", () => {
+    const now = { ...desired(), kv: { ...desired().kv, on_failure: "hold" as const } };
+    expect(staleness(saved, now, observed())).toEqual([
+      'kv_transfer policy changed since the plan (kv_transfer.on_failure: "restart_decode" → "hold")',
+    ]);
+    const { kv: _none, ...older } = saved.desired;
+    expect(staleness({ ...saved, desired: older }, now, observed())).toEqual([]);
+  });
+
   it("names a running engine that died, and one replaced by another start", () => {
     const died = observed([observedEngine(1, { liveness: "gone" }), observedEngine(2)]);
     expect(staleness(saved, desired(), died)).toEqual([
