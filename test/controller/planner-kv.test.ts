@@ -229,3 +229,70 @@ describe("plan: proofs across a fleet", () => {
     ]);
   });
 });
+
+describe("plan: decodes restarted after their prefill (on_prefill_restart=restart_decodes)", () => {
+  const restartDecodes = kv({ on_prefill_restart: "restart_decodes" });
+  /** Every pair proven, the prefills' proofs of an older instance for those in `restarted`. */
+  const provenBefore = (os: ObservedEngine[], restarted: string[]) =>
+    Object.fromEntries(
+      os
+        .filter((o) => o.role === "prefill")
+        .flatMap((p) =>
+          os
+            .filter((o) => o.role === "decode")
+            .map((d) => {
+              const proof = proofOf(p, d);
+              const old = restarted.includes(p.engine) ? { ...proof.prefill, launch_token: "tok-old" } : proof.prefill;
+              return [pairKey(p.engine, d.engine), { ...proof, prefill: old }];
+            }),
+        ),
+    );
+
+  it("restarts those still serving other pairs one at a time within the decode max_unavailable; the others wait (rollout)", () => {
+    const ds = fleetSpecs(2, 2).map(desiredOf);
+    const os = ds.map((x) => captured(x));
+    const out = plan(
+      desiredFor(ds, DEFAULT_ROLLOUT, restartDecodes),
+      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
+      RUNNING,
+    );
+    expect(kinds(out.actions)).toEqual(["restart-unproven engine-3 < engine-1", "wait engine-4"]);
+    expect(out.actions[1]).toMatchObject({
+      until: "rollout",
+      why: expect.stringMatching(
+        /it waits: 1 decode engine\(s\) may be out of service or unproven at once, and engine-3 is$/,
+      ),
+    });
+    expect(served(out)).toEqual(["engine-2", "engine-4"]);
+  });
+
+  it("restarts at once the decodes that serve nothing (proven with no prefill that runs now)", () => {
+    const ds = fleetSpecs(1, 2).map(desiredOf);
+    const os = ds.map((x) => captured(x));
+    const out = plan(
+      desiredFor(ds, DEFAULT_ROLLOUT, restartDecodes),
+      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
+      RUNNING,
+    );
+    expect(kinds(out.actions)).toEqual([
+      "restart-unproven engine-2 < engine-1",
+      "restart-unproven engine-3 < engine-1",
+    ]);
+  });
+
+  it("never takes the last proven pair out while another decode is on its way back, whatever the budget", () => {
+    const ds = fleetSpecs(2, 2).map(desiredOf);
+    const os = ds.map((x) => captured(x));
+    const all = { ...DEFAULT_ROLLOUT, max_unavailable: { decode: "100%" } };
+    const out = plan(
+      desiredFor(ds, all, restartDecodes),
+      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
+      RUNNING,
+    );
+    expect(kinds(out.actions)).toEqual(["restart-unproven engine-3 < engine-1", "wait engine-4"]);
+    expect(out.actions[1]).toMatchObject({
+      why: expect.stringMatching(/would leave no proven prefill\/decode pair serving/),
+    });
+    expect(served(out)).toEqual(["engine-2", "engine-4"]);
+  });
+});
