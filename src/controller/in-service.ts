@@ -26,3 +26,6 @@ const NAME_ORDER = new Intl.Collator("en", { numeric: true });
 export function compareNames(a: string, b: string): number {
   return NAME_ORDER.compare(a, b);
 }
+
+/** Engine names as an operator reads a list of them: in name order, comma-separated. */
+export const nameList = (names: Iterable<string>): string => [...names].sort(compareNames).join(", ");

@@ -16,7 +16,7 @@ export interface Pair {
 /** The launch token of the instance that runs now (null: none). */
 const tokenOf = (o: ObservedEngine): string | null => o.handle?.launch_token ?? null;
 
-export const tok8 = (t: string | null | undefined): string => (t ? t.slice(0, 8) : "none");
+const tok8 = (t: string | null | undefined): string => (t ? t.slice(0, 8) : "none");
 
 /** Whether the recorded NIXL compatibility hashes allow a handshake: equal, or one not recorded. */
 export function nixlAgree(p: ObservedEngine, d: ObservedEngine): boolean {

@@ -5,8 +5,8 @@
 // per decode per plan (its first pair in prefill name order), and none for a
 // decode this plan restarts or takes out. Pure.
 import type { Action, DesiredEngine, KvPolicy, Observed } from "./plan-types.js";
-import { compatiblePairs, decidePair, nixlAgree, proven, type Pair } from "./kv-pairs.js";
-import { compareNames, inService } from "./in-service.js";
+import { compatiblePairs, decidePair, proven, type Pair } from "./kv-pairs.js";
+import { inService, nameList } from "./in-service.js";
 
 export interface ProofRestarts {
   /** restart-unproven actions, one per decode at most. */
@@ -75,7 +75,7 @@ export function proofRestarts(
       restart.d.repair || unproven.has(decode)
         ? null
         : decodesOut.size >= maxDecodesOut
-          ? `${maxDecodesOut} decode engine(s) may be out of service or unproven at once, and ${list([...decodesOut])} ${decodesOut.size === 1 ? "is" : "are"}`
+          ? `${maxDecodesOut} decode engine(s) may be out of service or unproven at once, and ${nameList(decodesOut)} ${decodesOut.size === 1 ? "is" : "are"}`
           : provenPair(restarted) && !provenPair([...restarted, decode]) && comingBack(decode)
             ? "restarting it now would leave no proven prefill/decode pair serving"
             : null;
@@ -139,34 +139,4 @@ export function awaitingProof(
   }
   for (const e of provenWith) peers.delete(e);
   return peers;
-}
-
-const h12 = (h: string) => `${h.slice(0, 12)}…`;
-const list = (names: string[]) => names.sort(compareNames).join(", ");
-
-/**
- * What an operator must read about pairing now: prefill and decode engines of one group whose
- * recorded NIXL compatibility hashes differ (vLLM refuses their handshake: never paired), and a
- * P/D fleet with prefill and decode engines in service but no compatible pair among them.
- */
-export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Observed): string[] {
-  const serving = (role: string) =>
-    desired
-      .filter((d) => d.role === role && inService(observed.engines[d.engine]))
-      .map((d) => observed.engines[d.engine]!)
-      .sort((a, b) => compareNames(a.engine, b.engine));
-  const [prefills, decodes] = [serving("prefill"), serving("decode")];
-  if (prefills.length === 0 || decodes.length === 0) return [];
-  const warnings: string[] = [];
-  for (const p of prefills)
-    for (const d of decodes)
-      if (p.group_signature !== null && p.group_signature === d.group_signature && !nixlAgree(p, d))
-        warnings.push(
-          `${p.engine} (prefill) and ${d.engine} (decode) share group ${p.group_signature} but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
-        );
-  if (compatiblePairs(desired, observed, new Set()).length === 0)
-    warnings.push(
-      `no compatible prefill/decode pair in service: prefill ${list(prefills.map((o) => o.engine))} and decode ${list(decodes.map((o) => o.engine))} differ in group signature or NIXL compatibility hash; a router can pair none of them`,
-    );
-  return warnings;
 }

@@ -143,6 +143,16 @@ export const RolloutPolicySchema = z
   })
   .describe("the rollout policy the plan was computed with");
 
+export const KvPolicySchema = z
+  .looseObject({
+    prove: z.boolean().describe("pairs are proven before they serve"),
+    on_failure: z.enum(["restart_decode", "hold"]).describe("what a failed proof does"),
+    on_prefill_restart: z.enum(["reprove", "restart_decodes"]).describe("what a prefill restart does to its decodes"),
+    max_decode_restarts: z.number().describe("decode restarts after failed proofs in a row"),
+    watch_interval_s: z.number().describe("seconds between scrapes of the decodes' KV metrics"),
+  })
+  .describe("the kv_transfer policy the plan was computed with");
+
 const liveness = z.enum(["alive", "gone", "unknown"]).describe("alive, gone, or not observable");
 
 export const ObservedEngineProjectionSchema = z.strictObject({
@@ -176,6 +186,7 @@ export const SavedPlanSchema = z
       .strictObject({
         engines: z.record(engine, hash).describe("per desired engine: its input hash"),
         rollout: RolloutPolicySchema,
+        kv: KvPolicySchema.optional().describe("absent in plans saved before KV proofs"),
       })
       .describe("fingerprint of the desired state"),
     observed: z

@@ -24,12 +24,18 @@ function desiredLines(saved: SavedPlan, now: DesiredForPlan): string[] {
     else if (before !== after)
       lines.push(`${engine}: desired input hash changed since the plan (${abbrev(before)} → ${abbrev(after)})`);
   }
-  for (const key of union(Object.keys(was.rollout), Object.keys(is.rollout))) {
-    const before = canonicalJson((was.rollout as unknown as Record<string, unknown>)[key]);
-    const after = canonicalJson((is.rollout as unknown as Record<string, unknown>)[key]);
-    if (before !== after) lines.push(`rollout policy changed since the plan (rollout.${key}: ${before} → ${after})`);
-  }
+  lines.push(...policyLines("rollout", was.rollout, is.rollout));
+  // A plan saved before KV proofs recorded no kv_transfer policy: what it would change shows in the plan itself.
+  if (was.kv && is.kv) lines.push(...policyLines("kv_transfer", was.kv, is.kv));
   return lines;
+}
+
+/** One line per field of a fleet.json policy block that differs between the plan and now. */
+function policyLines(block: string, was: object, is: object): string[] {
+  const field = (o: object, key: string) => canonicalJson((o as Record<string, unknown>)[key]);
+  return union(Object.keys(was), Object.keys(is))
+    .filter((key) => field(was, key) !== field(is, key))
+    .map((key) => `${block} policy changed since the plan (${block}.${key}: ${field(was, key)} → ${field(is, key)})`);
 }
 
 /** A running engine as one word or token: "none", "gone", or its launch token (with its liveness when not alive). */

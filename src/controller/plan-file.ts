@@ -5,7 +5,7 @@
 import { NarwhalError } from "../errors.js";
 import { readRegularFile, writeFileAtomic } from "../state/atomic-file.js";
 import { PLAN_API_VERSION, PLAN_KIND, SavedPlanSchema } from "./plan-file-schema.js";
-import type { DesiredForPlan, Liveness, Observed, Plan, RolloutPolicy } from "./plan-types.js";
+import type { DesiredForPlan, KvPolicy, Liveness, Observed, Plan, RolloutPolicy } from "./plan-types.js";
 
 export { PLAN_API_VERSION, PLAN_KIND } from "./plan-file-schema.js";
 export { staleness } from "./plan-file-staleness.js";
@@ -15,6 +15,8 @@ export interface DesiredFingerprint {
   /** Per desired engine: its input hash. */
   engines: Record<string, string>;
   rollout: RolloutPolicy;
+  /** fleet.json kv_transfer as applied (absent in plans saved before KV proofs). */
+  kv?: KvPolicy;
 }
 
 /** One engine as observed, without times, attempt counts or anything else that moves on its own. */
@@ -51,7 +53,11 @@ const byName = <T>(entries: Array<[string, T]>): Record<string, T> =>
   Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })));
 
 export function desiredFingerprint(desired: DesiredForPlan): DesiredFingerprint {
-  return { engines: byName(desired.engines.map((e) => [e.engine, e.input_hash])), rollout: desired.rollout };
+  return {
+    engines: byName(desired.engines.map((e) => [e.engine, e.input_hash])),
+    rollout: desired.rollout,
+    kv: desired.kv,
+  };
 }
 
 export function observedProjection(observed: Observed): ObservedProjection {

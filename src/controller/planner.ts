@@ -12,10 +12,11 @@ import type {
   Plan,
   PlanPolicy,
 } from "./plan-types.js";
-import { describeFields, fieldDiff, predictedGroupKey, summarizeChange, type ChangeSummary } from "./field-diff.js";
+import { describeFields, summarizeChange, type ChangeSummary } from "./field-diff.js";
 import { decideRollout, maxUnavailable, nodeWords, type PendingChange } from "./rollout.js";
-import { compareNames, isPairedRole, servingFleet } from "./serving-fleet.js";
-import { kvPairWarnings, proofActions, proofRestarts } from "./kv-plan.js";
+import { compareNames, servingFleet } from "./serving-fleet.js";
+import { proofActions, proofRestarts } from "./kv-plan.js";
+import { kvPairWarnings, pairingWarnings } from "./pairing-warnings.js";
 import type { NodeFault } from "../errors.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
@@ -161,28 +162,6 @@ function replaceReason(d: DesiredEngine, o: ObservedEngine, change: ChangeSummar
       ? "; the desired inputs went back to what its retiring engine serves, which is kept"
       : "";
   return `inputs changed from ${h8(o.applied_hash)} to ${h8(d.input_hash)}: ${describeFields(change)}${revert}`;
-}
-
-/** Warnings from the desired fleet alone: prefill and decode engines predicted to share no group signature. */
-function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
-  const paired = desired.filter((d) => isPairedRole(d.role));
-  if (!paired.some((d) => d.role === "prefill") || !paired.some((d) => d.role === "decode")) return [];
-  const keys = new Map<string, Set<string>>();
-  for (const d of paired) {
-    const key = predictedGroupKey(d.inputs);
-    keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
-  }
-  if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
-  const ofRole = (role: string) =>
-    paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
-  const [p, d] = [ofRole("prefill"), ofRole("decode")];
-  const differ = fieldDiff(p[0]!.inputs, d[0]!.inputs)
-    .filter((f) => f.group)
-    .map((f) => f.path);
-  const names = (ds: DesiredEngine[]) => ds.map((x) => x.engine).join(", ");
-  return [
-    `after this change no captured prefill and decode share a group signature: prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
-  ];
 }
 
 export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPolicy): Plan {

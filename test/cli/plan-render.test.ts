@@ -33,6 +33,14 @@ describe("plan text", () => {
     );
   });
 
+  it("lists the proven pairs under the serving fleet", () => {
+    const plan: Plan = {
+      ...NO_CHANGES,
+      serving: { ...NO_CHANGES.serving, pairs: [{ prefill: "engine-1", decode: "engine-2" }] },
+    };
+    expect(text(plan).split("\n")).toContain("  proven pairs: engine-1 → engine-2");
+  });
+
   it("shows a replacement with every changed field on its own line and the summary", () => {
     const lines = text(REPLACE_ENGINE_1).split("\n");
     expect(lines.slice(0, 2)).toEqual([
@@ -85,7 +93,7 @@ describe("plan text", () => {
 
   it("gives every action kind its symbol and reason, in the plan's order, and counts each in the summary", () => {
     const lines = text(EVERY_ACTION).split("\n");
-    expect(lines.slice(2, 10)).toEqual([
+    expect(lines.slice(2, 12)).toEqual([
       "  + engine-3 (prefill)  create: desired, not in the state",
       "  - engine-4  remove: no longer desired",
       "  ! engine-5  restart-lost: its process is gone",
@@ -93,12 +101,14 @@ describe("plan text", () => {
       "  ⇢ engine-7  adopt: runs with no usable record (launch token tok-7-bbbbbb…)",
       "  x engine-8  sweep orphan: claimed by no record (pid 4008, launch token tok-8-cccccc…)",
       "  ! engine-9  forget-retiring: the retiring engine is gone",
+      "  ! engine-10  restart-unproven (pair with engine-3): its transfer proof with engine-3 failed (transfer-failed: 1 failed transfer)",
+      "  ⇄ engine-12  prove KV transfer from engine-11: first transfer proof of engine-11 → engine-12",
       "  … engine-2  wait (rollout): the rollout holds it until engine-1 converges",
     ]);
     expect(lines).toContain("Rollout:");
     expect(lines.indexOf("  step 1 (now): engine-1")).toBeLessThan(lines.indexOf("  step 2 (later): engine-2"));
     expect(lines.at(-1)).toBe(
-      "Plan: 1 to replace, 1 to create, 1 to remove, 1 to restart (lost), 1 to retry, 1 to adopt, 1 orphan(s) to sweep, 1 lost retiring engine(s) to forget.",
+      "Plan: 1 to replace, 1 to create, 1 to remove, 1 to restart (lost), 1 to retry, 1 to adopt, 1 orphan(s) to sweep, 1 lost retiring engine(s) to forget, 1 decode(s) to restart (unproven pair), 1 pair(s) to prove.",
     );
   });
 

@@ -148,6 +148,18 @@ export const EVERY_ACTION: Plan = {
       reason: "claimed by no record",
     },
     { kind: "forget-retiring", engine: "engine-9", reason: "the retiring engine is gone" },
+    {
+      kind: "restart-unproven",
+      engine: "engine-10",
+      prefill: "engine-3",
+      reason: "its transfer proof with engine-3 failed (transfer-failed: 1 failed transfer)",
+    },
+    {
+      kind: "prove",
+      engine: "engine-12",
+      prefill: "engine-11",
+      reason: "first transfer proof of engine-11 → engine-12",
+    },
     { kind: "wait", engine: "engine-2", why: "the rollout holds it until engine-1 converges", until: "rollout" },
   ],
   rollout: [

@@ -46,6 +46,15 @@ describe("staleness", () => {
     ]);
   });
 
+  it("names a changed kv_transfer policy by its field; a plan saved before KV proofs has none to compare", () => {
+    const now = { ...desired(), kv: { ...desired().kv, on_failure: "hold" as const } };
+    expect(staleness(saved, now, observed())).toEqual([
+      'kv_transfer policy changed since the plan (kv_transfer.on_failure: "restart_decode" → "hold")',
+    ]);
+    const { kv: _none, ...older } = saved.desired;
+    expect(staleness({ ...saved, desired: older }, now, observed())).toEqual([]);
+  });
+
   it("names a running engine that died, and one replaced by another start", () => {
     const died = observed([observedEngine(1, { liveness: "gone" }), observedEngine(2)]);
     expect(staleness(saved, desired(), died)).toEqual([
@@ -148,5 +157,21 @@ describe("staleness", () => {
       actions: REPLACE_ENGINE_1.actions.map((a) => ({ ...a, reason: "other words" })),
     };
     expect(staleness(saved, desired(), observed(), reworded)).toEqual([]);
+  });
+
+  it("with the plan computed now: names a proof of another pair, or one no longer planned", () => {
+    const proveFrom = (prefill: string): typeof NO_CHANGES => ({
+      ...NO_CHANGES,
+      actions: [{ kind: "prove", engine: "engine-2", prefill, reason: "first transfer proof" }],
+      changes: true,
+    });
+    const was = base(proveFrom("engine-1"));
+    expect(staleness(was, desired(), observed(), proveFrom("engine-1"))).toEqual([]);
+    expect(staleness(was, desired(), observed(), proveFrom("engine-3"))).toEqual([
+      "engine-2: the plan says prove engine-1; planned now: prove engine-3",
+    ]);
+    expect(staleness(was, desired(), observed(), NO_CHANGES)).toEqual([
+      "engine-2: the plan says prove engine-1; planned now: nothing",
+    ]);
   });
 });

@@ -19,6 +19,7 @@ import {
   specOf,
   STARTUP,
 } from "./plan-fixtures.js";
+import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { base, desired, EVERY_ACTION, hashOf, observed, REPLACE_ENGINE_1 } from "./plan-file-fixtures.js";
 
 const tmp = () => fs.mkdtemp(path.join(os.tmpdir(), "narwhal-plan-file-"));
@@ -35,6 +36,7 @@ describe("the saved plan file", () => {
     expect(back.apiVersion).toBe("narwhal/v1");
     expect(back.kind).toBe("Plan");
     expect(back.desired.engines).toEqual({ "engine-1": hashOf("1"), "engine-2": hashOf("2") });
+    expect(back.desired.kv).toEqual(DEFAULT_KV);
     expect(back.observed.engines["engine-1"]).toEqual({
       phase: "captured",
       applied_hash: hashOf("1"),

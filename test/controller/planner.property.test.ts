@@ -1,15 +1,23 @@
 // The planner over arbitrary observed states (any phase, liveness, retiring,
-// deferred, terminal, halted, owned engines, at startup or not): it never
-// throws, gives every action a reason, never acts on a guess or twice on one
-// engine, never removes what is already being removed, and serves only
-// captured engines of one group among prefill/decode.
+// deferred, terminal, halted, owned engines, recorded proofs and NIXL hashes,
+// at startup or not): it never throws, gives every action a reason, never acts
+// on a guess or twice on one engine, never removes what is already being
+// removed, serves only captured engines of one group among prefill/decode, and
+// lists only proven pairs, proving at most one pair per decode.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { plan } from "../../src/controller/planner.js";
 import { inService, isPairedRole } from "../../src/controller/serving-fleet.js";
 import { maxUnavailable } from "../../src/controller/rollout.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
-import type { DesiredEngine, Liveness, ObservedEngine, OwnedObserved } from "../../src/controller/plan-types.js";
+import { pairKey } from "../../src/controller/plan-types.js";
+import type {
+  DesiredEngine,
+  Liveness,
+  ObservedEngine,
+  ObservedProof,
+  OwnedObserved,
+} from "../../src/controller/plan-types.js";
 import {
   captured,
   compatibleEdit,
@@ -19,6 +27,7 @@ import {
   incompatibleEdit,
   observedOf,
   owned,
+  proofOf,
   specOf,
 } from "./plan-fixtures.js";
 
@@ -67,6 +76,7 @@ const engineArb = (n: number) =>
           halted: rarely(fc.constant("recorded halt")),
           applied_inputs_known: fc.boolean(),
           group: fc.option(fc.constantFrom("g1", "g2"), { nil: undefined }),
+          nixl: fc.option(fc.constantFrom("h1", "h2"), { nil: null }),
         }),
         { nil: null },
       ),
@@ -81,13 +91,31 @@ const fleetArb = fc.tuple(fc.integer({ min: 1, max: 6 }), fc.boolean()).chain(([
   fc.record({
     engines: fc.tuple(...Array.from({ length: n }, (_, i) => engineArb(i + 1))),
     startup: fc.constant(startup),
+    /** Per pair of engines (by index), what proof is recorded: none, current passed/failed/scrape, or stale. */
+    proofs: fc.array(fc.constantFrom("none", "passed", "passed", "failed", "watch", "stale"), {
+      minLength: n * n,
+      maxLength: n * n,
+    }),
   }),
 );
+
+/** The recorded proof `kind` of prefill `p` → decode `d` as they run now (stale: an older prefill instance). */
+function recorded(kind: string, p: ObservedEngine, d: ObservedEngine): ObservedProof | null {
+  if (kind === "none") return null;
+  const failed = kind === "failed" || kind === "watch";
+  const proof = proofOf(p, d, {
+    passed: !failed,
+    cause: failed ? "transfer-failed" : null,
+    source: kind === "watch" ? "watch" : "proof",
+    failures: failed ? 1 : 0,
+  });
+  return kind === "stale" ? { ...proof, prefill: { ...proof.prefill, launch_token: "tok-before" } } : proof;
+}
 
 describe("planner over arbitrary observed states", () => {
   it("is total, explained, and never acts twice, on a guess, or on a removal under way", () => {
     fc.assert(
-      fc.property(fleetArb, ({ engines, startup }) => {
+      fc.property(fleetArb, ({ engines, startup, proofs: kinds }) => {
         const desired: DesiredEngine[] = [];
         const obs: ObservedEngine[] = [];
         const own: OwnedObserved[] = [];
@@ -123,6 +151,7 @@ describe("planner over arbitrary observed states", () => {
                 has_actor: o.has_actor,
                 halted: o.halted,
                 ...(o.group === undefined ? {} : { group_signature: o.group }),
+                nixl_hash: o.nixl,
               }),
             );
           }
@@ -134,7 +163,14 @@ describe("planner over arbitrary observed states", () => {
               }),
             );
         }
-        const observed = observedOf(obs, { owned: own });
+        const proofs: Record<string, ObservedProof> = {};
+        obs.forEach((p, i) =>
+          obs.forEach((d, j) => {
+            const proof = recorded(kinds[i * obs.length + j] ?? "none", p, d);
+            if (proof && p.role === "prefill" && d.role === "decode") proofs[pairKey(p.engine, d.engine)] = proof;
+          }),
+        );
+        const observed = observedOf(obs, { owned: own, proofs });
         const p = plan(desiredFor(desired), observed, { rollout: desiredFor([]).rollout, startup });
         expect(plan(desiredFor(desired), observed, { rollout: desiredFor([]).rollout, startup })).toEqual(p);
 
@@ -181,6 +217,31 @@ describe("planner over arbitrary observed states", () => {
           new Set(p.serving.engines.filter((s) => isPairedRole(s.role)).map((s) => s.group_signature)).size,
         ).toBeLessThanOrEqual(1);
         expect(p.changes).toBe(p.actions.some((a) => a.kind !== "wait") || p.rollout.length > 0);
+        // Proofs: at most one per decode, none of an engine out of service or taken out by this plan.
+        const proves = p.actions.filter((a) => a.kind === "prove");
+        expect(new Set(proves.map((a) => a.engine)).size).toBe(proves.length);
+        const out = new Set(
+          p.actions.filter((a) => !["wait", "prove", "sweep-orphan"].includes(a.kind)).map((a) => a.engine),
+        );
+        for (const a of proves) {
+          expect(inService(observed.engines[a.engine]) && inService(observed.engines[a.prefill])).toBe(true);
+          expect(out.has(a.engine) || out.has(a.prefill), `${a.prefill} → ${a.engine} proven while taken out`).toBe(
+            false,
+          );
+        }
+        // Listed pairs: every listed prefill × decode, each with a passed proof of the instances that run now.
+        const listed = (role: string) => p.serving.engines.filter((e) => e.role === role).map((e) => e.engine);
+        expect(p.serving.pairs).toEqual(
+          listed("prefill").flatMap((a) => listed("decode").map((b) => ({ prefill: a, decode: b }))),
+        );
+        for (const { prefill, decode } of p.serving.pairs ?? []) {
+          const proof = observed.proofs?.[pairKey(prefill, decode)];
+          expect(proof?.passed, `${prefill} → ${decode} listed unproven`).toBe(true);
+          expect(proof?.prefill.launch_token).toBe(observed.engines[prefill]?.handle?.launch_token);
+          expect(proof?.decode.launch_token).toBe(observed.engines[decode]?.handle?.launch_token);
+          const [a, b] = [observed.engines[prefill]!.nixl_hash, observed.engines[decode]!.nixl_hash];
+          expect(a == null || b == null || a === b, `${prefill} → ${decode}: NIXL hashes differ`).toBe(true);
+        }
       }),
       { numRuns: 300 },
     );

@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { chooseGroup, servingFleet, type Candidate } from "../../src/controller/serving-fleet.js";
+import { pairableSet } from "../../src/controller/kv-pairs.js";
 import { captured, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, specOf } from "./plan-fixtures.js";
 
 const c = (engine: string, role: string, group_signature: string | null, current = true): Candidate => ({
@@ -132,5 +133,39 @@ describe("servingFleet", () => {
       engines: [expect.objectContaining({ engine: "engine-5", role: "embed", group_signature: "" })],
       pairs: [],
     });
+  });
+});
+
+describe("pairableSet: the prefill/decode set a router may pair any way", () => {
+  const okAll = (bad: Array<[string, string]>) => (p: string, d: string) => !bad.some(([a, b]) => a === p && b === d);
+
+  it("keeps everyone when every pair is ok, and no one when none is", () => {
+    expect(pairableSet(["p1", "p2"], ["d1", "d2"], okAll([]))).toEqual(["p1", "p2", "d1", "d2"]);
+    expect(pairableSet(["p1"], ["d1"], () => false)).toEqual([]);
+    expect(pairableSet(["p1"], [], () => true)).toEqual([]);
+  });
+
+  it("drops only the engine at fault", () => {
+    const noP2 = okAll([
+      ["p2", "d1"],
+      ["p2", "d2"],
+    ]);
+    expect(pairableSet(["p1", "p2", "p3"], ["d1", "d2"], noP2)).toEqual(["p1", "p3", "d1", "d2"]);
+    const noD2 = okAll([
+      ["p1", "d2"],
+      ["p2", "d2"],
+    ]);
+    expect(pairableSet(["p1", "p2"], ["d1", "d2", "d3"], noD2)).toEqual(["p1", "p2", "d1", "d3"]);
+  });
+
+  it("keeps a pair when a lone decode is proven with one prefill only (dropping the decode would leave none)", () => {
+    const only = (p: string, d: string) => p === "p1" && d === "d1";
+    expect(pairableSet(["p1", "p2", "p3"], ["d1"], only)).toEqual(["p1", "d1"]);
+  });
+
+  it("breaks a tie between equally large sets by the earlier seed: prefills first, in name order", () => {
+    // p2–d2 not ok: seeded by p1 {p1, d1, d2}, by p2 {p1, p2, d1}; both three engines, p1 seeds first.
+    const ok = okAll([["p2", "d2"]]);
+    expect(pairableSet(["p1", "p2"], ["d1", "d2"], ok)).toEqual(["p1", "d1", "d2"]);
   });
 });

@@ -1161,6 +1161,22 @@ export const CORPUS: CorpusCase[] = [
     expect: { file: F, path: "$.rollout.default_max_unavailable", message: /percentage "1%" to "100%"/ },
   },
   {
+    name: "kv_transfer policy misspelt",
+    category: "kv transfer",
+    edit: (t) => {
+      t.fleet["kv_transfer"] = { on_failure: "restart" };
+    },
+    expect: { file: F, path: "$.kv_transfer.on_failure", message: /"restart_decode"\|"hold"/ },
+  },
+  {
+    name: "kv_transfer negative restarts",
+    category: "kv transfer",
+    edit: (t) => {
+      t.fleet["kv_transfer"] = { max_decode_restarts: -1 };
+    },
+    expect: { file: F, path: "$.kv_transfer.max_decode_restarts", message: /must be 0 \(never restart\) or more/ },
+  },
+  {
     name: "rollout rule misspelt",
     category: "rollout",
     edit: (t) => {

@@ -1,0 +1,59 @@
+// What an operator must read about pairing, beside the plan's actions: prefill
+// and decode engines that a router could never pair, predicted from desired/
+// (group signatures after a change) or observed (groups and recorded NIXL
+// compatibility hashes of the engines in service). Pure.
+import type { DesiredEngine, Observed } from "./plan-types.js";
+import { fieldDiff, predictedGroupKey } from "./field-diff.js";
+import { compareNames, inService, isPairedRole, nameList } from "./in-service.js";
+import { compatiblePairs, nixlAgree } from "./kv-pairs.js";
+
+/** Warnings from the desired fleet alone: prefill and decode engines predicted to share no group signature. */
+export function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
+  const paired = desired.filter((d) => isPairedRole(d.role));
+  if (!paired.some((d) => d.role === "prefill") || !paired.some((d) => d.role === "decode")) return [];
+  const keys = new Map<string, Set<string>>();
+  for (const d of paired) {
+    const key = predictedGroupKey(d.inputs);
+    keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
+  }
+  if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
+  const ofRole = (role: string) =>
+    paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
+  const [p, d] = [ofRole("prefill"), ofRole("decode")];
+  const differ = fieldDiff(p[0]!.inputs, d[0]!.inputs)
+    .filter((f) => f.group)
+    .map((f) => f.path);
+  const names = (ds: DesiredEngine[]) => ds.map((x) => x.engine).join(", ");
+  return [
+    `after this change no captured prefill and decode share a group signature: prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
+  ];
+}
+
+const h12 = (h: string) => `${h.slice(0, 12)}…`;
+
+/**
+ * What an operator must read about pairing now: prefill and decode engines of one group whose
+ * recorded NIXL compatibility hashes differ (vLLM refuses their handshake: never paired), and a
+ * P/D fleet with prefill and decode engines in service but no compatible pair among them.
+ */
+export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Observed): string[] {
+  const serving = (role: string) =>
+    desired
+      .filter((d) => d.role === role && inService(observed.engines[d.engine]))
+      .map((d) => observed.engines[d.engine]!)
+      .sort((a, b) => compareNames(a.engine, b.engine));
+  const [prefills, decodes] = [serving("prefill"), serving("decode")];
+  if (prefills.length === 0 || decodes.length === 0) return [];
+  const warnings: string[] = [];
+  for (const p of prefills)
+    for (const d of decodes)
+      if (p.group_signature !== null && p.group_signature === d.group_signature && !nixlAgree(p, d))
+        warnings.push(
+          `${p.engine} (prefill) and ${d.engine} (decode) share group ${p.group_signature} but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
+        );
+  if (compatiblePairs(desired, observed, new Set()).length === 0)
+    warnings.push(
+      `no compatible prefill/decode pair in service: prefill ${nameList(prefills.map((o) => o.engine))} and decode ${nameList(decodes.map((o) => o.engine))} differ in group signature or NIXL compatibility hash; a router can pair none of them`,
+    );
+  return warnings;
+}
