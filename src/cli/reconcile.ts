@@ -77,7 +77,7 @@ export async function convergeOnce(
   const gaveUp = blocked.length
     ? `\nnot converged: ${blocked.map((b) => `${b.engine}: ${b.why}`).join("; ")}, after outwaiting it for ${Math.round(config.retry.onceOutwaitMs / 1000)} s (NARWHAL_ONCE_OUTWAIT_MS); the other engines were reconciled`
     : "";
-  const unproven = controller.kvPolicy().prove ? unprovenPairs(state, desired) : [];
+  const unproven = desired.kv.prove ? unprovenPairs(state, desired) : [];
   const kvWords = unproven.length
     ? `\nnot converged: KV transfer not proven for ${unproven.map((u) => `${u.engine} (${u.reason}: ${u.message})`).join("; ")}`
     : "";

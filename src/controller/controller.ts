@@ -22,12 +22,12 @@ import { WorkQueue } from "./work-queue.js";
 import { ServingWriter } from "./serving-writer.js";
 import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
-import type { Action, DesiredForPlan, KvPolicy, Liveness, Observed, Plan } from "./plan-types.js";
+import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
+import { keyedActions } from "./plan-keys.js";
 import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
-import { scrapeDecodes, type KvIo } from "./kv-proofs.js";
-import { DEFAULT_KV } from "../desired/kv-policy.js";
+import { DecodeScrapes, type KvIo } from "./kv-proofs.js";
 import { proveKvTransfer } from "../phases/kv-proof.js";
-import { scrapeKvCounters, type KvCounters } from "../phases/kv-watch.js";
+import { scrapeKvCounters } from "../phases/kv-watch.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
@@ -66,10 +66,7 @@ export class Controller {
   /** The node faults behind "unknown" liveness, by launch token (NodeReachable, the planner). */
   private readonly nodeFaults = new Map<string, NodeFault>();
   private readonly strikes = new Map<string, number>();
-  /** The KV proofs' and scrapes' IO (src/phases). */
-  private readonly kv: KvIo;
-  /** Each serving decode's KV counters at the last scrape, with the instance they were read from. */
-  private readonly kvCounters = new Map<string, { token: string; counters: KvCounters }>();
+  private readonly scrapes: DecodeScrapes;
   private guard: PlanGuard | null = null;
   private planned: { desired: DesiredState; view: DesiredForPlan } | null = null;
   /** Why a guarded plan was not executed (null: it was, or there was no guard). */
@@ -78,7 +75,9 @@ export class Controller {
   private readonly pending = new Map<string, Action[]>();
 
   constructor(private readonly opts: ControllerOptions) {
-    this.kv = { prove: proveKvTransfer, scrape: scrapeKvCounters };
+    // The KV proofs' and scrapes' IO (src/phases).
+    const kv: KvIo = { prove: proveKvTransfer, scrape: scrapeKvCounters };
+    this.scrapes = new DecodeScrapes({ io: kv, log: opts.log, timeoutMs: opts.config.kvProofTimeoutMs });
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
     const machine = providedMachine(opts, {
@@ -98,7 +97,7 @@ export class Controller {
       desiredSpec: (name) => this.desired?.specs.find((s) => s.name === name),
       owned: () => this.lastOwned,
       onTransition: (engine, from, to) => this.onTransition(engine, from, to),
-      kv: this.kv,
+      kv,
       kvTimeoutMs: opts.config.kvProofTimeoutMs,
       onProved: () => this.queue.add(FLEET),
     });
@@ -183,11 +182,6 @@ export class Controller {
     if (this.kvWatchIntervalMs() > 0) this.queue.add(KV_WATCH);
   }
 
-  /** The desired state's kv_transfer policy (defaults before any desired state). */
-  kvPolicy(): KvPolicy {
-    return this.desired?.kv ?? DEFAULT_KV;
-  }
-
   /** kv_transfer.watch_interval_s of the desired state, in ms (0: off, no P/D proofs, or no desired state yet). */
   kvWatchIntervalMs(): number {
     const kv = this.desired?.kv;
@@ -195,14 +189,9 @@ export class Controller {
   }
 
   private async scrapeDecodes(signal: AbortSignal): Promise<void> {
-    const found = await scrapeDecodes(
-      this.serving.current,
-      this.lastObserved,
-      (engine) => this.execution.proofEndOf(engine),
-      this.kvCounters,
-      { io: this.kv, store: this.store, log: this.opts.log, timeoutMs: this.opts.config.kvProofTimeoutMs, signal },
-    );
-    if (found) this.queue.add(FLEET);
+    const ends = (engine: string) => this.execution.proofEndOf(engine);
+    if (await this.scrapes.run(this.serving.current, this.lastObserved, ends, this.store, signal))
+      this.queue.add(FLEET);
   }
 
   /** Observe and plan against `desired`, acting on nothing (apply of a saved plan compares it first). */
@@ -290,20 +279,15 @@ export class Controller {
         .catch((err) => this.opts.log.error(`cannot write the state file: ${describeFailure(err)}`));
     }
     this.serving.write(plan.serving);
-    const byKey = new Map<string, Action[]>();
-    for (const a of plan.actions) {
-      const key = a.kind === "sweep-orphan" ? `orphan:${a.launch_token}` : a.engine;
-      byKey.set(key, [...(byKey.get(key) ?? []), a]);
-    }
-    // Every actor not yet started (restored at startup) is started by its key, with or without actions.
-    for (const name of this.actors.keys()) if (!this.execution.isStarted(name) && !byKey.has(name)) byKey.set(name, []);
+    const isStarted = (key: string) => this.execution.isStarted(key);
+    const byKey = keyedActions(
+      plan.actions,
+      [...this.actors.keys()].filter((n) => !isStarted(n)),
+      isStarted,
+    );
     // The latest plan wins: what an older plan asked for and no key has executed yet is dropped.
     for (const key of this.pending.keys()) if (!byKey.has(key)) this.pending.delete(key);
     for (const [key, actions] of byKey) {
-      if (actions.every((a) => a.kind === "wait") && this.execution.isStarted(key)) {
-        this.pending.delete(key);
-        continue;
-      }
       this.pending.set(key, actions);
       this.queue.add(key);
     }

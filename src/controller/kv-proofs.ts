@@ -137,3 +137,21 @@ export async function scrapeDecodes(
   }
   return recorded;
 }
+
+/** Watch mode's scrapes of the serving decodes, keeping each decode's last counters between them. */
+export class DecodeScrapes {
+  private readonly last = new Map<string, { token: string; counters: KvCounters }>();
+
+  constructor(private readonly deps: { io: KvIo; log: Logger; timeoutMs: number }) {}
+
+  /** One scrape of every decode `serving` pairs; true when a finding was recorded (the fleet is planned again). */
+  run(
+    serving: ServingFleet | null,
+    observed: Observed | null,
+    ends: (engine: string) => ProofEnd | null,
+    store: StateStore,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    return scrapeDecodes(serving, observed, ends, this.last, { ...this.deps, store, signal });
+  }
+}

@@ -2,6 +2,7 @@
 // controller fills `Observed` (observe.ts) and executes `Plan`; `narwhal plan`
 // prints it and saves it; `narwhal apply` compares it. Nothing here does IO.
 import type { EngineHandle } from "../phases/types.js";
+import type { ProofCause } from "../phases/kv-proof.js";
 import type { NodeFault } from "../errors.js";
 
 /** What could be observed of a process or container: alive, gone, or not observable now (never acted on by guess). */
@@ -140,16 +141,8 @@ export interface ProofEnd {
   node: string | null;
 }
 
-export type ProofCause =
-  | "handshake-refused"
-  | "transfer-failed"
-  | "silent-recompute"
-  | "corrupted-blocks"
-  | "expired"
-  | "side-channel-localhost"
-  | "side-channel-unreachable"
-  | "request-failed"
-  | "metrics-unreadable";
+/** Why a proof failed: the proof's own verdict (src/phases/kv-proof.ts), kept as it named it. */
+export type { ProofCause };
 
 /** The latest proof of one prefill → decode pair (state/narwhal.json `proofs`, keyed by pairKey). */
 export interface ObservedProof {
