@@ -93,6 +93,27 @@ describe("a KV fault ends in KVTransfer=False naming its cause, exit 2, and the 
       }
     });
 
+  it("kv_stale_peer_metadata on the decode: its prefill restarted between two runs, the second exits 2 as TransferFailed (on_failure: hold)", async () => {
+    const faults = "kv_stale_peer_metadata@engine-2";
+    const fleet = await simFleet({ engines: [{ faults }, { faults }], kvTransfer: { on_failure: "hold" } });
+    stateDirs.push(fleet.stateDir);
+    const once = () => runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    const first = await once();
+    expect(first.code, first.stdout + first.stderr).toBe(0);
+    const before = await readState(fleet.stateDir);
+    const prefill = before.engines["engine-1"]!.handle;
+    expect(prefill?.kind).toBe("native");
+    process.kill(-(prefill as { pid: number }).pid, "SIGKILL");
+    const second = await once();
+    expect(second.code, second.stdout + second.stderr).toBe(2);
+    const state = await readState(fleet.stateDir);
+    expect(state.engines["engine-1"]!.handle!.launch_token).not.toBe(prefill!.launch_token);
+    // The decode kept its old peer's agent for the restarted prefill's address: every read fails, and is counted.
+    expect(state.proofs?.["engine-1>engine-2"]).toMatchObject({ passed: false, cause: "transfer-failed", failures: 1 });
+    expect(kvOf(state.engines["engine-2"])).toMatchObject({ status: "False", reason: "TransferFailed" });
+    expect((await readServingFleet(fleet.stateDir))?.pairs).toEqual([]);
+  });
+
   it("kv_silent_recompute on the decode: restarted once by policy, still recomputing, then held as SilentRecompute", async () => {
     const faults = "kv_silent_recompute@engine-2";
     const fleet = await simFleet({ engines: [{ faults }, { faults }] });
