@@ -26,6 +26,10 @@ const byDecode = (pairs: readonly Pair[]): Map<string, Pair[]> => {
 const decision = (observed: Observed, pair: Pair, kv: KvPolicy) =>
   decidePair(observed, observed.engines[pair.prefill]!, observed.engines[pair.decode]!, kv);
 
+/** Both engines observed running now: an engine that cannot be observed is never proven or restarted on a guess. */
+const observable = (observed: Observed, pair: Pair) =>
+  observed.engines[pair.prefill]?.liveness === "alive" && observed.engines[pair.decode]?.liveness === "alive";
+
 /**
  * Decodes restarted because a pair of theirs failed its proof (a repair: like a lost engine, not
  * gated), or lost its proven prefill under restart_decodes: a decode that still serves other pairs
@@ -63,7 +67,9 @@ export function proofRestarts(
     });
   const restarted: string[] = [];
   for (const [decode, pairs] of byDecode(compatiblePairs(desired, observed, disrupted))) {
-    const decisions = pairs.map((pair) => ({ pair, d: decision(observed, pair, kv) }));
+    const decisions = pairs
+      .filter((pair) => observable(observed, pair))
+      .map((pair) => ({ pair, d: decision(observed, pair, kv) }));
     const restart =
       decisions.find((x) => x.d.kind === "restart" && x.d.repair) ?? decisions.find((x) => x.d.kind === "restart");
     if (restart?.d.kind !== "restart") {
@@ -107,6 +113,7 @@ export function proofActions(
   const actions: Action[] = [];
   for (const [decode, pairs] of byDecode(compatiblePairs(desired, observed, out))) {
     for (const pair of pairs) {
+      if (!observable(observed, pair)) continue;
       const d = decision(observed, pair, kv);
       if (d.kind !== "prove") continue;
       actions.push({ kind: "prove", engine: decode, prefill: pair.prefill, reason: d.reason });

@@ -45,6 +45,21 @@ describe("plan: proving a prefill → decode pair", () => {
     expect(out.serving).toEqual({ group_signature: null, engines: [], pairs: [] });
   });
 
+  it("neither proves nor restarts a pair while one engine cannot be observed (nothing on a guess)", () => {
+    const unknown = { ...d, liveness: "unknown" as const };
+    expect(run({}, DEFAULT_KV, [p, unknown]).actions.filter((a) => a.kind !== "wait")).toEqual([]);
+    const failed = {
+      [pairKey("engine-1", "engine-2")]: {
+        ...proofOf(p, d),
+        passed: false,
+        cause: "transfer-failed" as const,
+        failures: 1,
+      },
+    };
+    expect(run(failed, DEFAULT_KV, [p, unknown]).actions.filter((a) => a.kind !== "wait")).toEqual([]);
+    expect(run(failed, DEFAULT_KV, [p, d]).actions.map((a) => a.kind)).toContain("restart-unproven");
+  });
+
   it("does nothing for a pair proven as both engines run now, and serves it", () => {
     const out = run({ [pairKey("engine-1", "engine-2")]: proofOf(p, d) });
     expect(out.actions).toEqual([]);
