@@ -67,6 +67,8 @@ export class Controller {
   private readonly nodeFaults = new Map<string, NodeFault>();
   private readonly strikes = new Map<string, number>();
   private readonly scrapes: DecodeScrapes;
+  /** Transitions seen whose onTransition (and so their fleet plan) has not run yet. */
+  private unplanned = 0;
   private guard: PlanGuard | null = null;
   private planned: { desired: DesiredState; view: DesiredForPlan } | null = null;
   /** Why a guarded plan was not executed (null: it was, or there was no guard). */
@@ -97,6 +99,7 @@ export class Controller {
       desiredSpec: (name) => this.desired?.specs.find((s) => s.name === name),
       owned: () => this.lastOwned,
       onTransition: (engine, from, to) => this.onTransition(engine, from, to),
+      transitionPending: () => void this.unplanned++,
       kv,
       kvTimeoutMs: opts.config.kvProofTimeoutMs,
       onProved: () => this.queue.add(FLEET),
@@ -304,6 +307,7 @@ export class Controller {
   }
 
   private onTransition(engine: string, from: string, to: string): void {
+    if (to !== "error") this.unplanned--;
     this.opts.hooks?.transition?.(engine, from, to);
     // Every transition may release the next rollout step or change what may be paired.
     this.queue.add(FLEET);
@@ -318,6 +322,8 @@ export class Controller {
   settled(): boolean {
     if (this.refused) return true;
     if (this.queue.depth > 0 || this.queue.running > 0 || this.pending.size > 0 || this.lastPlan === null) return false;
+    // A transition whose write has not settled yet has not asked for its plan (which may prove a pair) yet.
+    if (this.unplanned > 0) return false;
     if (this.lastPlan.rollout.some((s) => s.status !== "halted")) return false;
     for (const actor of this.actors.values()) {
       const s = actor.getSnapshot();

@@ -33,6 +33,8 @@ export interface ExecutionDeps {
   owned(): Owned;
   /** After a transition is persisted (or its write failed and was logged). */
   onTransition(engine: string, from: string, to: string): void;
+  /** A transition was seen and its onTransition will follow once its write settles (settled() waits for it). */
+  transitionPending(): void;
   /** The proofs' IO and deadline; after a proof is recorded, `onProved` (the fleet is planned again). */
   kv: KvIo;
   kvTimeoutMs: number;
@@ -252,6 +254,7 @@ export class Execution {
         this.logTransition(name, lastPhase, phase, snap.context);
         const from = lastPhase;
         lastPhase = phase;
+        this.deps.transitionPending();
         if (phase === "removed") {
           controller.actors.delete(name);
           controller.applied.delete(name);

@@ -87,8 +87,10 @@ describe("narwhal.log is the operator's record (item 4)", () => {
     expect(afterRefusals.startsWith(before), "the refused commands truncated the live log").toBe(true);
     expect(afterRefusals).not.toMatch(/held by another controller/);
 
-    // The controller writes on (a desired edit replaces engine-2), after what was there, not over it.
-    await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"] }] });
+    // The controller writes on (a desired edit replaces both engines: extra_args feed the group
+    // signature, and a prefill and a decode of different groups cannot pair), after what was there.
+    const edited = { extraArgs: ["--max-num-seqs", "16"] };
+    await fleet.write({ engines: [edited, edited] });
     const grown = await waitFor("the edit applied in the log", async () => {
       const text = await fs.readFile(logFile(), "utf8");
       return text.length > afterRefusals.length && /desired state applied/.test(text.slice(afterRefusals.length))
@@ -168,8 +170,10 @@ describe("a state directory that cannot be written (item 5)", () => {
 
   it("a state file that stops taking writes mid-run: reconcile --once exits 1 naming it and the errno, and a rerun converges without a second engine", async () => {
     const stateFile = path.join(fleet.stateDir, "narwhal.json");
-    // engine-2 is replaced, slowly: its start waits 4 s, long enough to make the state file immutable meanwhile.
-    await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"], faults: "slow_start=4" }] });
+    // Both are replaced (one group: a P/D pair must stay pairable), engine-2 slowly: its start waits 4 s, long
+    // enough to make the state file immutable meanwhile.
+    const edited = { extraArgs: ["--max-num-seqs", "16"], faults: "slow_start=4@engine-2" };
+    await fleet.write({ engines: [edited, edited] });
     const run = runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
     try {
       await waitFor(

@@ -88,7 +88,13 @@ export async function simFleet(opts: SimFleetOptions = {}): Promise<SimFleet> {
   const count = Math.max(2, opts.engines?.length ?? 2);
   const chosen = await freePorts(3 * count);
   for (let i = 0; i < count; i++) ports.push(chosen.slice(3 * i, 3 * i + 3));
-  const fleet: SimFleet = { dir, stateDir, ports, write: (o) => writeTree(dir, ports, o) };
+  // A later write keeps the fleet's kv_transfer block unless it names one.
+  const fleet: SimFleet = {
+    dir,
+    stateDir,
+    ports,
+    write: (o) => writeTree(dir, ports, { kvTransfer: opts.kvTransfer, ...o }),
+  };
   await fleet.write(opts);
   return fleet;
 }
