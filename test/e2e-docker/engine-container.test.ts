@@ -67,12 +67,16 @@ describe("narwhal engine on the container backend", () => {
       runtime_identity: inject("simImageId"),
     });
     const policy = ok(await f.engine(["handshake-policy", "--run", run.measure!], env()));
+    // vLLM's compatibility factors (src/phases/nixl-compat.ts), from what the image's worker reports.
     expect(policy.details.compatibility).toMatchObject({
       vllm_version: "0.11.0",
-      connector_version: 1,
-      num_layers: 4,
-      cache_dtype: "bfloat16",
+      nixl_connector_version: 1,
+      num_hidden_layers: 4,
+      num_kv_heads: 2,
+      head_size: 64,
+      attn_backend_name: "FLASH_ATTN",
     });
+    expect(policy.details.compatibility_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(await ours()).toEqual([]);
   });
 

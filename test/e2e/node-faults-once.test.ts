@@ -154,7 +154,8 @@ describe("reconcile --once while one engine's node cannot be reached", () => {
 
   it("a node that blips while its engine loads does not kill the engine: the start resumes from the same run", async () => {
     await teardown(fleet.stateDir);
-    fleet = await simFleet({ engines: [{}, { faults: "slow_start=2" }] });
+    // The switch on both, scoped to engine-2: one runtime environment, one group (a pair to prove).
+    fleet = await simFleet({ engines: [{ faults: "slow_start=2@engine-2" }, { faults: "slow_start=2@engine-2" }] });
     blipAfterStartOf = "engine-2";
     const r = await once();
     expect(r.code, r.out).toBe(0);
