@@ -35,7 +35,9 @@ describe("a full disk under the state directory", () => {
 
   it("fails without leaving temp files, keeps the last good state, and converges once space is back", async () => {
     const before = await fs.readFile(path.join(fleet.stateDir, "narwhal.json"), "utf8");
-    await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"] }] }); // a change: prepare, check, start, state writes
+    // A change: prepare, check, start, state writes (on both engines: one group, a pair to prove).
+    const edited = { extraArgs: ["--max-num-seqs", "16"] };
+    await fleet.write({ engines: [edited, edited] });
     await disk.fill();
     const r = await once();
     expect(r.code, r.stderr).not.toBe(0);
