@@ -64,11 +64,16 @@ export class Execution {
     return material;
   }
 
-  /** The running instance of `name` as a proof names it (null: none runs). */
+  /**
+   * The running instance of `name` as a proof names it (null: none runs). Its node is named only when
+   * the controller reaches it over ssh: nodes without an ssh block are all the controller's own host,
+   * where a loopback side channel reaches every engine.
+   */
   proofEndOf(name: string): ProofEnd | null {
     const { actors, applied } = this.deps.controller;
     const ctx = actors.get(name)?.getSnapshot().context as EngineContext | undefined;
-    return proofEnd(name, ctx, applied.get(name)?.node.name ?? null);
+    const node = applied.get(name)?.node;
+    return proofEnd(name, ctx, node?.ssh ? node.name : null);
   }
 
   /** Once, before the first observation: an actor (not started) for every recorded engine whose snapshot can be restored. */

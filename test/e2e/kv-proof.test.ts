@@ -35,24 +35,31 @@ describe("proveKvTransfer on a P/D pair narwhal started", () => {
   let fleet: SimFleet;
   let prefill: ProofEnd;
   let decode: ProofEnd;
-  let prefillFaults: string;
-  let decodeFaults: string;
-  /** Turn the engines' runtime fault switches to exactly these (empty: none). */
+  let faultsFile: string;
+  /**
+   * Turn the engines' runtime fault switches to exactly these (empty: none). One file both read, each switch
+   * scoped to its engine: engines of one group share one runtime environment (seed 000's signature).
+   */
   const faults = async (p: string, d: string) => {
-    await fs.writeFile(prefillFaults, p);
-    await fs.writeFile(decodeFaults, d);
+    const scoped = (list: string, engine: string) =>
+      list
+        .split(",")
+        .filter(Boolean)
+        .map((f) => `${f}@${engine}`);
+    await fs.writeFile(faultsFile, [...scoped(p, "engine-1"), ...scoped(d, "engine-2")].join("\n") + "\n");
   };
 
   beforeAll(async () => {
-    fleet = await simFleet({ apiKey: KEY });
+    // The tests drive every proof themselves: narwhal's own proofs (reconcile) would handshake first, and a
+    // decode caches a good handshake per prefill engine id.
+    fleet = await simFleet({ apiKey: KEY, kvTransfer: { prove: false } });
     const root = path.dirname(fleet.dir);
-    prefillFaults = path.join(root, "prefill.faults");
-    decodeFaults = path.join(root, "decode.faults");
+    faultsFile = path.join(root, "engines.faults");
     await fleet.write({
       apiKey: KEY,
       engines: [
-        { environment: { NARWHAL_SIM_FAULTS_FILE: prefillFaults } },
-        { environment: { NARWHAL_SIM_FAULTS_FILE: decodeFaults } },
+        { environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } },
+        { environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } },
       ],
     });
     const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
