@@ -54,7 +54,9 @@ const unit = await run("unit");
 // Two lanes, not three: a third lane beside them only made every lane slower on two cores.
 // The rig project (network-namespace hosts with their own sshd and dockerd) follows the e2e
 // project, and the native kill-point campaign the docker project: the lanes' sums were measured
-// closest that way (e2e 540 s + rig 120 s beside docker 395 s + campaign 211 s on a clean clone).
+// closest that way (e2e 540 s + rig 120 s beside docker 395 s + campaign 211 s on a clean clone;
+// with KV proofs e2e 655 s + rig 106 s beside docker 438 s + campaign 237 s, so the campaign
+// project also runs the KV acceptance file, see vitest.config.ts).
 // The rig's engines live in their own network namespaces and its subnets are claimed, so it shares
 // nothing with the other lane but the cores.
 const [[e2e, rig], [docker, campaign]] = await Promise.all([
