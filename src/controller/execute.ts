@@ -129,13 +129,19 @@ export class Execution {
           this.register(name, made);
           break;
         }
-        case "restart-lost": {
+        case "restart-lost":
+        case "restart-unproven": {
           const handle = ctx?.handle;
-          // Only the engine that observation found gone (or without its key, or unhealthy): not one started since.
+          // Only the instance the plan judged (found gone, without its key or unhealthy; or unproven while it
+          // serves): never one started since.
           if (!handle || observed?.engines[name]?.handle?.launch_token !== handle.launch_token) break;
-          log.warn(`${a.reason}; stopping what is left of it and restarting it from a fresh run after a backoff`, {
-            engine: name,
-          });
+          if (a.kind === "restart-unproven" && phase !== "captured") break;
+          log.warn(
+            a.kind === "restart-lost"
+              ? `${a.reason}; stopping what is left of it and restarting it from a fresh run after a backoff`
+              : `${a.reason}; stopping it and restarting it from a fresh run`,
+            { engine: name },
+          );
           // Whatever is left of it (workers that outlived their leader, a dead container) goes first.
           await world.stop(handle).catch(() => undefined);
           events.push({ type: "ENGINE_LOST", reason: a.reason });
@@ -173,16 +179,6 @@ export class Execution {
             },
           );
           if (proof) this.deps.onProved(name);
-          break;
-        }
-        case "restart-unproven": {
-          const handle = ctx?.handle;
-          // Only the instance the plan judged, and only while it serves.
-          if (!handle || phase !== "captured" || observed?.engines[name]?.handle?.launch_token !== handle.launch_token)
-            break;
-          log.warn(`${a.reason}; stopping it and restarting it from a fresh run`, { engine: name });
-          await world.stop(handle).catch(() => undefined);
-          events.push({ type: "ENGINE_LOST", reason: a.reason });
           break;
         }
         case "forget-retiring":

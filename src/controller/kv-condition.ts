@@ -4,6 +4,7 @@
 // fleet was chosen by. Pure.
 import type { Action, Observed, ObservedProof, Plan, ProofCause } from "./plan-types.js";
 import { compareNames, isPairedRole } from "./serving-fleet.js";
+import { proofIsCurrent } from "./kv-pairs.js";
 
 export const KV_CONDITION = "KVTransfer";
 
@@ -25,24 +26,35 @@ const CAUSE_REASON: Record<ProofCause, string> = {
   "metrics-unreadable": "MetricsUnreadable",
 };
 
-/** The proof speaks for the instances that run now (the launch tokens of both handles). */
-export function proofIsCurrent(p: ObservedProof, observed: Observed): boolean {
-  return (
-    observed.engines[p.prefill.engine]?.handle?.launch_token === p.prefill.launch_token &&
-    observed.engines[p.decode.engine]?.handle?.launch_token === p.decode.launch_token
-  );
-}
-
-const involves = (engine: string) => (p: ObservedProof) => p.prefill.engine === engine || p.decode.engine === engine;
 const peerOf = (engine: string, p: ObservedProof) => (p.prefill.engine === engine ? p.decode.engine : p.prefill.engine);
 
-/** A proof or a restart the plan runs for a pair of `engine`. */
+/** The verdict of an engine that does not serve now: its last proofs no longer speak for it. */
+export const notServing = (phase: string): KvVerdict => ({
+  status: false,
+  reason: "NotServing",
+  message: `engine is ${phase}; its pairs are proven again once it is captured`,
+});
+
 type PairAction = Extract<Action, { kind: "prove" | "restart-unproven" }>;
-function plannedFor(engine: string, actions: readonly Action[]): PairAction | undefined {
-  return actions.find(
-    (a): a is PairAction =>
-      (a.kind === "prove" || a.kind === "restart-unproven") && (a.engine === engine || a.prefill === engine),
-  );
+
+/** Per engine, the first proof or restart the plan runs for a pair of it (as its decode or its prefill). */
+function plannedByEngine(actions: readonly Action[]): Map<string, PairAction> {
+  const out = new Map<string, PairAction>();
+  for (const a of actions) {
+    if (a.kind !== "prove" && a.kind !== "restart-unproven") continue;
+    for (const e of [a.engine, a.prefill]) if (!out.has(e)) out.set(e, a);
+  }
+  return out;
+}
+
+/** Per engine, the recorded proofs of its pairs that speak for the instances running now. */
+function currentByEngine(observed: Observed): Map<string, ObservedProof[]> {
+  const out = new Map<string, ObservedProof[]>();
+  for (const p of Object.values(observed.proofs ?? {})) {
+    if (!proofIsCurrent(p, observed)) continue;
+    for (const e of [p.prefill.engine, p.decode.engine]) out.set(e, [...(out.get(e) ?? []), p]);
+  }
+  return out;
 }
 
 /**
@@ -52,22 +64,20 @@ function plannedFor(engine: string, actions: readonly Action[]): PairAction | un
  */
 export function kvVerdicts(observed: Observed, plan: Plan): Map<string, KvVerdict> {
   const verdicts = new Map<string, KvVerdict>();
-  const proofs = Object.values(observed.proofs ?? {});
+  // Indexed once: every transition plans, and a fleet has many engines and pairs.
+  const currentOf = currentByEngine(observed);
+  const plannedOf = plannedByEngine(plan.actions);
   for (const o of Object.values(observed.engines)) {
     if (o.role === null || !isPairedRole(o.role)) continue;
     if (o.phase !== "captured" || !o.handle) {
-      verdicts.set(o.engine, {
-        status: false,
-        reason: "NotServing",
-        message: `engine is ${o.phase}; its pairs are proven again once it is captured`,
-      });
+      verdicts.set(o.engine, notServing(o.phase));
       continue;
     }
-    const current = proofs.filter(involves(o.engine)).filter((p) => proofIsCurrent(p, observed));
+    const current = currentOf.get(o.engine) ?? [];
     const failed = current
       .filter((p) => !p.passed)
       .sort((a, b) => compareNames(peerOf(o.engine, a), peerOf(o.engine, b)));
-    const planned = plannedFor(o.engine, plan.actions);
+    const planned = plannedOf.get(o.engine);
     if (failed[0]) {
       const f = failed[0];
       verdicts.set(o.engine, {

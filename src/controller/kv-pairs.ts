@@ -35,11 +35,21 @@ export function compatible(p: ObservedEngine | undefined, d: ObservedEngine | un
   );
 }
 
+/** The proof speaks for these instances of its prefill and decode (their launch tokens; null: none runs). */
+function provesInstances(proof: ObservedProof, prefill: string | null, decode: string | null): boolean {
+  return proof.prefill.launch_token === prefill && proof.decode.launch_token === decode;
+}
+
+/** The proof speaks for the instances of its two engines that run now. */
+export function proofIsCurrent(proof: ObservedProof, observed: Observed): boolean {
+  const [p, d] = [observed.engines[proof.prefill.engine], observed.engines[proof.decode.engine]];
+  return provesInstances(proof, p ? tokenOf(p) : null, d ? tokenOf(d) : null);
+}
+
 /** The latest proof of the pair, if it proved the instances that run now. */
 export function currentProof(observed: Observed, p: ObservedEngine, d: ObservedEngine): ObservedProof | null {
   const proof = observed.proofs?.[pairKey(p.engine, d.engine)];
-  if (!proof || proof.prefill.launch_token !== tokenOf(p) || proof.decode.launch_token !== tokenOf(d)) return null;
-  return proof;
+  return proof && provesInstances(proof, tokenOf(p), tokenOf(d)) ? proof : null;
 }
 
 /** A pair proven now: compatible, and its current proof passed. */

@@ -11,7 +11,7 @@ import type { KvProofResult, ProofEnd } from "../phases/kv-proof.js";
 import type { KvCounters } from "../phases/kv-watch.js";
 import { decodeOnlyFinding } from "../phases/kv-watch.js";
 import { pairKey, type Action, type Observed, type ObservedProof, type ServingFleet } from "./plan-types.js";
-import { proofIsCurrent } from "./kv-condition.js";
+import { proofIsCurrent } from "./kv-pairs.js";
 
 export interface KvIo {
   prove(prefill: ProofEnd, decode: ProofEnd, opts: { timeoutMs: number; signal?: AbortSignal }): Promise<KvProofResult>;

@@ -3,6 +3,7 @@
 import type { EngineContext } from "../../machines/engine.js";
 import type { Condition, EngineRecord } from "../state/store.js";
 import { failureOf, nodeFaultOf, type NodeFault } from "../errors.js";
+import { KV_CONDITION, notServing } from "./kv-condition.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 const pascal = (phase: string) => phase.charAt(0).toUpperCase() + phase.slice(1);
@@ -128,12 +129,9 @@ export function conditionsFor(
   const reachable = nodeReachable(prev, node, now);
   // KVTransfer is the proofs' verdict (kv-condition.ts, set after each plan); an engine that stops
   // serving no longer speaks for its pairs, whatever its last proof said.
-  const kvWas = prev?.find((x) => x.type === "KVTransfer");
-  const kv = !kvWas
-    ? null
-    : phase === "captured"
-      ? kvWas
-      : c("KVTransfer", false, "NotServing", `engine is ${phase}; its pairs are proven again once it is captured`);
+  const kvWas = prev?.find((x) => x.type === KV_CONDITION);
+  const stopped = notServing(phase);
+  const kv = !kvWas ? null : phase === "captured" ? kvWas : c(KV_CONDITION, false, stopped.reason, stopped.message);
   return [ready, upToDate, failed, ...(reachable ? [reachable] : []), ...(kv ? [kv] : [])];
 }
 

@@ -163,6 +163,8 @@ export class StateStore {
 
   /** Record a pair's latest proof (null: forget it) and persist. */
   setProof(key: string, proof: ObservedProof | null): Promise<void> {
+    // A new object, never an edit in place: an observation holds the map it read, and a proof runs only
+    // if the pair's entry is still the one its plan saw (kv-proofs.ts).
     const proofs = { ...this.proofs() };
     if (proof === null) delete proofs[key];
     else proofs[key] = proof;

@@ -1,7 +1,8 @@
 // KVTransfer from the latest proofs and the plan that follows them: each row
 // builds an observation as data and reads the verdict an operator would see.
 import { describe, expect, it } from "vitest";
-import { kvVerdicts, proofIsCurrent } from "../../src/controller/kv-condition.js";
+import { kvVerdicts } from "../../src/controller/kv-condition.js";
+import { proofIsCurrent } from "../../src/controller/kv-pairs.js";
 import type { Action, ObservedProof, Plan } from "../../src/controller/plan-types.js";
 import { captured, desiredOf, handleOf, observedOf, specOf } from "./plan-fixtures.js";
 

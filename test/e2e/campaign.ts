@@ -8,7 +8,7 @@ import path from "node:path";
 import { createHash } from "node:crypto";
 import { expect } from "vitest";
 import type { SimFleet } from "./sim-fleet.js";
-import { runCli, status, type CliResult } from "./cli.js";
+import { kvOf, runCli, status, type CliResult } from "./cli.js";
 import { parseEnvFile } from "../../src/phases/plan.js";
 
 export interface KillPoint {
@@ -131,7 +131,7 @@ export async function assertConverged(
     await assertKeyEnforced(e!.run_dir!, name);
     // A P/D pair serves only proven: the rerun proved the engines that run now, and left the evidence.
     if (proofs && (e!.role === "prefill" || e!.role === "decode")) {
-      const kv = e!.conditions.find((c) => c.type === "KVTransfer");
+      const kv = kvOf(e);
       expect(kv, `${name}: KVTransfer after rerun`).toMatchObject({ status: "True", reason: "Proven" });
       const proofs = (await fs.readdir(e!.run_dir!)).filter((f) => /^kv-transfer(\.\d+)?\.json$/.test(f));
       expect(proofs.length, `${name}: kv-transfer*.json in ${e!.run_dir}`).toBeGreaterThan(0);

@@ -5,6 +5,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { REPO } from "./sim-fleet.js";
 import type { StatusView } from "../../src/cli/status-view.js";
+import type { Condition } from "../../src/state/store.js";
+import { KV_CONDITION } from "../../src/controller/kv-condition.js";
 
 export const CLI = path.join(REPO, "dist/src/cli/main.js");
 
@@ -100,3 +102,7 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/** An engine's KVTransfer condition (a status row or a state record; undefined: none). */
+export const kvOf = (e: { conditions: Condition[] } | undefined): Condition | undefined =>
+  e?.conditions.find((c) => c.type === KV_CONDITION);

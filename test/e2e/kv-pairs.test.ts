@@ -8,13 +8,10 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { simFleet } from "./sim-fleet.js";
-import { CLI, TEST_ENV, runCli, status, teardown, type CliResult } from "./cli.js";
+import { CLI, TEST_ENV, kvOf, runCli, status, teardown, type CliResult } from "./cli.js";
 import { readState } from "../../src/state/store.js";
 import { readServingFleet } from "../../src/controller/serving-file.js";
-import type { StatusEngine } from "../../src/cli/status-view.js";
 import { REPO } from "./sim-fleet.js";
-
-const kvOf = (e: Pick<StatusEngine, "conditions"> | undefined) => e?.conditions.find((c) => c.type === "KVTransfer");
 
 /** The CLI in a network namespace of its own (its own loopback): the default desired/'s fixed ports collide with nothing. */
 function runInOwnNetwork(args: string[]): Promise<CliResult> {

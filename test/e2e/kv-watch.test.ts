@@ -8,12 +8,11 @@ import os from "node:os";
 import path from "node:path";
 import type { ChildProcess } from "node:child_process";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { startCli, teardown, waitFor } from "./cli.js";
+import { kvOf, startCli, teardown, waitFor } from "./cli.js";
 import { readState, type EngineRecord, type StateFile } from "../../src/state/store.js";
 import { readServingFleet } from "../../src/controller/serving-file.js";
 
 const KEY = "e2e-key-0123456789";
-const kvOf = (e: EngineRecord | undefined) => e?.conditions.find((c) => c.type === "KVTransfer");
 const proven = (s: StateFile, name: string) => kvOf(s.engines[name])?.status === "True";
 const pidOf = (e: EngineRecord | undefined) => (e?.handle?.kind === "native" ? e.handle.pid : null);
 
@@ -44,6 +43,10 @@ describe("watch mode keeps proving the KV path", () => {
   let controller: ChildProcess;
   let faultsFile: string;
   const state = () => readState(fleet.stateDir);
+  const listedAgain = () =>
+    waitFor("the proven pair listed again", async () =>
+      (await readServingFleet(fleet.stateDir))?.pairs?.length === 1 ? true : undefined,
+    );
 
   beforeAll(async () => {
     const root = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-kv-faults-"));
@@ -88,9 +91,7 @@ describe("watch mode keeps proving the KV path", () => {
     );
     expect(pidOf(after.engines["engine-2"])).toBe(decodePid);
     expect(after.proofs!["engine-1>engine-2"]!.decode.launch_token).toBe(first.decode.launch_token);
-    await waitFor("the proven pair listed again", async () =>
-      (await readServingFleet(fleet.stateDir))?.pairs?.length === 1 ? true : undefined,
-    );
+    await listedAgain();
   });
 
   it("with stale peer metadata the decode fails the new proof, is restarted, and the pair proves again", async () => {
@@ -111,9 +112,7 @@ describe("watch mode keeps proving the KV path", () => {
     );
     const history = healed.engines["engine-2"]!.history.map((h) => h.note ?? "").join("\n");
     expect(history).toMatch(/engine-1/);
-    await waitFor("the proven pair listed again", async () =>
-      (await readServingFleet(fleet.stateDir))?.pairs?.length === 1 ? true : undefined,
-    );
+    await listedAgain();
   });
 
   it("the scrape catches a decode that silently recomputes: KVTransfer=False, the pair leaves the serving fleet", async () => {

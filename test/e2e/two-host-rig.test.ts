@@ -8,7 +8,7 @@ import fs from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseEnviron } from "../../src/hosts/proc-parse.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
-import { engineProcesses, runCli, status, teardown } from "./cli.js";
+import { engineProcesses, kvOf, runCli, status, teardown } from "./cli.js";
 import { killAt, reconcileOnce } from "./campaign.js";
 import { rigFleet, RIG_PORTS, RIG_WORK_DIR, type RigFleet } from "./rig-fleet.js";
 
@@ -82,10 +82,7 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
     expect(view.engines.map((e) => e.live?.liveness)).toEqual(["alive", "alive"]);
     // KV moved from host A's prefill to host B's decode over A's side channel address (issue 11 item 6).
     for (const e of view.engines) {
-      expect(
-        e.conditions.find((c) => c.type === "KVTransfer"),
-        e.engine,
-      ).toMatchObject({ status: "True" });
+      expect(kvOf(e), e.engine).toMatchObject({ status: "True" });
       const proof = JSON.parse(await fs.readFile(`${e.run_dir}/kv-transfer.json`, "utf8"));
       expect(proof).toMatchObject({ passed: true, side_channel: { host: a.address, port: RIG_PORTS.nixl } });
       expect(proof.prefill.node).not.toBe(proof.decode.node);
