@@ -193,6 +193,13 @@ describe("simulator faults end in failed with the step and the cause", () => {
   const cases = [
     // A probe or capture failure leaves the engine running from the desired inputs; a failed start leaves nothing running.
     { fault: "wrong_version", step: "probe", cause: /\/version returned/, upToDate: "True/HashMatches" },
+    // Seed 000 PY_ENGINE: the process answering must be identifiable by process_start_time_seconds.
+    {
+      fault: "missing_metric=process_start_time_seconds",
+      step: "probe",
+      cause: /no process_start_time_seconds/,
+      upToDate: "True/HashMatches",
+    },
     {
       fault: "crash_at_start",
       step: "start",
