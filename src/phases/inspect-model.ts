@@ -4,6 +4,7 @@
 // before prepare, so prepare builds the plan from what the node holds and
 // never reads a checkpoint on the controller's machine.
 
+import path from "node:path";
 import type { EngineSpec } from "../desired/types.js";
 import type { HostAccess } from "../hosts/types.js";
 import { IoError } from "../errors.js";
@@ -77,6 +78,10 @@ export async function observeModel(
   const tokenizer = spec.backend === "native" ? lastFlagValue(extra, "--tokenizer") : undefined;
   const hfConfig = spec.backend === "native" ? lastFlagValue(extra, "--hf-config-path") : undefined;
   const meta = await readModelMeta(host, spec.model.dir, tokenizer, hfConfig);
-  const fileSha = spec.model.path ? await ggufSha256(host, spec.model.path, signal, problems) : null;
+  // A GGUF file inside the directory (the rules require it) was hashed by the manifest already: not read twice.
+  const listed = spec.model.path
+    ? manifest?.files.find((f) => f.path === path.posix.relative(spec.model.dir, spec.model.path!))?.sha256
+    : undefined;
+  const fileSha = spec.model.path ? (listed ?? (await ggufSha256(host, spec.model.path, signal, problems))) : null;
   return { config_sha256: configSha, meta, file_sha256: fileSha, manifest };
 }
