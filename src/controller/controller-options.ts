@@ -11,9 +11,11 @@ import type { EngineBackend } from "../backends/types.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { AppIdentity } from "../phases/plan.js";
+import type { Inspection } from "../phases/types.js";
 import type { Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { ServingFleet } from "./plan-types.js";
+import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
 
 export interface ControllerHooks {
   /** After a transition is persisted. */
@@ -79,6 +81,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       persisted: () => access.persisted(),
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),
+      checkpointPeers: (engine) => checkpointPeers(access.actors, engine),
       sharedStarts: new SharedStarts({
         specs: () => [...access.applied.values()],
         running: (engine) => access.actors.get(engine)?.getSnapshot().context.handle != null,
@@ -88,4 +91,26 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       }),
     }),
   });
+}
+
+/**
+ * What every other engine's recorded inspection observed of its checkpoint: the controller holds them
+ * all, so the comparison across nodes (phases/checkpoint-agreement.ts) needs no IO.
+ */
+function checkpointPeers(actors: ReadonlyMap<string, EngineActor>, engine: string): CheckpointObservation[] {
+  const peers: CheckpointObservation[] = [];
+  for (const [name, actor] of actors) {
+    const i = actor.getSnapshot().context.inspection;
+    // An inspection recorded before manifests existed has none: nothing to compare.
+    const manifest = i?.model_manifest as Inspection["model_manifest"] | undefined;
+    if (name === engine || !i || !manifest) continue;
+    peers.push({
+      engine: name,
+      node: i.node,
+      model_dir: manifest.model_dir,
+      config_sha256: i.model_config_sha256,
+      tree_sha256: manifest.tree_sha256,
+    });
+  }
+  return peers;
 }

@@ -26,6 +26,9 @@ export const GROUP_FIELDS: readonly string[] = [
   "model.config_sha256",
   "model.revision",
   "model.path",
+  // Not hashed into the signature (seed-exact), but engines of one signature must hold one tree:
+  // a pinned tree changed is other weights, which old and new engines cannot pair across.
+  "model.tree_sha256",
 ];
 
 /**
@@ -39,6 +42,7 @@ const VARIABLE_OF: Readonly<Record<string, string>> = {
   "model.served_name": "NARWHAL_ENGINE_MODEL_NAME",
   "model.revision": "NARWHAL_MODEL_REVISION",
   "model.path": "NARWHAL_MODEL_PATH",
+  "model.tree_sha256": "NARWHAL_MODEL_TREE_SHA256",
   python: "NARWHAL_NATIVE_PYTHON",
   api_key_sha256: "NARWHAL_ENGINE_API_KEY",
   fabric_interface: "NARWHAL_FABRIC_INTERFACE",

@@ -10,6 +10,7 @@ import type { AppIdentity } from "../phases/plan.js";
 import type { EngineHandle } from "../phases/types.js";
 import { PhaseError, inStep, type Step } from "../errors.js";
 import { inspect } from "../phases/inspect.js";
+import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
 import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
 import type { SharedStarts } from "./shared-starts.js";
@@ -36,6 +37,8 @@ export interface PhaseDeps {
   secrets(): string[];
   /** Engines sharing a GPU start together through start-shared. */
   sharedStarts: SharedStarts;
+  /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
+  checkpointPeers(engine: string): CheckpointObservation[];
 }
 
 async function planPorts(runDir: string): Promise<number[]> {
@@ -82,7 +85,14 @@ export function phaseActors(deps: PhaseDeps) {
       const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);
       // The engine being replaced still holds its ports; they are not a foreign listener.
       const ignorePorts = input.retiring?.run ? await planPorts(input.retiring.run.dir) : [];
-      return inspect(spec, { signal, imageId, ignorePorts, host: deps.hosts.access(spec.node.name) });
+      return inspect(spec, {
+        signal,
+        imageId,
+        ignorePorts,
+        host: deps.hosts.access(spec.node.name),
+        manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
+        checkpointPeers: () => deps.checkpointPeers(input.engine),
+      });
     }),
     prepare: step("prepare", async (input) => {
       const spec = specFor(input, "prepare");

@@ -93,6 +93,14 @@ export interface GroupSignatureInputs {
 /**
  * seed 000: `hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]`.
  * Only the seven named fields are hashed, whatever else the argument carries.
+ *
+ * The whole checkpoint's tree digest (model-manifest.json) is deliberately not one of them, so the
+ * signature keeps agreeing with seed 000's PY_CACHE_GROUPS. It is an invariant of the group instead:
+ * two engines of one signature never hold different tree digests. Inspection enforces it
+ * (phases/checkpoint-agreement.ts: an engine whose node holds another tree than the engines of the
+ * same model.dir and config.json inspected before it fails inspection; with NARWHAL_MODEL_TREE_SHA256
+ * set, every engine's tree must equal the pin), and a changed pin counts as a group change in plans
+ * (controller/field-diff.ts GROUP_FIELDS).
  */
 export function groupSignature(inputs: GroupSignatureInputs): string {
   const picked = {

@@ -30,6 +30,7 @@ export const KNOWN_VARIABLES: readonly string[] = [
   ...SECRET_VARIABLES,
   "NARWHAL_MODEL_REVISION",
   "NARWHAL_MODEL_PATH",
+  "NARWHAL_MODEL_TREE_SHA256",
   "NARWHAL_NATIVE_PYTHON",
   "NARWHAL_NATIVE_PYTHONPATH",
   "NARWHAL_READY_SECONDS",
@@ -144,6 +145,20 @@ export const variableRules: VariableRule[] = [
           "NARWHAL_MODEL_CONFIG_SHA256",
           `"${v}" is not a sha256: write the 64 lower-case hex digits sha256sum prints for $NARWHAL_MODEL_DIR/config.json`,
           "model-config-sha256",
+        ),
+      ];
+    },
+  },
+  {
+    name: "model-tree-sha256",
+    check: (vars) => {
+      const v = vars["NARWHAL_MODEL_TREE_SHA256"];
+      if (v === undefined || /^[0-9a-f]{64}$/.test(v)) return [];
+      return [
+        at(
+          "NARWHAL_MODEL_TREE_SHA256",
+          `"${v}" is not a sha256: write the 64 lower-case hex digits of tree_sha256 in a run's model-manifest.json, or leave the variable out`,
+          "model-tree-sha256",
         ),
       ];
     },

@@ -122,6 +122,7 @@ export function buildSpecs(
   const apiKey = get("NARWHAL_ENGINE_API_KEY");
   const revision = get("NARWHAL_MODEL_REVISION");
   const modelPath = get("NARWHAL_MODEL_PATH");
+  const treePin = get("NARWHAL_MODEL_TREE_SHA256");
   const ready = get("NARWHAL_READY_SECONDS");
   const args = parseEngineArgs(get(ENGINE_ARGS_VARIABLE));
   const env = parseEngineEnv(get(ENGINE_ENV_VARIABLE));
@@ -157,6 +158,8 @@ export function buildSpecs(
       model: {
         dir: get("NARWHAL_MODEL_DIR") ?? "",
         config_sha256: get("NARWHAL_MODEL_CONFIG_SHA256") ?? "",
+        // Only when set: an unset pin leaves the input hash as it was (INPUT_HASH_VERSION).
+        ...(treePin === undefined ? {} : { tree_sha256: treePin }),
         served_name: get("NARWHAL_ENGINE_MODEL_NAME") ?? "",
         ...(revision === undefined ? {} : { revision }),
         ...(modelPath === undefined ? {} : { path: modelPath }),

@@ -114,6 +114,11 @@ export interface EngineSpec {
     dir: string;
     /** Expected sha256 of <dir>/config.json. */
     config_sha256: string;
+    /**
+     * NARWHAL_MODEL_TREE_SHA256: the tree digest the whole directory must have (model-manifest.json's
+     * tree_sha256); absent when not pinned, so fleets without it keep their input hashes.
+     */
+    tree_sha256?: string;
     /** --served-model-name and the id /v1/models must list. */
     served_name: string;
     /** NARWHAL_MODEL_REVISION (required for native). */

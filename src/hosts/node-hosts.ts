@@ -7,6 +7,7 @@ import path from "node:path";
 import { parseDestination, sshDockerHost } from "../desired/node-host.js";
 import type { EngineSpec, NodeSpec } from "../desired/types.js";
 import { NarwhalError } from "../errors.js";
+import { MANIFEST_CACHE_DIR } from "../phases/host/model-manifest.js";
 import { LocalHost } from "./local.js";
 import { SshHost } from "./ssh.js";
 import type { HostAccess } from "./types.js";
@@ -126,6 +127,16 @@ export class NodeHosts {
       path.basename(path.dirname(controllerRunDir)),
       path.basename(controllerRunDir),
     );
+  }
+
+  /**
+   * Where the node keeps the model manifest's digest cache: under its work_dir on a node reached over
+   * ssh, beside its runs; under the state directory on the local host, whose runs live there too.
+   */
+  manifestCacheDir(node: string): string {
+    const spec = this.known.get(node)?.spec;
+    if (!spec?.ssh) return path.join(this.opts.stateDir, "model-manifest-cache");
+    return path.posix.join(spec.work_dir, MANIFEST_CACHE_DIR);
   }
 
   /**

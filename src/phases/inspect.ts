@@ -16,6 +16,7 @@ import { checkPlannedPorts, plannedPorts, type PlannedPortCheck } from "./host/p
 import { DEFAULT_TOOL_TIMEOUT_MS } from "./host/run-tool.js";
 import { observeGpus } from "./inspect-gpus.js";
 import { observeModel } from "./inspect-model.js";
+import { checkpointDisagreement, type CheckpointObservation } from "./checkpoint-agreement.js";
 import { InspectionError, problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import type { Inspection } from "./types.js";
 
@@ -29,6 +30,14 @@ export interface InspectOptions {
   ignorePorts?: number[];
   /** Deadline for nvidia-smi / rocminfo / ip; default DEFAULT_TOOL_TIMEOUT_MS. */
   toolTimeoutMs?: number;
+  /** Directory on the node for the model manifest's digest cache (NodeHosts.manifestCacheDir); none: no cache. */
+  manifestCacheDir?: string;
+  /**
+   * What the other engines' recorded inspections observed of their checkpoints. Asked once the
+   * manifest is known, and answered from the controller's memory without an await in between, so of
+   * two engines inspected at once the second to finish sees the first.
+   */
+  checkpointPeers?: () => readonly CheckpointObservation[];
 }
 
 function portProblems(ports: PlannedPortCheck[]): InspectionProblem[] {
@@ -83,7 +92,7 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
     return [];
   });
   const fabric = await observeFabric(host, spec, tool, fabricProblems);
-  const model = await observeModel(host, spec, opts.signal, modelProblems);
+  const model = await observeModel(host, spec, opts.signal, modelProblems, opts.manifestCacheDir);
   if (opts.signal.aborted) throw new CancelledError(what);
 
   const problems = [...gpuProblems];
@@ -108,7 +117,29 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
     });
   }
 
-  if (problems.length > 0 || modelSha === undefined) throw new InspectionError(spec.name, problems);
+  const manifest = model.manifest;
+  const pin = spec.model.tree_sha256;
+  if (manifest && pin !== undefined && manifest.tree_sha256 !== pin) {
+    problems.push({
+      message: `tree digest of ${spec.model.dir} on node ${host.node} is ${manifest.tree_sha256} (${manifest.files.length} files), but model.tree_sha256 expects ${pin}`,
+      input: "model.tree_sha256 (NARWHAL_MODEL_TREE_SHA256) / model.dir (NARWHAL_MODEL_DIR)",
+      fix: "Rerun discovery after changing the provisioned checkpoint, or restore the checkpoint discovery recorded.",
+      failure: "terminal",
+    });
+  }
+  if (manifest && modelSha !== undefined && pin === undefined) {
+    const mine = {
+      engine: spec.name,
+      node: spec.node.name,
+      model_dir: spec.model.dir,
+      config_sha256: modelSha,
+      tree_sha256: manifest.tree_sha256,
+    };
+    const disagreement = checkpointDisagreement(mine, opts.checkpointPeers?.() ?? []);
+    if (disagreement) problems.push(disagreement);
+  }
+
+  if (problems.length > 0 || modelSha === undefined || !manifest) throw new InspectionError(spec.name, problems);
 
   return {
     engine: spec.name,
@@ -124,6 +155,9 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
     model_config_sha256: modelSha,
     model_meta: model.meta,
     model_file_sha256: model.file_sha256,
+    // Not in the group signature (seed-exact): an invariant of it instead, kept by checkpointDisagreement.
+    model_tree_sha256: manifest.tree_sha256,
+    model_manifest: manifest,
     fabric,
     image_id: opts.imageId,
     group_signature: groupSignature({

@@ -68,7 +68,13 @@ export interface LaunchPlan {
   launch_record: EngineSpec["launch"];
   inspection: Pick<
     Inspection,
-    "accelerator" | "physical_gpu_count" | "selected" | "model_config_sha256" | "image_id" | "inspected_at"
+    | "accelerator"
+    | "physical_gpu_count"
+    | "selected"
+    | "model_config_sha256"
+    | "model_tree_sha256"
+    | "image_id"
+    | "inspected_at"
   >;
 }
 
@@ -247,6 +253,8 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
       physical_gpu_count: inspection.physical_gpu_count,
       selected: inspection.selected,
       model_config_sha256: inspection.model_config_sha256,
+      // The whole checkpoint (model-manifest.json beside it): the plan's hash covers every file's digest.
+      model_tree_sha256: inspection.model_tree_sha256,
       image_id: inspection.image_id,
       inspected_at: inspection.inspected_at,
     },

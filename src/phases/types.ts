@@ -1,6 +1,7 @@
 // Data that flows between the steps of the engine procedure. Every phase
 // returns plain JSON-serialisable data so the engine machine can persist it.
 import type { ModelMeta } from "./model-meta.js";
+import type { ModelManifest } from "./host/model-manifest.js";
 
 /** One GPU as the host's tool reports it. */
 export interface ObservedGpu {
@@ -51,6 +52,10 @@ export interface Inspection {
   model_meta: ModelMeta;
   /** sha256 of the GGUF file NARWHAL_MODEL_PATH names, computed on the node; null for a model directory. */
   model_file_sha256: string | null;
+  /** Tree digest of the whole model directory (model_manifest.tree_sha256), computed on the node. */
+  model_tree_sha256: string;
+  /** The complete manifest (seed 000's private discovery record): prepare writes it as model-manifest.json. */
+  model_manifest: ModelManifest;
   /** null when the engine names no fabric interface. */
   fabric: FabricObservation | null;
   /** Container image id, or the native runtime identity ("native:<sha256>"). */

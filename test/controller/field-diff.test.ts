@@ -132,6 +132,7 @@ describe("group fields", () => {
     "launch.runtime.extra_args[3]",
     "launch.runtime.environment.X",
     "model.revision",
+    "model.tree_sha256",
     "launch.transfer.transport",
     "backend",
     "python",

@@ -161,6 +161,25 @@ describe("inputHash", () => {
     expect(c.specs[1]?.input_hash).toBe(a.specs[1]?.input_hash);
   });
 
+  it("counts NARWHAL_MODEL_TREE_SHA256 only when set, so fleets without the pin keep their hashes", async () => {
+    const withPin = async (pin?: string) => {
+      const t = validTree();
+      t.env["NARWHAL_MODEL_DIR"] = "/srv/models/m";
+      if (pin !== undefined) t.env["NARWHAL_MODEL_TREE_SHA256"] = pin;
+      return (await loadDesired(await writeTree(t))).specs[0]!;
+    };
+    const unset = await withPin();
+    expect(unset.model.tree_sha256).toBeUndefined();
+    // Not even a null: the material is what it was before the pin existed.
+    expect(canonicalJson(inputHashMaterial(unset))).not.toContain("tree_sha256");
+    const a = await withPin("a".repeat(64));
+    const b = await withPin("b".repeat(64));
+    expect(a.model.tree_sha256).toBe("a".repeat(64));
+    expect(a.input_hash).not.toBe(unset.input_hash);
+    expect(b.input_hash).not.toBe(a.input_hash);
+    expect((await withPin("a".repeat(64))).input_hash).toBe(a.input_hash);
+  });
+
   it("ignores ready_seconds, counts the API key only as a digest", async () => {
     const [spec] = (await loadDesired(await writeTree(validTree()))).specs;
     if (!spec) throw new Error("no spec");

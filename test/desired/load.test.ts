@@ -6,6 +6,8 @@ import { dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadDesired, validateDesired } from "../../src/desired/load.js";
 import { DesiredStateError } from "../../src/errors.js";
+import { LocalHost } from "../../src/hosts/local.js";
+import { modelManifest } from "../../src/phases/host/model-manifest.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import { fleetEngine, issuesOf, rec, runtime, validTree, writeTree, type Obj } from "./fixtures.js";
 
@@ -210,6 +212,37 @@ describe("loaded state", () => {
     expect(state.specs[0]?.model.config_sha256, "update NARWHAL_MODEL_CONFIG_SHA256 in desired/deployment.env").toBe(
       actual,
     );
+  });
+
+  it.each(["desired", "examples/container-sim", "examples/two-host-sim"])(
+    "%s pins the tree digest of the simulator model it names (recomputed, so it never goes stale)",
+    async (tree) => {
+      const made = await withRigKeyFiles(join(repo, tree));
+      const state = await loadDesired(join(repo, tree)).finally(() => {
+        for (const f of made) rmSync(f, { force: true, recursive: true });
+      });
+      const model = state.specs[0]!.model;
+      const { manifest } = await modelManifest(new LocalHost("controller", { PATH: "/usr/bin:/bin" }), model.dir, {
+        signal: new AbortController().signal,
+      });
+      expect(model.tree_sha256, `update NARWHAL_MODEL_TREE_SHA256 in ${tree}/deployment.env`).toBe(
+        manifest.tree_sha256,
+      );
+    },
+  );
+
+  it("every example whose model directory is in the repository pins its tree", async () => {
+    const unpinned: string[] = [];
+    for (const name of readdirSync(join(repo, "examples"))) {
+      const dir = join(repo, "examples", name);
+      const made = await withRigKeyFiles(dir);
+      const result = await validateDesired(dir).finally(() => {
+        for (const f of made) rmSync(f, { force: true, recursive: true });
+      });
+      const model = result.state?.specs[0]?.model;
+      if (model && existsSync(model.dir) && model.tree_sha256 === undefined) unpinned.push(name);
+    }
+    expect(unpinned).toEqual([]);
   });
 
   const examples = readdirSync(join(repo, "examples"), { withFileTypes: true })

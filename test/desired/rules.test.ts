@@ -299,6 +299,18 @@ describe("rules", () => {
     expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_MODEL_CONFIG_SHA256", rule: "model-config-sha256" });
   });
 
+  it("model-tree-sha256", async () => {
+    const issues = await issuesOf((t) => {
+      t.env["NARWHAL_MODEL_TREE_SHA256"] = "f".repeat(63);
+    });
+    expectIssue(issues, { file: "deployment.env", path: "$.NARWHAL_MODEL_TREE_SHA256", rule: "model-tree-sha256" });
+    // Set but empty is no pin either: named, not taken for "unset".
+    const empty = await issuesOf((t) => {
+      t.env["NARWHAL_MODEL_TREE_SHA256"] = "";
+    });
+    expectIssue(empty, { file: "deployment.env", path: "$.NARWHAL_MODEL_TREE_SHA256", rule: "model-tree-sha256" });
+  });
+
   it("port-variables", async () => {
     const issues = await issuesOf((t) => {
       t.env["NARWHAL_NIXL_PORT"] = "70000";
@@ -376,6 +388,7 @@ describe("rules", () => {
         "hardware-matches-allocation",
         "host-consistency",
         "model-config-sha256",
+        "model-tree-sha256",
         "native-revision",
         "non-empty-values",
         "port-variables",

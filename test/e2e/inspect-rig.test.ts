@@ -3,7 +3,8 @@
 // device tree and nvidia-smi placed only in host A's private /root are what an
 // engine on A sees, and what an engine on B is told it lacks; a listener inside
 // A's namespace blocks A's engine and not B's on the same port; the fabric
-// interface is A's eth0 carrying A's address.
+// interface is A's eth0 carrying A's address. One checkpoint path holding other
+// files on each host gives each its own tree digest, computed and cached there.
 import type { ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -14,6 +15,7 @@ import { sha256Hex } from "../../src/desired/hash.js";
 import type { EngineSpec } from "../../src/desired/types.js";
 import { SshHost } from "../../src/hosts/ssh.js";
 import { inspect } from "../../src/phases/inspect.js";
+import { modelManifest } from "../../src/phases/host/model-manifest.js";
 import { inspectionFailure } from "../phases/inspection-failure.js";
 import { blockedListeners, checkListeners } from "../../src/phases/listeners.js";
 import { buildLaunchPlan, renderEnvFile } from "../../src/phases/plan.js";
@@ -198,6 +200,56 @@ describe("inspect over ssh on the engine's own node", () => {
       expect.objectContaining({
         message: `fabric interface ib0 does not exist on node ${a.name}`,
         input: "fabric_interface (NARWHAL_FABRIC_INTERFACE)",
+        failure: "outwait",
+      }),
+    ]);
+  });
+});
+
+describe("the whole checkpoint on each host", () => {
+  it("hashes /root/model on each node itself (cached there) and fails B's engine when B holds another tree than A", async () => {
+    // One checkpoint path, two copies: each host's private /root holds its own, B's tokenizer differs.
+    for (const [h, tokenizer] of [
+      [a, '{"v":1}'],
+      [b, '{"v":2}'],
+    ] as const) {
+      await fs.mkdir(path.join(h.home, "model"), { recursive: true });
+      await fs.writeFile(path.join(h.home, "model", "config.json"), CONFIG);
+      await fs.writeFile(path.join(h.home, "model", "model.safetensors"), "weights");
+      await fs.writeFile(path.join(h.home, "model", "tokenizer.json"), tokenizer);
+    }
+    const onNode = (h: RigHost, n: number): EngineSpec => {
+      const s = specOn(h, "shared");
+      return { ...s, name: `engine-${n}`, model: { ...s.model, dir: "/root/model" } };
+    };
+    const cacheDir = "/root/narwhal-cache";
+    const first = await inspect(onNode(a, 1), { ...opts(a), manifestCacheDir: cacheDir });
+    expect(first.model_manifest).toMatchObject({ model_dir: "/root/model", node: a.name });
+    // The cache is A's own (its /root), and A does not hash the unchanged files again.
+    const warm = await modelManifest(access.get(a.name)!, "/root/model", {
+      signal: new AbortController().signal,
+      cacheDir,
+    });
+    expect(warm).toMatchObject({ hashed: 0, cached: 3 });
+    expect(warm.manifest.tree_sha256).toBe(first.model_tree_sha256);
+    await expect(fs.stat(path.join(b.home, "narwhal-cache"))).rejects.toMatchObject({ code: "ENOENT" });
+
+    const peer = {
+      engine: first.engine,
+      node: first.node,
+      model_dir: first.model_manifest.model_dir,
+      config_sha256: first.model_config_sha256,
+      tree_sha256: first.model_tree_sha256,
+    };
+    const err = await inspectionFailure(
+      inspect(onNode(b, 2), { ...opts(b), manifestCacheDir: cacheDir, checkpointPeers: () => [peer] }),
+    );
+    const bTree = (await inspect(onNode(b, 2), opts(b))).model_tree_sha256;
+    expect(bTree).not.toBe(first.model_tree_sha256);
+    expect(err.problems).toEqual([
+      expect.objectContaining({
+        message: `checkpoint /root/model has tree digest ${bTree} on node ${b.name} (engine-2), but ${first.model_tree_sha256} on node ${a.name} (engine-1): engines of one checkpoint must load the same files`,
+        input: `model.dir (NARWHAL_MODEL_DIR) on nodes ${b.name} and ${a.name}`,
         failure: "outwait",
       }),
     ]);

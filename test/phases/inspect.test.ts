@@ -13,6 +13,7 @@ import { inspect } from "../../src/phases/inspect.js";
 import { inspectionFailure } from "./inspection-failure.js";
 import { freePorts } from "../e2e/sim-fleet.js";
 import { LocalHost } from "../../src/hosts/local.js";
+import { onLoopback } from "./plan-fixtures.js";
 
 const hosts = fileURLToPath(new URL("../fixtures/hosts/", import.meta.url));
 const H100 = "NVIDIA H100 80GB HBM3";
@@ -48,13 +49,7 @@ function spec(o: Overrides = {}): EngineSpec {
     iid: "n1",
     role: "prefill",
     backend: "native",
-    url: `http://127.0.0.1:${http}`,
-    attestation_url: `http://127.0.0.1:${attestation}`,
-    host: "127.0.0.1",
-    http_port: http,
-    attestation_port: attestation,
-    nixl_port: nixl,
-    nixl_host: "127.0.0.1",
+    ...onLoopback(http, attestation, nixl),
     transfer_ports: [transfer],
     fabric_interface: "lo",
     python: "python3",

@@ -3,6 +3,7 @@
 // exactly the input the rule under test reads.
 import { Secret, type EngineSpec, type LaunchRecord } from "../../src/desired/types.js";
 import type { Inspection } from "../../src/phases/types.js";
+import { MODEL_MANIFEST_SCHEMA } from "../../src/phases/host/model-manifest.js";
 import type { ModelMeta } from "../../src/phases/model-meta.js";
 import type { AppIdentity, PlanInputs } from "../../src/phases/plan.js";
 import { validRuntime } from "../desired/fixtures.js";
@@ -10,6 +11,8 @@ import { validRuntime } from "../desired/fixtures.js";
 export const API_KEY = "sk-narwhal-test-7f3a9c";
 export const MODEL_DIR = "/host/model/dir";
 export const CONFIG_SHA = "c".repeat(64);
+/** A tree digest as plain data: plan tests never hash a directory. */
+export const TREE_SHA = "7".repeat(64);
 export const IMAGE_ID = "sha256:" + "d".repeat(64);
 export const H100 = "NVIDIA H100 80GB HBM3";
 
@@ -66,6 +69,23 @@ export function engineSpec(over: Partial<EngineSpec> = {}): EngineSpec {
   };
 }
 
+/** An engine's listeners on loopback at the given ports, as a spec spells them (inspection tests bind them for real). */
+export function onLoopback(
+  http: number,
+  attestation: number,
+  nixl: number,
+): Pick<EngineSpec, "url" | "attestation_url" | "host" | "http_port" | "attestation_port" | "nixl_port" | "nixl_host"> {
+  return {
+    url: `http://127.0.0.1:${http}`,
+    attestation_url: `http://127.0.0.1:${attestation}`,
+    host: "127.0.0.1",
+    http_port: http,
+    attestation_port: attestation,
+    nixl_port: nixl,
+    nixl_host: "127.0.0.1",
+  };
+}
+
 export function inspection(over: Partial<Inspection> = {}): Inspection {
   return {
     engine: "engine-1",
@@ -87,6 +107,15 @@ export function inspection(over: Partial<Inspection> = {}): Inspection {
     model_config_sha256: CONFIG_SHA,
     model_meta: meta(),
     model_file_sha256: null,
+    model_tree_sha256: TREE_SHA,
+    model_manifest: {
+      schema: MODEL_MANIFEST_SCHEMA,
+      model_dir: MODEL_DIR,
+      node: "node-1",
+      tree_sha256: TREE_SHA,
+      files: [{ path: "config.json", size: 2, sha256: CONFIG_SHA }],
+      computed_at: "2025-01-02T03:04:05.000Z",
+    },
     fabric: null,
     image_id: IMAGE_ID,
     group_signature: "0123456789abcdef",

@@ -139,9 +139,12 @@ export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptio
   // Inspect the engine's own node: the local host, or over ssh when its node record says so.
   const hosts = nodeHostsFor(ctx.config);
   hosts.learn([spec]);
-  const inspection = await inspect(spec, { signal: ctx.signal, imageId, host: hosts.access(spec.node.name) }).finally(
-    () => hosts.close(),
-  );
+  const inspection = await inspect(spec, {
+    signal: ctx.signal,
+    imageId,
+    host: hosts.access(spec.node.name),
+    manifestCacheDir: hosts.manifestCacheDir(spec.node.name),
+  }).finally(() => hosts.close());
   const prepared = await prepare(spec, inspection, { stateDir: ctx.config.stateDir, app: ctx.app, out });
   const { plan } = await readPlan(prepared.dir);
   const files: Record<string, string> = {
