@@ -14,6 +14,7 @@ import { LABEL, engineLabels } from "./container-labels.js";
 import { containerPlanProblems, planEnv } from "./container-plan.js";
 import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 import { byToken, removeAttempt, type AttemptContext } from "./container-attempts.js";
+import { verifyPlanImage } from "./container-image.js";
 
 export const CONTAINER_ID_FILE = "container.id";
 
@@ -71,6 +72,7 @@ export async function ensureContainerStarted(
       fix: "narwhal prepares a fresh run on retry.",
     });
   }
+  await verifyPlanImage(docker, plan, "start", signal);
   await clearName(ctx, plan, signal);
 
   let id: string | undefined;
