@@ -22,13 +22,20 @@ export interface ImageCheck {
 }
 
 /** The node's image for `ref`, or a terminal (mismatch) or outwaited (missing) error that names engine, node and fix. */
-export async function imageByIdentity(docker: DockerCalls, c: ImageCheck, signal?: AbortSignal): Promise<Docker.ImageInspectInfo> {
+export async function imageByIdentity(
+  docker: DockerCalls,
+  c: ImageCheck,
+  signal?: AbortSignal,
+): Promise<Docker.ImageInspectInfo> {
   const on = `on node ${c.node} (${docker.endpoint})`;
   const fail = (message: string, fix: string, failure: FailureClass = "terminal") =>
     new PhaseError(c.engine, c.step, `${c.engine}: ${message}`, { failure, input: IMAGE_INPUT, fix });
   const parsed = parseImageRef(c.ref);
   if (parsed.kind === "tag")
-    throw fail(`image ${c.ref} is a tag, not an image id or registry digest`, "Run narwhal validate: it prints the id to paste.");
+    throw fail(
+      `image ${c.ref} is a tag, not an image id or registry digest`,
+      "Run narwhal validate: it prints the id to paste.",
+    );
   const info = await docker.inspectImage(c.ref, signal);
   // An image not loaded yet is the host's to provide: outwaited, re-checked until it is there.
   if (!info)
@@ -66,5 +73,9 @@ export async function verifyPlanImage(
   signal?: AbortSignal,
 ): Promise<void> {
   const ref = plan.image?.ref ?? "";
-  await imageByIdentity(docker, { engine: plan.engine, step, node: plan.node.name, ref, planned: plan.image?.id ?? "" }, signal);
+  await imageByIdentity(
+    docker,
+    { engine: plan.engine, step, node: plan.node.name, ref, planned: plan.image?.id ?? "" },
+    signal,
+  );
 }

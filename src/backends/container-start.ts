@@ -15,6 +15,7 @@ import { containerPlanProblems, planEnv } from "./container-plan.js";
 import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 import { byToken, removeAttempt, type AttemptContext } from "./container-attempts.js";
 import { verifyPlanImage } from "./container-image.js";
+import { removeKeptFailures } from "./container-failed.js";
 
 export const CONTAINER_ID_FILE = "container.id";
 
@@ -73,6 +74,7 @@ export async function ensureContainerStarted(
     });
   }
   await verifyPlanImage(docker, plan, "start", signal);
+  await removeKeptFailures(ctx, run.engine, signal);
   await clearName(ctx, plan, signal);
 
   let id: string | undefined;

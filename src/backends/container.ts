@@ -27,6 +27,7 @@ import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import { LABEL } from "./container-labels.js";
 import { imageByIdentity } from "./container-image.js";
+import { isKeptFailure, keepFailedContainer } from "./container-failed.js";
 import { keyFileProblems, runKey } from "./container-key.js";
 import type { AttemptContext } from "./container-attempts.js";
 import { runContainerCheck } from "./container-check.js";
@@ -192,6 +193,11 @@ export class ContainerBackend implements EngineBackend {
     this.failpoint("docker:remove:after");
   }
 
+  async keepFailedStart(run: PreparedRun, handle: EngineHandle, graceMs: number): Promise<string | null> {
+    if (handle.kind !== "container") return null;
+    return keepFailedContainer(this.attempt(handle.docker_host), run, handle, graceMs);
+  }
+
   async startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog> {
     if (handle.kind !== "container")
       return { text: "", where: "no container", problem: `handle is a ${handle.kind} engine` };
@@ -223,6 +229,8 @@ export class ContainerBackend implements EngineBackend {
         continue;
       }
       for (const c of listed) {
+        // A failed start's container, kept as evidence: not an engine that runs, nor an orphan to sweep.
+        if (!opts.keptFailures && isKeptFailure(c)) continue;
         const purpose = c.labels[LABEL.purpose];
         // A check container left by a killed controller: at startup every one is (no check runs yet), later only past its deadline.
         const staleCheck =

@@ -82,13 +82,7 @@ async function run(argv: string[]): Promise<number> {
         const result = await validateDesired(config.desiredDir);
         const issues = await explainImageTags(result, config);
         if (opts.format === "json") {
-          out(
-            JSON.stringify(
-              { valid: !!result.state, issues, engines: result.state?.specs ?? [] },
-              null,
-              2,
-            ),
-          );
+          out(JSON.stringify({ valid: !!result.state, issues, engines: result.state?.specs ?? [] }, null, 2));
         } else if (result.state) {
           out(`desired state in ${config.desiredDir} is valid: ${result.state.specs.length} engines`);
           for (const s of result.state.specs)

@@ -12,7 +12,8 @@ export function parseImageRef(ref: string): ImageRef {
   if (SHA256.test(ref)) return { kind: "id", id: ref };
   const at = ref.lastIndexOf("@");
   const name = ref.slice(0, Math.max(at, 0));
-  if (at > 0 && SHA256.test(ref.slice(at + 1)) && !/\s/.test(name)) return { kind: "digest", name, digest: ref.slice(at + 1) };
+  if (at > 0 && SHA256.test(ref.slice(at + 1)) && !/\s/.test(name))
+    return { kind: "digest", name, digest: ref.slice(at + 1) };
   return { kind: "tag" };
 }
 

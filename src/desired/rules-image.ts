@@ -7,7 +7,6 @@ import { parseImageRef } from "./image-ref.js";
 import { launchIssue, type RecordRule } from "./rule-context.js";
 import type { EngineLaunchFile } from "./schemas.js";
 
-
 export const IMAGE_RULE = "image-identity";
 
 /** The variable a raw (unsubstituted) image field is exactly `${NAME}` of, where the operator pastes the id. */
@@ -36,8 +35,11 @@ export const imageRules: RecordRule[] = [
           IMAGE_RULE,
           engine,
           ["image"],
-          `${engine}: image ${JSON.stringify(image)} is a tag, which each host may resolve to a different image; ` +
-            "pin it by id (sha256:<64 hex>, as docker image inspect --format '{{.Id}}' prints it) or by registry digest (name@sha256:<64 hex>)",
+          `${engine}: image ${JSON.stringify(image)} ${
+            image.startsWith("sha256:")
+              ? "is not an image id (sha256: then 64 lowercase hex digits)"
+              : "is a tag, which each host may resolve to a different image"
+          }; pin it by id (sha256:<64 hex>, as docker image inspect --format '{{.Id}}' prints it) or by registry digest (name@sha256:<64 hex>)`,
         ),
       ),
   },
