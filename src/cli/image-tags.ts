@@ -56,7 +56,7 @@ async function resolveTag(container: ContainerBackend, t: ImageTag): Promise<str
   const ids = [...new Set(found.flatMap((f) => (f.id ? [f.id] : [])))];
   const where = found.map((f) => f.text).join("; ");
   if (ids.length === 0)
-    return `${where}; load the image on the engine's node, then paste the id docker image inspect prints`;
+    return `${where}; load the image on the engine's node, then paste the id docker image inspect ${t.image} --format '{{.Id}}' prints there`;
   if (ids.length > 1)
     return `${where}; the nodes hold different images under one tag: load one image on every node and paste its id`;
   const paste = t.variable ? `${ENV_FILE}: ${t.variable}=${ids[0]}` : `${LAUNCH_FILE}: "image": "${ids[0]}"`;

@@ -67,7 +67,10 @@ describe("images by identity", () => {
       (i) => i.rule === "image-identity",
     );
     expect(issue?.message).toMatch(/node local \(tcp:\/\/127\.0\.0\.1:9\) could not be asked \(.+\)/);
-    expect(issue?.message).toContain(`"image": "sha256:`); // not known: says how to find the id
+    // Not known: it says how to find the id.
+    expect(issue?.message).toContain(
+      `then paste the id docker image inspect ${inject("simImageTag")} --format '{{.Id}}' prints there`,
+    );
   });
 
   it("a digest the node does not hold stops the engine before anything runs, naming node, NARWHAL_ENGINE_IMAGE and the fix", async () => {
