@@ -316,7 +316,7 @@ function followProgress(docker, stream) {
       (/** @type {Error | null} */ err, /** @type {Array<{ error?: string, status?: string }>} */ out) => {
         if (err) return reject(err);
         const failed = out.find((o) => o.error);
-        if (failed) return reject(new Error(`docker import: ${failed.error}`));
+        if (failed) return reject(new Error(`docker load: ${failed.error}`));
         resolve(out);
       },
     );
