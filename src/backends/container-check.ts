@@ -12,6 +12,7 @@ import { tarArchive } from "./tar.js";
 import { checkLabels } from "./container-labels.js";
 import { planEnv } from "./container-plan.js";
 import { removeAttempt, type AttemptContext } from "./container-attempts.js";
+import { verifyPlanImage } from "./container-image.js";
 
 export async function runContainerCheck(
   ctx: AttemptContext,
@@ -28,6 +29,7 @@ export async function runContainerCheck(
   const output = new LogTail(ctx.logCapBytes);
   let id: string | undefined;
   try {
+    await verifyPlanImage(docker, plan, "check", signal);
     id = await docker.create(
       {
         Image: plan.image!.id,

@@ -1,5 +1,5 @@
 // The labels narwhal puts on everything it creates (DESIGN.md "Interfaces that
-// must stay stable"), and image-reference parsing. Containers without these
+// must stay stable"). Containers without these
 // labels are never touched.
 import type { PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
@@ -34,13 +34,4 @@ export function checkLabels(run: PreparedRun, stateDir: string, token: string): 
     [LABEL.state]: stateDir,
     [LABEL.purpose]: "check",
   };
-}
-
-/** `sha256:<64 hex>` (or bare 64 hex) is an image id; `name@sha256:<64 hex>` pins a registry digest. */
-export function parseImageRef(ref: string): { id?: string; digest?: string } {
-  if (/^sha256:[0-9a-f]{64}$/.test(ref)) return { id: ref };
-  if (/^[0-9a-f]{64}$/.test(ref)) return { id: `sha256:${ref}` };
-  const at = ref.lastIndexOf("@");
-  if (at > 0 && /^sha256:[0-9a-f]{64}$/.test(ref.slice(at + 1))) return { digest: ref.slice(at + 1) };
-  return {};
 }

@@ -14,6 +14,8 @@ import { LABEL, engineLabels } from "./container-labels.js";
 import { containerPlanProblems, planEnv } from "./container-plan.js";
 import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 import { byToken, removeAttempt, type AttemptContext } from "./container-attempts.js";
+import { verifyPlanImage } from "./container-image.js";
+import { removeKeptFailures } from "./container-failed.js";
 
 export const CONTAINER_ID_FILE = "container.id";
 
@@ -71,6 +73,8 @@ export async function ensureContainerStarted(
       fix: "narwhal prepares a fresh run on retry.",
     });
   }
+  await verifyPlanImage(docker, plan, "start", signal);
+  await removeKeptFailures(ctx, run.engine, signal);
   await clearName(ctx, plan, signal);
 
   let id: string | undefined;

@@ -10,7 +10,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import type { DockerConfig } from "../config.js";
-import { nodeFaultOf, PhaseError, type FailureClass } from "../errors.js";
+import { nodeFaultOf } from "../errors.js";
 import type {
   EngineBackend,
   EngineLog,
@@ -25,7 +25,9 @@ import { dockerOptions } from "./docker-endpoint.js";
 import { sshDialAgent } from "./docker-ssh.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
-import { LABEL, parseImageRef } from "./container-labels.js";
+import { LABEL } from "./container-labels.js";
+import { imageByIdentity } from "./container-image.js";
+import { isKeptFailure, keepFailedContainer } from "./container-failed.js";
 import { keyFileProblems, runKey } from "./container-key.js";
 import type { AttemptContext } from "./container-attempts.js";
 import { runContainerCheck } from "./container-check.js";
@@ -86,28 +88,9 @@ export class ContainerBackend implements EngineBackend {
   }
 
   async runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string> {
-    const ref = spec.launch.image ?? "";
     const docker = this.client(spec.node.docker_host);
-    const fail = (message: string, fix: string, failure: FailureClass = "terminal") =>
-      new PhaseError(spec.name, "inspect", message, { failure, input: "engine-launch.json image", fix });
-    const info = await docker.inspectImage(ref, signal);
-    // An image not loaded yet is the host's to provide: outwaited, re-checked until it is there.
-    if (!info)
-      throw fail(
-        `image ${ref} is not present on ${docker.endpoint}`,
-        "Load or import the image on the engine host; narwhal never pulls, and starts the engine once it is there.",
-        "outwait",
-      );
-    const parsed = parseImageRef(ref);
-    if (parsed.id && info.Id !== parsed.id)
-      throw fail(`image ${ref} resolves to ${info.Id}`, "Set image to the immutable image id the host actually holds.");
-    if (parsed.digest && !(info.RepoDigests ?? []).some((d) => d.endsWith(`@${parsed.digest}`))) {
-      throw fail(
-        `image ${ref}: the runtime's resolved digests ${JSON.stringify(info.RepoDigests ?? [])} do not include ${parsed.digest}`,
-        "Compare the runtime's resolved digest with the configured digest; re-pull or correct the pin.",
-      );
-    }
-    return info.Id;
+    const c = { engine: spec.name, step: "inspect" as const, node: spec.node.name, ref: spec.launch.image ?? "" };
+    return (await imageByIdentity(docker, c, signal)).Id;
   }
 
   async runCheck(
@@ -210,6 +193,11 @@ export class ContainerBackend implements EngineBackend {
     this.failpoint("docker:remove:after");
   }
 
+  async keepFailedStart(run: PreparedRun, handle: EngineHandle, graceMs: number): Promise<string | null> {
+    if (handle.kind !== "container") return null;
+    return keepFailedContainer(this.attempt(handle.docker_host), run, handle, graceMs);
+  }
+
   async startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog> {
     if (handle.kind !== "container")
       return { text: "", where: "no container", problem: `handle is a ${handle.kind} engine` };
@@ -241,6 +229,8 @@ export class ContainerBackend implements EngineBackend {
         continue;
       }
       for (const c of listed) {
+        // A failed start's container, kept as evidence: not an engine that runs, nor an orphan to sweep.
+        if (!opts.keptFailures && isKeptFailure(c)) continue;
         const purpose = c.labels[LABEL.purpose];
         // A check container left by a killed controller: at startup every one is (no check runs yet), later only past its deadline.
         const staleCheck =

@@ -21,6 +21,8 @@ export interface RuntimeCheckOutput {
 
 export interface ListOwnedOptions {
   startup?: boolean;
+  /** Also the stopped containers kept as a failed start's evidence (down removes them; nothing else acts on them). */
+  keptFailures?: boolean;
   /**
    * A node (or its Docker endpoint) that could not be listed for a node fault (unreachable, host key,
    * auth): given, the others are listed still and the node is told here; absent, the fault is thrown.
@@ -77,6 +79,12 @@ export interface EngineBackend {
   describeProcess(handle: EngineHandle): Promise<ProcessDescription>;
   /** Stop gracefully, then forcibly after graceMs. Stopping a stopped engine succeeds. */
   stop(handle: EngineHandle, graceMs: number): Promise<void>;
+  /**
+   * A start that failed: stop the engine but keep it as evidence (seed 000 "use the recorded container
+   * ID ... trace the failure"), its state saved in the run directory; says what was kept, or null when
+   * nothing could be kept (the caller then stops it). Absent: the backend only stops (native).
+   */
+  keepFailedStart?(run: PreparedRun, handle: EngineHandle, graceMs: number): Promise<string | null>;
   /**
    * The engine's log (stdout+stderr), bounded by the cap: evidence, read best-effort. Never
    * throws; a copy that could not be completed says so in `problem` and where the log still is.

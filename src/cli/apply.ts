@@ -4,7 +4,7 @@
 // one line per difference) before anything starts or stops. Otherwise it converges as
 // `reconcile --once` does: exit 0 converged, 2 not.
 import path from "node:path";
-import { loadDesired } from "../desired/load.js";
+import { loadDesiredExplained } from "./image-tags.js";
 import { StalePlanError } from "../errors.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -36,7 +36,7 @@ export async function applyCommand(
     ]);
   }
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
-  const desired = await loadDesired(config.desiredDir);
+  const desired = await loadDesiredExplained(config);
   const controller = controllerFor(config, log, "once");
   await controller.open();
   let differences: string[];

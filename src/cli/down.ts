@@ -75,7 +75,8 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
       );
     }
     // Engines no record knows: everything this state directory still owns now is one.
-    for (const { owned } of await world.listOwned(true)) await stop(owned.engine, owned.handle);
+    // Failed starts' kept containers too: down leaves no container behind.
+    for (const { owned } of await world.listOwned(true, true)) await stop(owned.engine, owned.handle);
   } finally {
     await closeHosts();
     await lock.release();

@@ -3,6 +3,7 @@
 // command returns an exit code or throws, and only here do errors become codes.
 import { Command, Option } from "commander";
 import { validateDesired } from "../desired/load.js";
+import { explainImageTags } from "./image-tags.js";
 import { readState } from "../state/store.js";
 import { groupReport, renderGroups } from "../controller/groups.js";
 import { EXIT, reportError } from "./exit-codes.js";
@@ -79,20 +80,15 @@ async function run(argv: string[]): Promise<number> {
       act(async (opts) => {
         const config = configFrom(opts);
         const result = await validateDesired(config.desiredDir);
+        const issues = await explainImageTags(result, config);
         if (opts.format === "json") {
-          out(
-            JSON.stringify(
-              { valid: !!result.state, issues: result.issues, engines: result.state?.specs ?? [] },
-              null,
-              2,
-            ),
-          );
+          out(JSON.stringify({ valid: !!result.state, issues, engines: result.state?.specs ?? [] }, null, 2));
         } else if (result.state) {
           out(`desired state in ${config.desiredDir} is valid: ${result.state.specs.length} engines`);
           for (const s of result.state.specs)
             out(`  ${s.name} (${s.role}, ${s.backend}) ${s.url} input ${s.input_hash.slice(0, 12)}`);
         } else {
-          printInvalid(config.desiredDir, result.issues, String(opts.format));
+          printInvalid(config.desiredDir, issues, String(opts.format));
         }
         return result.state ? EXIT.ok : EXIT.invalid;
       }),
@@ -188,7 +184,7 @@ async function run(argv: string[]): Promise<number> {
         withLogger(opts, async (config, log) => {
           const result = await validateDesired(config.desiredDir);
           if (!result.state) {
-            printInvalid(config.desiredDir, result.issues, String(opts.format));
+            printInvalid(config.desiredDir, await explainImageTags(result, config), String(opts.format));
             return EXIT.invalid;
           }
           return planCommand(

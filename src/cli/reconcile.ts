@@ -1,6 +1,6 @@
 // `narwhal reconcile [--once]`: converge and exit (CI), or keep converging on
 // every desired change and on drift until SIGINT/SIGTERM (engines keep running).
-import { loadDesired } from "../desired/load.js";
+import { loadDesiredExplained } from "./image-tags.js";
 import { DesiredStateError, StalePlanError } from "../errors.js";
 import { readState, type StateFile } from "../state/store.js";
 import { KV_CONDITION } from "../controller/kv-condition.js";
@@ -159,7 +159,7 @@ export async function reconcileOnce(
   write: (s: string) => void,
 ): Promise<number> {
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
-  const desired = await loadDesired(config.desiredDir);
+  const desired = await loadDesiredExplained(config);
   const controller = controllerFor(config, log, "once");
   await controller.open();
   return convergeOnce(controller, config, desired, format, write);
@@ -175,7 +175,7 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   const reload = () => {
     reloads = reloads.then(async () => {
       try {
-        const desired = await loadDesired(config.desiredDir);
+        const desired = await loadDesiredExplained(config);
         controller.apply(desired);
         log.info(`desired state applied (${desired.specs.length} engines)`);
       } catch (err) {

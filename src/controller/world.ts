@@ -117,7 +117,8 @@ export class World {
     return [...this.unlisted.values()];
   }
 
-  async listOwned(startup = false): Promise<Owned> {
+  /** `keptFailures`: also failed starts' containers kept as evidence (only `down` removes what it lists). */
+  async listOwned(startup = false, keptFailures = false): Promise<Owned> {
     const all: Owned = [];
     this.unlisted = new Map();
     for (const backend of new Set(Object.values(this.backends))) {
@@ -128,7 +129,7 @@ export class World {
         );
       };
       try {
-        for (const owned of await backend.listOwned({ startup, unlisted })) all.push({ backend, owned });
+        for (const owned of await backend.listOwned({ startup, unlisted, keptFailures })) all.push({ backend, owned });
       } catch (err) {
         // Nothing it runs is listed, so nothing of it is swept as an orphan or taken for gone.
         const fault = nodeFaultOf(err);

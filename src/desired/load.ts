@@ -21,6 +21,8 @@ import { zodIssues } from "./schema-issues.js";
 import { EngineLaunchSchema, FleetSchema, type EngineLaunchFile, type FleetFile } from "./schemas.js";
 import { buildSpecs, resolveDesiredPath } from "./spec.js";
 import { rolloutPolicy } from "./rollout-policy.js";
+import { IMAGE_RULE } from "./rules-image.js";
+import { imageTagsToResolve, type ImageTag } from "./image-tags.js";
 import { kvPolicy } from "./kv-policy.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
@@ -36,6 +38,8 @@ export const COMMAND_VARIABLES = ["NARWHAL_NATIVE_PYTHON"] as const;
 export interface ValidationResult {
   state?: DesiredState;
   issues: ValidationIssue[];
+  /** Engines whose image is a tag (the image-identity issues), for the CLI to resolve on their nodes. */
+  imageTags?: ImageTag[];
 }
 
 /** Load and validate; throws DesiredStateError carrying every issue. */
@@ -121,6 +125,8 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
       (i) => !underFailed(i, failed),
     ),
   );
+  if (issues.some((i) => i.rule === IMAGE_RULE))
+    return { issues, imageTags: imageTagsToResolve(absDir, records.launch, records.fleet, launchRaw?.value) };
   if (issues.length > 0 || !fleet || !launch) return { issues };
 
   const specs = buildSpecs(absDir, fleet, launch, allVars);

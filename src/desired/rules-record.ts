@@ -6,6 +6,7 @@
 import { eachRecord, launchIssue, type RecordRule } from "./rule-context.js";
 import { deviceRules } from "./rules-record-devices.js";
 import { managedRules } from "./rules-record-managed.js";
+import { imageRules } from "./rules-image.js";
 import { ENV_FILE } from "./rules-variables.js";
 
 export {
@@ -36,7 +37,7 @@ const backendRules: RecordRule[] = [
                 "container-image",
                 name,
                 ["image"],
-                `${name}: the container backend needs image (an image id or pinned reference)`,
+                `${name}: the container backend needs image (an image id or registry digest)`,
               ),
             ]
           : [],
@@ -62,4 +63,4 @@ const backendRules: RecordRule[] = [
   },
 ];
 
-export const recordRules: RecordRule[] = [...deviceRules, ...managedRules, ...backendRules];
+export const recordRules: RecordRule[] = [...deviceRules, ...managedRules, ...backendRules, ...imageRules];

@@ -4,7 +4,7 @@
 import type { EngineHandle, PreparedRun } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
 import { readVerifiedPlan } from "./plan-binding.js";
-import { nodeFaultOf, PhaseError, type FailureClass } from "../errors.js";
+import { NarwhalError, nodeFaultOf, PhaseError, type FailureClass } from "../errors.js";
 import { httpRequest, joinUrl, sleep } from "./http.js";
 import { redactText } from "../log.js";
 
@@ -102,10 +102,24 @@ export async function start(run: PreparedRun, opts: StartOptions): Promise<Engin
     // the next controller adopts the engine by its launch token. Nor when the engine's node stopped
     // answering: the stop could not reach it either, and the retry resumes from this same run (the
     // launch token finds the engine once the node is back), so a node blip never kills a loading engine.
-    if (!opts.signal.aborted && opts.stopOnFailure !== false && !nodeFaultOf(err))
-      await opts.backend.stop(handle, opts.stopGraceMs).catch(() => undefined);
+    // A backend that can keeps the failed engine, stopped, as evidence (seed 000: "use the recorded container ID").
+    if (!opts.signal.aborted && opts.stopOnFailure !== false && !nodeFaultOf(err)) {
+      const kept = await opts.backend.keepFailedStart?.(run, handle, opts.stopGraceMs).catch(() => null);
+      if (!kept) await opts.backend.stop(handle, opts.stopGraceMs).catch(() => undefined);
+      else if (err instanceof NarwhalError) throw withKept(err, kept);
+    }
     throw err;
   }
+}
+
+/** The start's error, naming the kept engine (the operator's first place to look). */
+function withKept(err: NarwhalError, kept: string): NarwhalError {
+  return new PhaseError(err.engine ?? "?", err.step ?? "start", `${err.message}\n(${kept})`, {
+    failure: err.failure,
+    ...(err.input === undefined ? {} : { input: err.input }),
+    ...(err.fix === undefined ? {} : { fix: err.fix }),
+    cause: err,
+  });
 }
 
 async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandle, opts: StartOptions): Promise<void> {

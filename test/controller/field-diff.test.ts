@@ -36,8 +36,15 @@ describe("fieldDiff", () => {
     ],
     [
       "the image",
-      (s: typeof base) => withLaunch(s, { image: "registry.local/vllm:0.12.0" }),
-      [{ path: "launch.image", old: "registry.local/vllm:0.11.0", new: "registry.local/vllm:0.12.0", group: true }],
+      (s: typeof base) => withLaunch(s, { image: "registry.local/vllm:0.12.0@sha256:" + "f".repeat(64) }),
+      [
+        {
+          path: "launch.image",
+          old: "registry.local/vllm:0.11.0@sha256:" + "e".repeat(64),
+          new: "registry.local/vllm:0.12.0@sha256:" + "f".repeat(64),
+          group: true,
+        },
+      ],
     ],
     [
       "the tensor parallel size",

@@ -783,6 +783,16 @@ export const CORPUS: CorpusCase[] = [
     expect: { file: L, path: r1(".image"), message: /the container backend needs image/ },
   },
   {
+    // Seed 000 compares the image's id with NARWHAL_ENGINE_IMAGE: a mutable tag is not an identity.
+    name: "container image given as a tag",
+    category: "backend",
+    edit: (t) => {
+      rec(t, 1)["backend"] = "container";
+      rec(t, 1)["image"] = "vllm/vllm-openai:latest";
+    },
+    expect: { file: L, path: r1(".image"), message: /image "vllm\/vllm-openai:latest" is a tag/ },
+  },
+  {
     // vLLM's NixlConnector refuses the handshake: the compatibility hash includes vllm.__version__.
     name: "the only prefill and decode pin different vLLM versions",
     category: "NIXL compatibility",

@@ -420,6 +420,8 @@ describe("rules", () => {
         "node-ssh-destination",
         "node-ssh-files",
         "node-work-dir",
+        // Tested in test/desired/rules-image.test.ts.
+        "image-identity",
       ].sort(),
     );
   });

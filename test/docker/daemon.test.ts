@@ -24,10 +24,11 @@ describe("docker test engine", () => {
   });
 
   it("has both simulator tags, with different image IDs", async () => {
-    const a = await docker.getImage(inject("simImage")).inspect();
-    const b = await docker.getImage(inject("simImageB")).inspect();
-    expect(inject("simImage")).toMatch(/^narwhal-sim:[0-9a-f]{16}$/);
-    expect(inject("simImageB")).toMatch(/^narwhal-sim:[0-9a-f]{16}$/);
+    const a = await docker.getImage(inject("simImageTag")).inspect();
+    const b = await docker.getImage(inject("simImageBTag")).inspect();
+    expect(inject("simImageTag")).toMatch(/^narwhal-sim:[0-9a-f]{16}$/);
+    expect(inject("simImageBTag")).toMatch(/^narwhal-sim:[0-9a-f]{16}$/);
+    expect(inject("simImage")).toBe(a.Id);
     expect(a.Id).toBe(inject("simImageId"));
     expect(b.Id).toBe(inject("simImageBId"));
     expect(a.Id).not.toBe(b.Id);

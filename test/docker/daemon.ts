@@ -24,12 +24,15 @@ declare module "vitest" {
     dockerHost: string;
     /** true when this test run started its own dockerd */
     dockerPrivate: boolean;
-    /** `narwhal-sim:<hash>`, variant a */
+    /** the image ID (`sha256:…`) of `narwhal-sim:<hash>`, variant a: desired states name images by identity (seed 000) */
     simImage: string;
     simImageId: string;
-    /** a second simulator tag with a different image ID (variant b) */
+    /** `narwhal-sim:<hash>`, variant a, for tests of what a tag does */
+    simImageTag: string;
+    /** a second simulator image with a different image ID (variant b), by ID */
     simImageB: string;
     simImageBId: string;
+    simImageBTag: string;
   }
 }
 
@@ -325,10 +328,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     );
     project.provide("dockerHost", host);
     project.provide("dockerPrivate", isPrivate);
-    project.provide("simImage", a.tag);
+    project.provide("simImage", a.id);
     project.provide("simImageId", a.id);
-    project.provide("simImageB", b.tag);
+    project.provide("simImageTag", a.tag);
+    project.provide("simImageB", b.id);
     project.provide("simImageBId", b.id);
+    project.provide("simImageBTag", b.tag);
   } catch (e) {
     await stop();
     throw e;

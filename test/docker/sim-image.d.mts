@@ -13,6 +13,17 @@ export declare function simImageHash(opts?: { repoRoot?: string; variant?: strin
 /** Assembles the simulator root filesystem under `root`. */
 export declare function assembleRootfs(root: string, repoRoot: string, variant: string): Promise<void>;
 
+/** Writes the image tarball (docker save layout, fixed timestamps) under `work`; its id depends only on content. */
+export declare function writeSimImageTar(
+  work: string,
+  repoRoot: string,
+  variant: string,
+  tag: string,
+): Promise<{ file: string; id: string }>;
+
+/** The image id a build gives, computed without a daemon (what examples/container-sim pins). */
+export declare function simImageId(opts?: { repoRoot?: string; variant?: string }): Promise<string>;
+
 export interface SimImage {
   /** `narwhal-sim:<16 hex>` */
   tag: string;

@@ -1,14 +1,15 @@
-// Builds the vLLM simulator into a container image with `docker import`
-// (no registry is reachable): a root filesystem assembled from the host's own
-// Debian Python 3.11 (interpreter, shared libraries, stdlib), dash, cat and the
-// stand-ins under test/sim/site, tagged `narwhal-sim:<16 hex content hash>`.
-// The image is rebuilt only when the hash of its inputs changes.
+// Builds the vLLM simulator into a container image with `docker load` of an
+// image tarball written here (no registry is reachable): a root filesystem
+// assembled from the host's own Debian Python 3.11 (interpreter, shared
+// libraries, stdlib), dash, cat and the stand-ins under test/sim/site, tagged
+// `narwhal-sim:<16 hex content hash>`. The image is rebuilt only when the hash of
+// its inputs changes, and a rebuild gives the same image id: every timestamp is fixed.
 //
 // Plain ESM with JSDoc types (declarations in sim-image.d.mts) so both
 // `npm run sim:image` (scripts/sim-image.mjs) and vitest use it without a build.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { createReadStream, readFileSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -315,11 +316,93 @@ function followProgress(docker, stream) {
       (/** @type {Error | null} */ err, /** @type {Array<{ error?: string, status?: string }>} */ out) => {
         if (err) return reject(err);
         const failed = out.find((o) => o.error);
-        if (failed) return reject(new Error(`docker import: ${failed.error}`));
+        if (failed) return reject(new Error(`docker load: ${failed.error}`));
         resolve(out);
       },
     );
   });
+}
+
+/** Every timestamp of the image: its id then depends on its content alone (a rebuild gives the same id). */
+const EPOCH = "1970-01-01T00:00:00Z";
+
+/**
+ * A tar of `dir` that is the same bytes for the same content: names sorted, every mtime the epoch,
+ * owners root, no pax headers (which would carry atime and ctime).
+ * @param {string} dir @param {string} out @param {string[]} members
+ */
+async function reproducibleTar(dir, out, members) {
+  await run("tar", [
+    "--format=gnu",
+    "--sort=name",
+    "--mtime=@0",
+    "--numeric-owner",
+    "--owner=0",
+    "--group=0",
+    "-C",
+    dir,
+    "-cf",
+    out,
+    ...members,
+  ]);
+}
+
+/**
+ * Writes the image as `docker save` writes one (manifest.json, the config, one layer) under `work`,
+ * from a rootfs assembled there, with fixed timestamps. Its id is the sha256 of the config, which names
+ * the layer by its sha256: the same inputs give the same id on every build (`docker import` stamps
+ * the import time into the config, so each build got a new id).
+ * @param {string} work @param {string} repoRoot @param {string} variant @param {string} tag
+ * @returns {Promise<{ file: string, id: string }>}
+ */
+export async function writeSimImageTar(work, repoRoot, variant, tag) {
+  const root = path.join(work, "rootfs");
+  await assembleRootfs(root, repoRoot, variant);
+  const image = path.join(work, "image");
+  await fs.mkdir(image);
+  await reproducibleTar(root, path.join(image, "layer.tar"), ["."]);
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: "amd64",
+      os: "linux",
+      created: EPOCH,
+      config: {
+        Env: [`PYTHONPATH=${SIM_SITE_DIR}`, "PATH=/usr/local/bin:/usr/bin:/bin"],
+        WorkingDir: "/",
+        Labels: { "io.narwhal.sim-variant": variant, "io.narwhal.sim-vllm": SIM_VERSION },
+        Cmd: ["python3", "-m", "vllm.entrypoints.openai.api_server", "--help"],
+      },
+      rootfs: { type: "layers", diff_ids: [`sha256:${await sha256File(path.join(image, "layer.tar"))}`] },
+      history: [{ created: EPOCH, comment: `narwhal vLLM simulator ${SIM_VERSION} (variant ${variant})` }],
+    }),
+  );
+  const configHex = createHash("sha256").update(config).digest("hex");
+  await fs.writeFile(path.join(image, `${configHex}.json`), config);
+  await fs.writeFile(
+    path.join(image, "manifest.json"),
+    JSON.stringify([{ Config: `${configHex}.json`, RepoTags: [tag], Layers: ["layer.tar"] }]),
+  );
+  const file = path.join(work, "image.tar");
+  await reproducibleTar(image, file, ["manifest.json", `${configHex}.json`, "layer.tar"]);
+  return { file, id: `sha256:${configHex}` };
+}
+
+/**
+ * The image id a build of the simulator image gives, computed without a Docker daemon (a build in a
+ * temporary directory, removed afterwards): what examples/container-sim pins.
+ * @param {{ repoRoot?: string, variant?: string }} [opts]
+ * @returns {Promise<string>}
+ */
+export async function simImageId(opts = {}) {
+  const repoRoot = opts.repoRoot ?? DEFAULT_REPO_ROOT;
+  const variant = opts.variant ?? "a";
+  const work = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-sim-build-"));
+  try {
+    const tag = `${SIM_REPO}:${await simImageHash({ repoRoot, variant })}`;
+    return (await writeSimImageTar(work, repoRoot, variant, tag)).id;
+  } finally {
+    await fs.rm(work, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -342,40 +425,21 @@ export async function ensureSimImage(opts = {}) {
   let built = false;
   if (!info) {
     log(`building ${tag} (variant ${variant})`);
-    const root = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-sim-rootfs-"));
+    const work = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-sim-build-"));
     try {
-      await assembleRootfs(root, repoRoot, variant);
-      const tar = spawn("tar", ["--numeric-owner", "--owner=0", "--group=0", "-C", root, "-cf", "-", "."], {
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let tarErr = "";
-      tar.stderr.on("data", (d) => (tarErr += d));
-      const tarDone = new Promise((resolve, reject) => {
-        tar.on("error", reject);
-        tar.on("close", (code) =>
-          code === 0 ? resolve(undefined) : reject(new Error(`tar exited ${code}: ${tarErr.trim()}`)),
-        );
-      });
-      const changes = [
-        `ENV PYTHONPATH=${SIM_SITE_DIR}`,
-        "ENV PATH=/usr/local/bin:/usr/bin:/bin",
-        "WORKDIR /",
-        `LABEL io.narwhal.sim-hash=${hash} io.narwhal.sim-variant=${variant} io.narwhal.sim-vllm=${SIM_VERSION}`,
-        'CMD ["python3","-m","vllm.entrypoints.openai.api_server","--help"]',
-      ];
-      const stream = await docker.importImage(/** @type {any} */ (tar.stdout), {
-        repo: SIM_REPO,
-        tag: hash,
-        changes,
-        message: `narwhal vLLM simulator ${SIM_VERSION} (variant ${variant})`,
-      });
-      await Promise.all([followProgress(docker, stream), tarDone]);
+      const tarball = await writeSimImageTar(work, repoRoot, variant, tag);
+      const loading = /** @type {NodeJS.ReadableStream} */ (
+        await docker.loadImage(createReadStream(tarball.file), { quiet: true })
+      );
+      await followProgress(docker, loading);
       built = true;
+      info = await inspectImage(docker, tag);
+      if (!info) throw new Error(`docker load finished but ${tag} is not on the daemon`);
+      if (info.Id !== tarball.id)
+        throw new Error(`docker load gave ${tag} the id ${info.Id}, not the sha256 of its config (${tarball.id})`);
     } finally {
-      await fs.rm(root, { recursive: true, force: true });
+      await fs.rm(work, { recursive: true, force: true });
     }
-    info = await inspectImage(docker, tag);
-    if (!info) throw new Error(`docker import finished but ${tag} is not on the daemon`);
   }
   if (tagLatest) {
     const latest = await inspectImage(docker, `${SIM_REPO}:latest`);

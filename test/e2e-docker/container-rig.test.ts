@@ -42,7 +42,7 @@ const LONG = AbortSignal.timeout(600_000);
 function specOn(h: RigHost, engine: string): EngineSpec {
   const node = nodeSpec(stateDir, { name: h.name, ssh: h.ssh } as Parameters<typeof nodeSpec>[1]);
   const base = engineSpec({ name: engine, node, backend: "container" });
-  return { ...base, launch: { ...base.launch, image: rig.simImage!.tag } };
+  return { ...base, launch: { ...base.launch, image: rig.simImage!.id } };
 }
 
 /** The spec's plan, made to run on a rig host: no GPU devices, no model mount, a command that just stays up. */

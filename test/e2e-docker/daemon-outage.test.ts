@@ -4,7 +4,7 @@
 // away while an engine is being restarted. Both are outwaited by one watch-mode
 // controller — far past its attempt budget — and the engine converges once the
 // cause is gone, without a controller restart.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -12,7 +12,7 @@ import path from "node:path";
 import { simFleet, type SimFleet } from "../e2e/sim-fleet.js";
 import { runCli, startCli, status, waitFor } from "../e2e/cli.js";
 import { startPrivateDaemon, type PrivateDaemon } from "../docker/daemon.js";
-import { ensureSimImage, simImageHash, SIM_REPO } from "../docker/sim-image.mjs";
+import { ensureSimImage } from "../docker/sim-image.mjs";
 
 type Engine = Awaited<ReturnType<typeof status>>["engines"][number];
 
@@ -28,12 +28,12 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
   let runDir: string;
   let dataRoot: string;
   let daemon: PrivateDaemon;
-  let tag: string;
+  let image: string;
   let current: { fleet: SimFleet; controller: ChildProcess; log: () => string } | undefined;
 
   /** One engine on the private daemon under a watch-mode controller. */
   async function watchFleet() {
-    const fleet = await simFleet({ engines: [{}], container: { image: tag } });
+    const fleet = await simFleet({ engines: [{}], container: { image } });
     const controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], {
       DOCKER_HOST: daemon.host,
       NARWHAL_RETRY_MAX_ATTEMPTS: String(budget),
@@ -50,7 +50,8 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
     runDir = await fs.mkdtemp(path.join(os.tmpdir(), "nw-outage-"));
     dataRoot = path.join(runDir, "data");
     daemon = await startPrivateDaemon({ runDir: path.join(runDir, "d"), dataRoot });
-    tag = `${SIM_REPO}:${await simImageHash({ variant: "a" })}`;
+    // The id is known before the image is loaded: the build is reproducible.
+    image = inject("simImageId");
   });
   // Engine containers are named narwhal-<engine> per daemon: each test's fleet goes before the next.
   afterEach(async () => {

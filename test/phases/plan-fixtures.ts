@@ -20,7 +20,7 @@ export function launchRecord(over: Partial<LaunchRecord> = {}): LaunchRecord {
   return {
     role: "prefill",
     backend: "container",
-    image: "registry.local/vllm:0.11.0",
+    image: "registry.local/vllm:0.11.0@sha256:" + "e".repeat(64),
     accelerator: H100,
     gpu_ids: ["0", "1"],
     tensor_parallel_size: 2,

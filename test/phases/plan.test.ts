@@ -187,7 +187,7 @@ describe("buildLaunchPlan: backends and paths", () => {
     expect(plan.command[0]).toBe("python3");
     expect(argAfter(plan.command, "--model")).toBe(CONTAINER_MODEL_DIR);
     expect(plan.mounts).toEqual([{ source: MODEL_DIR, target: "/model", read_only: true }]);
-    expect(plan.image).toEqual({ ref: "registry.local/vllm:0.11.0", id: IMAGE_ID });
+    expect(plan.image).toEqual({ ref: "registry.local/vllm:0.11.0@sha256:" + "e".repeat(64), id: IMAGE_ID });
     expect(plan.check.model_dir).toBe("/model");
     expect(plan.check.tokenizer).toBe("/model");
     expect(plan.model.dir).toBe(MODEL_DIR);
