@@ -17,7 +17,15 @@ import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest } from "./http.js";
 import { checkScriptPath } from "../app.js";
-import { ATTESTATION_FILE, attestationProblems, expectationOf, type Attestation } from "./attestation.js";
+import {
+  ATTESTATION_FILE,
+  attestationProblems,
+  ensureAttestation,
+  expectationOf,
+  type Attestation,
+} from "./attestation.js";
+import { readVerifiedPlan } from "./plan-binding.js";
+import type { EngineBackend } from "../backends/types.js";
 
 /** Beside check_runtime.py (src/phases, also for a built dist/): shipped to the node as it is. */
 export const sidecarScript = () => path.join(path.dirname(checkScriptPath()), "attestation_serve.py");
@@ -232,4 +240,34 @@ export async function probeSidecar(
       `the attestation served at ${url} does not speak for ${run.engine} (plan ${run.plan_sha256.slice(0, 12)}): ${problems.join("; ")}`,
     );
   return { url, sidecar_pid: sidecar.pid, node: sidecar.node, checked_at: new Date().toISOString() };
+}
+
+/**
+ * The capture step's attestation: attestation.json for the running engine (ensureAttestation),
+ * its sidecar on the engine's node (ensureSidecar), and the probe of what it serves. Each part is an
+ * ensure, so a crash at any line is resumed by running it again. null when the plan has no URL.
+ */
+export async function attestAndServe(
+  deps: SidecarDeps,
+  run: PreparedRun,
+  engine: { backend: EngineBackend; handle: EngineHandle },
+  signal: AbortSignal,
+): Promise<SidecarProof | null> {
+  const { plan } = await readVerifiedPlan(run, "capture");
+  if (!plan.attestation_url) return null;
+  const url = plan.attestation_url;
+  await ensureAttestation(run, { ...engine, host: deps.hosts.access(plan.node.name), url });
+  const sidecar = await ensureSidecar(deps, run, plan, url, signal);
+  return probeSidecar(run, engine.handle, sidecar, url, signal);
+}
+
+/** Stop an engine, then its sidecar (which would exit by itself within WATCH_SECONDS: this makes it now). */
+export async function stopEngineAndSidecar(
+  backend: EngineBackend,
+  handle: EngineHandle,
+  graceMs: number,
+  deps: SidecarDeps | undefined,
+): Promise<void> {
+  await backend.stop(handle, graceMs);
+  if (deps) await stopSidecars(deps, { token: handle.launch_token, node: handleNode(handle) });
 }
