@@ -39,7 +39,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     if (desired?.state) for (const b of Object.values(backends)) b.knowHosts?.(desired.state.specs);
     else log.warn(`desired state ${config.desiredDir} not loaded: engines on other nodes cannot be reached`);
     closeHosts = () => hosts.close();
-    const world = new World(backends, log, config.stopGraceMs);
+    const world = new World(backends, log, config.stopGraceMs, { hosts, stateDir: config.stateDir });
     // A router stops sending before anything is stopped.
     await writeServingFleet(config.stateDir, { group_signature: null, engines: [], pairs: [] });
     const stop = async (engine: string, handle: EngineHandle) => {

@@ -134,6 +134,11 @@ function details(e: StatusEngine, view: StatusView, now: number): string[] {
     lines.push(
       `  cache layout: ${e.layout.num_gpu_blocks} blocks × ${e.layout.block_size} tokens, ${e.layout.gpu_kv_cache_tokens} tokens; matches group: ${e.layout_matches_group}`,
     );
+  const att = e.layout?.attestation;
+  if (att)
+    lines.push(
+      `  attestation:  ${att.url} served by pid ${att.sidecar_pid} on node ${att.node}, bound to this engine (checked ${att.checked_at})`,
+    );
   if (e.last_error)
     lines.push(`  last error: ${e.last_error.message}${e.last_error.fix ? `\n  fix: ${e.last_error.fix}` : ""}`);
   lines.push("  history:");

@@ -78,6 +78,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       spec: (engine) => access.applied.get(engine),
       backend: (kind) => opts.backends[kind],
       hosts: opts.hosts,
+      ...(opts.failpoint ? { failpoint: opts.failpoint } : {}),
       persisted: () => access.persisted(),
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),

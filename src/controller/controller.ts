@@ -80,7 +80,10 @@ export class Controller {
     // The KV proofs' and scrapes' IO (src/phases).
     const kv: KvIo = { prove: proveKvTransfer, scrape: scrapeKvCounters };
     this.scrapes = new DecodeScrapes({ io: kv, log: opts.log, timeoutMs: opts.config.kvProofTimeoutMs });
-    this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs);
+    this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs, {
+      hosts: opts.hosts,
+      stateDir: opts.config.stateDir,
+    });
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
     const machine = providedMachine(opts, {
       applied: this.applied,

@@ -18,6 +18,8 @@ import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
+import type { Failpoint } from "../failpoints.js";
+import { attestAndServe, stopEngineAndSidecar } from "../phases/attestation-sidecar.js";
 
 export interface PhaseDeps {
   stateDir: string;
@@ -39,6 +41,7 @@ export interface PhaseDeps {
   sharedStarts: SharedStarts;
   /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
   checkpointPeers(engine: string): CheckpointObservation[];
+  failpoint?: Failpoint;
 }
 
 async function planPorts(runDir: string): Promise<number[]> {
@@ -131,18 +134,31 @@ export function phaseActors(deps: PhaseDeps) {
     capture: step("capture", async (input, signal) => {
       const handle = need(input.handle, input.engine, "capture", "engine");
       const inspection = need(input.inspection, input.engine, "capture", "inspection");
-      return capture(need(input.run, input.engine, "capture", "prepared run"), {
+      const run = need(input.run, input.engine, "capture", "prepared run");
+      const layout = await capture(run, {
         backend: backendOf(handle),
         handle,
         groupSignature: inspection.group_signature,
         signal,
       });
+      // The attestation needs the capture: then its sidecar, probed before the engine counts as captured.
+      const attestation = await attestAndServe(
+        { hosts: deps.hosts, stateDir: deps.stateDir, failpoint: deps.failpoint },
+        run,
+        { backend: backendOf(handle), handle },
+        signal,
+      );
+      return attestation ? { ...layout, attestation } : layout;
     }),
     stop: step("stop", async (input) => {
       // A router must stop sending to an engine before it is stopped.
       await deps.servingSettled();
       for (const handle of [input.handle, input.retiring?.handle ?? null]) {
-        if (handle) await backendOf(handle).stop(handle, deps.stopGraceMs);
+        if (handle)
+          await stopEngineAndSidecar(backendOf(handle), handle, deps.stopGraceMs, {
+            hosts: deps.hosts,
+            stateDir: deps.stateDir,
+          });
       }
     }),
   };

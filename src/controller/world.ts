@@ -13,6 +13,7 @@ import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
 import type { Liveness } from "./plan-types.js";
 import type { NodeFaults } from "./node-faults.js";
+import { stopEngineAndSidecar, type SidecarDeps } from "../phases/attestation-sidecar.js";
 
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
 
@@ -36,6 +37,8 @@ export class World {
     private readonly backends: Record<EngineSpec["backend"], EngineBackend>,
     private readonly log: Logger,
     private readonly stopGraceMs: number,
+    /** Where attestation sidecars run: an engine's stop stops its sidecar too. */
+    private readonly sidecars?: SidecarDeps,
   ) {}
 
   /**
@@ -106,7 +109,7 @@ export class World {
   }
 
   stop(handle: EngineHandle): Promise<void> {
-    return this.backends[handle.kind].stop(handle, this.stopGraceMs);
+    return stopEngineAndSidecar(this.backends[handle.kind], handle, this.stopGraceMs, this.sidecars);
   }
 
   /** The nodes the last listOwned could not list, with why (what runs there is not known). */

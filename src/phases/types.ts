@@ -134,4 +134,6 @@ export interface CacheLayout {
   cache_dtype: string;
   tensor_parallel_size: number;
   max_concurrency?: { tokens_per_request: number; factor: number };
+  /** The attestation sidecar the capture step started and probed (absent: the run predates sidecars). */
+  attestation?: { url: string; sidecar_pid: number; node: string; checked_at: string };
 }

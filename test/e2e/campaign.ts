@@ -8,7 +8,7 @@ import path from "node:path";
 import { createHash } from "node:crypto";
 import { expect } from "vitest";
 import type { SimFleet } from "./sim-fleet.js";
-import { kvOf, runCli, status, type CliResult } from "./cli.js";
+import { kvOf, runCli, sidecarProcesses, status, type CliResult } from "./cli.js";
 import { parseEnvFile } from "../../src/phases/plan.js";
 
 export interface KillPoint {
@@ -82,6 +82,9 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
         expect(proof.schema, `${dir}/${f}`).toBe("narwhal.kv-transfer/v1");
         expect([proof.prefill.engine, proof.decode.engine]).toContain(engine);
       }
+      // An attestation, whichever run it is in, binds that run's plan.
+      const attestation = await fs.readFile(path.join(dir, "attestation.json"), "utf8").catch(() => null);
+      if (attestation !== null) expect(JSON.parse(attestation).plan_sha256).toBe(sha256(planBytes));
       const layout = await fs.readFile(path.join(dir, "cache-layout.json"), "utf8").catch(() => null);
       if (layout !== null) expect(JSON.parse(layout).plan_sha256).toBe(sha256(planBytes));
       await assertPrivateTree(dir);
@@ -143,8 +146,35 @@ export async function assertConverged(
     `exactly one engine per desired record, no orphans: ${JSON.stringify(live)}`,
   ).toEqual([...engines].sort());
   for (const p of live) expect(p.id).toBe(out[p.engine]!.id);
+  await assertOneSidecarEach(fleet.stateDir, engines);
   await assertEvidenceIntact(fleet.stateDir);
   return out;
+}
+
+/**
+ * Exactly one attestation sidecar per engine (none for anything else), each the one status names, serving
+ * an attestation bound to the engine that runs now (its pid and plan hash).
+ */
+export async function assertOneSidecarEach(stateDir: string, engines: string[]): Promise<void> {
+  const view = await status(stateDir);
+  const sidecars = await sidecarProcesses(stateDir);
+  expect(sidecars.map((s) => s.engine).sort(), `one sidecar per engine: ${JSON.stringify(sidecars)}`).toEqual(
+    [...engines].sort(),
+  );
+  for (const s of sidecars) {
+    const e = view.engines.find((x) => x.engine === s.engine)!;
+    const plan = JSON.parse(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8"));
+    expect(s.launch_token, `${s.engine}'s sidecar serves its current run`).toBe(plan.launch_token);
+    expect(e.layout?.attestation?.sidecar_pid, `${s.engine}: status names its probed sidecar`).toBe(s.pid);
+    const served = await fetch(plan.attestation_url, { signal: AbortSignal.timeout(10_000) });
+    expect(served.status).toBe(200);
+    expect(await served.json()).toMatchObject({
+      schema: "narwhal.attestation/v1",
+      engine: s.engine,
+      plan_sha256: e.plan_sha256,
+      process: { pid: e.pid ?? expect.any(Number) },
+    });
+  }
 }
 
 export interface PlanEdit {

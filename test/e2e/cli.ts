@@ -55,9 +55,9 @@ export async function status(
   return JSON.parse(r.stdout) as StatusView;
 }
 
-/** Engine processes (group leaders) whose environment names this state directory. */
-export async function engineProcesses(stateDir: string): Promise<Array<{ pid: number; engine: string }>> {
-  const out: Array<{ pid: number; engine: string }> = [];
+/** Group leaders whose environment names this state directory, with their environment. */
+async function ownedLeaders(stateDir: string): Promise<Array<{ pid: number; vars: Record<string, string> }>> {
+  const out: Array<{ pid: number; vars: Record<string, string> }> = [];
   for (const name of await fs.readdir("/proc")) {
     if (!/^\d+$/.test(name)) continue;
     try {
@@ -68,8 +68,7 @@ export async function engineProcesses(stateDir: string): Promise<Array<{ pid: nu
       const vars = Object.fromEntries(
         environ.split("\0").map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
       );
-      if (vars.NARWHAL_STATE_DIR === stateDir && vars.NARWHAL_ENGINE)
-        out.push({ pid: Number(name), engine: vars.NARWHAL_ENGINE });
+      if (vars.NARWHAL_STATE_DIR === stateDir) out.push({ pid: Number(name), vars });
     } catch {
       /* gone or not ours */
     }
@@ -77,10 +76,30 @@ export async function engineProcesses(stateDir: string): Promise<Array<{ pid: nu
   return out;
 }
 
+/** Engine processes (group leaders) whose environment names this state directory. */
+export async function engineProcesses(stateDir: string): Promise<Array<{ pid: number; engine: string }>> {
+  return (await ownedLeaders(stateDir))
+    .filter((p) => p.vars.NARWHAL_ENGINE)
+    .map((p) => ({ pid: p.pid, engine: p.vars.NARWHAL_ENGINE! }));
+}
+
+/** Attestation sidecars this state directory runs: the engine each serves and that engine's launch token. */
+export async function sidecarProcesses(
+  stateDir: string,
+): Promise<Array<{ pid: number; engine: string; launch_token: string }>> {
+  return (await ownedLeaders(stateDir))
+    .filter((p) => p.vars.NARWHAL_ATTESTATION_TOKEN)
+    .map((p) => ({
+      pid: p.pid,
+      engine: p.vars.NARWHAL_ATTESTATION_ENGINE ?? "?",
+      launch_token: p.vars.NARWHAL_ATTESTATION_TOKEN!,
+    }));
+}
+
 /** Stop everything a test's state directory owns, even if the test failed midway. */
 export async function teardown(stateDir: string): Promise<void> {
   await runCli(["down", "--state", stateDir]);
-  for (const p of await engineProcesses(stateDir)) {
+  for (const p of [...(await engineProcesses(stateDir)), ...(await sidecarProcesses(stateDir))]) {
     try {
       process.kill(-p.pid, "SIGKILL");
     } catch {

@@ -8,7 +8,9 @@ import net from "node:net";
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { engineFleet, readJson, SHARED_GPU, type EngineFleet } from "./engine-fleet.js";
-import { engineProcesses, runCli, teardown } from "./cli.js";
+import { createHash } from "node:crypto";
+import { engineProcesses, runCli, startCli, teardown, waitFor } from "./cli.js";
+import { httpRequest } from "../../src/phases/http.js";
 import { assertPrivateTree } from "./campaign.js";
 import { ENGINE_ACTIONS } from "../../src/cli/engine/command.js";
 
@@ -238,6 +240,46 @@ describe("narwhal engine on the native backend", () => {
     );
     expect(fromLayout.details.bytes_per_rank).toBe(fromLog.details.bytes_per_rank);
 
+    // native-capture binds the attestation to the running process and the run's evidence, byte for byte.
+    const attested = ok(await f.engine(["native-capture", "--run", run.main!]));
+    const attFile = path.join(run.main!, "attestation.json");
+    const att = await readJson(attFile);
+    expect(attested.details.attestation).toEqual(att);
+    const sha = async (name: string) =>
+      createHash("sha256")
+        .update(await fs.readFile(path.join(run.main!, name)))
+        .digest("hex");
+    expect(att).toMatchObject({
+      schema: "narwhal.attestation/v1",
+      engine: "engine-1",
+      launch_token: handle.launch_token,
+      process: { kind: "native", pid: handle.pid, boot_id: handle.boot_id, start_ticks: handle.start_ticks },
+      plan_sha256: await sha("launch.json"),
+      checked_sha256: await sha("checked.json"),
+      model: { config_sha256: (await readJson(path.join(run.main!, "launch.json"))).model.config_sha256 },
+      cache_layout: { sha256: await sha("cache-layout.json"), num_gpu_blocks: layout.num_gpu_blocks },
+      nixl_compat_hash: (await readJson(path.join(run.main!, "nixl-compat.json"))).hash,
+      handshake_policy: { sha256: await sha("handshake-policy.json") },
+    });
+    const twiceAttested = await f.engine(["native-capture", "--run", run.main!]);
+    expect(twiceAttested.code).toBe(1);
+    expect(twiceAttested.stderr).toMatch(/attestation.json already exists/);
+
+    // attestation-serve: GET on the URL's path returns the file's bytes; other paths 404, other methods 405; SIGTERM ends it with 0.
+    const serve = startCli(["engine", "attestation-serve", "--run", run.main!, "--state", f.stateDir]);
+    const served = await waitFor("the attestation served", () =>
+      httpRequest(att.attestation_url, { timeoutMs: 1000 }).catch(() => undefined),
+    );
+    expect(served.status).toBe(200);
+    expect(served.body.toString()).toBe(await fs.readFile(attFile, "utf8"));
+    const u = new URL(att.attestation_url);
+    expect((await httpRequest(`${u.origin}/elsewhere`, { timeoutMs: 1000 })).status).toBe(404);
+    expect((await httpRequest(att.attestation_url, { body: {}, timeoutMs: 1000 })).status).toBe(405);
+    const exited = new Promise<number | null>((resolve) => serve.once("close", resolve));
+    serve.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    await expect(httpRequest(att.attestation_url, { timeoutMs: 1000 })).rejects.toThrow();
+
     const stopped = ok(await f.engine(["stop-native", "--run", run.main!]));
     expect(stopped.details).toMatchObject({
       pid: handle.pid,
@@ -252,6 +294,15 @@ describe("narwhal engine on the native backend", () => {
     const twice = await f.engine(["stop-native", "--run", run.main!]);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toMatch(/native-stop.json already exists/);
+    // An attestation binds a running engine only: set the written one aside, and native-capture refuses the stopped engine.
+    await fs.rename(attFile, `${attFile}.kept`);
+    const gone = await f.engine(["native-capture", "--run", run.main!]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(
+      new RegExp(`engine-1 is not running as recorded.*process ${handle.pid} .*is not running`),
+    );
+    await expect(fs.access(attFile)).rejects.toThrow();
+    await fs.rename(`${attFile}.kept`, attFile);
     // A whole lifecycle's evidence, the key's environment beside it, written as seed 000's `umask 077` shell writes it.
     expect(await assertPrivateTree(run.main!)).toBeGreaterThanOrEqual(12);
   });

@@ -29,7 +29,7 @@ const COLD: KillPoint[] = [
     [1, 2],
   ),
   ...at(["native:check:running", "native:spawn:before", "native:spawn:after"], [1, 2]),
-  ...at(["kv:prove:before", "kv:prove:after"], [1]),
+  ...at(["kv:prove:before", "kv:prove:after", "attest:spawn:before", "attest:spawn:after"], [1]),
   ...at(["state:write:before", "state:write:after"], [1, 5, 9, 13]),
 ];
 

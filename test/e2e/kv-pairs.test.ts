@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { simFleet } from "./sim-fleet.js";
-import { CLI, TEST_ENV, kvOf, runCli, status, teardown, type CliResult } from "./cli.js";
+import { CLI, TEST_ENV, kvOf, runCli, sidecarProcesses, status, teardown, type CliResult } from "./cli.js";
 import { readState } from "../../src/state/store.js";
 import { readServingFleet } from "../../src/controller/serving-file.js";
 import { REPO } from "./sim-fleet.js";
@@ -55,6 +55,24 @@ describe("the default desired/ proves its prefill → decode pair", () => {
     expect(serving?.engines.map((e) => e.engine)).toEqual(["engine-1", "engine-2"]);
     const shown = await runCli(["status", "--state", stateDir, "--desired", desired]);
     expect(shown.stdout).toMatch(/engine-1 → engine-2 {2}proven/);
+
+    // One attestation sidecar beside each engine, probed by the capture step, bound to the engine that runs.
+    const sidecars = await sidecarProcesses(stateDir);
+    expect(sidecars.map((s) => s.engine).sort()).toEqual(["engine-1", "engine-2"]);
+    for (const s of sidecars) {
+      const e = state.engines[s.engine]!;
+      const plan = JSON.parse(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8"));
+      expect(s.launch_token).toBe(plan.launch_token);
+      expect(e.layout?.attestation).toMatchObject({ url: plan.attestation_url, sidecar_pid: s.pid, node: "local" });
+      const attestation = JSON.parse(await fs.readFile(path.join(e.run_dir!, "attestation.json"), "utf8"));
+      expect(attestation).toMatchObject({ engine: s.engine, attestation_url: plan.attestation_url });
+      expect(attestation.process.pid).toBe(e.handle?.kind === "native" ? e.handle.pid : null);
+    }
+    const one = await runCli(["status", "engine-1", "--state", stateDir, "--desired", desired]);
+    expect(one.stdout).toMatch(/attestation: {2}http:\/\/127\.0\.0\.1:18111\/v1\/attestation served by pid \d+/);
+    // `down` stops them with their engines (not left to notice their engine is gone).
+    expect((await runCli(["down", "--state", stateDir])).code).toBe(0);
+    expect(await sidecarProcesses(stateDir)).toEqual([]);
   });
 });
 

@@ -8,7 +8,7 @@ import fs from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseEnviron } from "../../src/hosts/proc-parse.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
-import { engineProcesses, kvOf, runCli, status, teardown } from "./cli.js";
+import { engineProcesses, kvOf, runCli, sidecarProcesses, status, teardown } from "./cli.js";
 import { killAt, reconcileOnce } from "./campaign.js";
 import { rigFleet, RIG_PORTS, RIG_WORK_DIR, type RigFleet } from "./rig-fleet.js";
 
@@ -87,6 +87,14 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
       expect(proof).toMatchObject({ passed: true, side_channel: { host: a.address, port: RIG_PORTS.nixl } });
       expect(proof.prefill.node).not.toBe(proof.decode.node);
     }
+    // Each engine's attestation sidecar runs on the engine's own node (its namespace), probed by the controller.
+    const sidecars = await sidecarProcesses(fleet.stateDir);
+    expect(sidecars.map((s) => s.engine).sort()).toEqual(["engine-1", "engine-2"]);
+    for (const s of sidecars) {
+      const e = view.engines.find((x) => x.engine === s.engine)!;
+      expect(await netnsOf(s.pid)).toBe(await (s.engine === "engine-1" ? a : b).netnsInode());
+      expect(e.layout?.attestation).toMatchObject({ sidecar_pid: s.pid, node: (s.engine === "engine-1" ? a : b).name });
+    }
   });
 
   it("a second reconcile --once starts nothing: the engines are found on their nodes", async () => {
@@ -94,6 +102,7 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
     const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
     expect(r.code, r.stderr).toBe(0);
     expect(await pidsByEngine(fleet.stateDir)).toEqual(before);
+    expect((await sidecarProcesses(fleet.stateDir)).length).toBe(2);
   });
 
   it("host B unreachable blocks only engine-2 (NodeReachable=False); back again, nothing restarts", async () => {

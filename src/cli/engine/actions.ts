@@ -36,7 +36,7 @@ import { LocalHost } from "../../hosts/local.js";
  * The manual engine actions run in the engine-role shell on the engine's own host (seed 001),
  * so the node their listener and GPU checks read is this machine.
  */
-function thisHost(ctx: ActionContext, node = "local"): LocalHost {
+export function thisHost(ctx: ActionContext, node = "local"): LocalHost {
   return new LocalHost(node, ctx.config.hostEnv);
 }
 

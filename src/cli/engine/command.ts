@@ -18,6 +18,7 @@ import {
   startSharedAction,
   stopNativeAction,
 } from "./actions.js";
+import { attestationServeAction, nativeCaptureAction } from "./attestation-actions.js";
 import { withActionContext, type ActionContext } from "./context.js";
 import { renderResult, type EngineResult } from "./result.js";
 
@@ -71,6 +72,16 @@ export const ENGINE_ACTIONS = [
     "stop-native",
     "native",
     "Validate recorded boot ID and process start ticks, then stop the owned process groups and write native-stop.json.",
+  ],
+  [
+    "native-capture",
+    "container, native",
+    "Apply the recorded engine environment to Narwhal's model, cache, NIXL and handshake checks, then write a process-bound attestation.json.",
+  ],
+  [
+    "attestation-serve",
+    "container, native",
+    "Serve the run's process-bound attestation at the path and port of its attestation URL until SIGTERM.",
   ],
 ] as const;
 
@@ -235,5 +246,11 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
   action("stop-native")
     .addOption(runOpt())
     .action(run((ctx, o) => stopNativeAction(ctx, oneRun("stop-native", o.run))));
+  action("native-capture")
+    .addOption(runOpt())
+    .action(run((ctx, o) => nativeCaptureAction(ctx, oneRun("native-capture", o.run))));
+  action("attestation-serve")
+    .addOption(runOpt())
+    .action(run((ctx, o) => attestationServeAction(ctx, oneRun("attestation-serve", o.run))));
   return engine;
 }
