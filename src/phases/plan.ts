@@ -4,6 +4,7 @@
 import type { EngineSpec } from "../desired/types.js";
 import type { Inspection } from "./types.js";
 import type { ModelMeta } from "./model-meta.js";
+import { optsIntoRemoteCode } from "../desired/remote-code.js";
 
 export const PLAN_SCHEMA = "narwhal.launch/v1";
 export const SECRET_ENV = ["VLLM_API_KEY"] as const;
@@ -172,7 +173,6 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     "--no-enable-prefix-caching",
     "--kv-transfer-config",
     JSON.stringify(KV_TRANSFER_CONFIG),
-    ...(meta.auto_map ? ["--trust-remote-code"] : []),
     // An engine sharing its GPU takes exactly its recorded fraction of device memory.
     ...(launch.shared_device ? ["--gpu-memory-utilization", launch.shared_device.gpu_memory_utilization] : []),
     ...extra,
@@ -231,7 +231,8 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
       file_sha256: modelFileSha256 ?? null,
       served_name: spec.model.served_name,
       revision: spec.model.revision ?? null,
-      trust_remote_code: meta.auto_map,
+      // The operator's opt-in (remote-code.ts); inspection refused a plan where it and the auto_map disagree.
+      trust_remote_code: optsIntoRemoteCode(extra),
       conv_ssm: meta.conv_ssm,
     },
     kv_transfer_config: { ...KV_TRANSFER_CONFIG },
