@@ -38,7 +38,7 @@ export interface LaunchPlan {
   docker_host?: string;
   runtime_identity: string;
   group_signature: string;
-  /** Full serving argv (no secrets: the API key travels in container.env). */
+  /** Full serving argv (no secrets: the API key travels in the run's engine.env / container.env). */
   command: string[];
   environment: Record<string, string>;
   secret_environment: string[];
@@ -138,7 +138,7 @@ export interface PlanInputs {
   modelFileSha256?: string | null;
 }
 
-/** Build launch.json's content and the engine's full environment (secrets included, for container.env only). */
+/** Build launch.json's content and the engine's full environment (secrets included, for the run's env file only: run-env.ts). */
 export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt, modelFileSha256 }: PlanInputs): {
   plan: LaunchPlan;
   env: Record<string, string>;
@@ -255,13 +255,13 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
   return { plan, env };
 }
 
-/** container.env: KEY=VALUE lines (values single-line; the launcher never writes newlines). */
+/** engine.env / container.env (run-env.ts): KEY=VALUE lines (values single-line; the launcher never writes newlines). */
 export function renderEnvFile(env: Record<string, string>): string {
   // A newline would smuggle an extra KEY=VALUE line into the file (and past parseEnvFile); name the key, never the value.
   const multiline = Object.keys(env).filter((k) => /[\r\n]/.test(env[k]!) || /[=\r\n]/.test(k));
   if (multiline.length)
     throw new Error(
-      `environment ${multiline.join(", ")} cannot be written to container.env: names must not contain '=' and values must be single-line`,
+      `environment ${multiline.join(", ")} cannot be written to the engine's environment file: names must not contain '=' and values must be single-line`,
     );
   return (
     Object.keys(env)
