@@ -9,13 +9,15 @@ import { createHash } from "node:crypto";
 import { IoError, PhaseError, type Step } from "../errors.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { HostAccess } from "../hosts/types.js";
-import { API_KEY_FILE, ENV_FILE, LAUNCH_FILE } from "../phases/prepare.js";
+import { API_KEY_FILE, LAUNCH_FILE } from "../phases/prepare.js";
+import { ENV_FILES } from "../phases/run-env.js";
 import type { PreparedRun } from "../phases/types.js";
 
 /** Run-directory files an engine reads on its node, with their modes there. Absent ones are skipped. */
 const RUN_FILES: ReadonlyArray<{ name: string; mode: number }> = [
   { name: LAUNCH_FILE, mode: 0o400 },
-  { name: ENV_FILE, mode: 0o600 },
+  // engine.env, or container.env of a run prepared before engine.env: whichever the run holds.
+  ...ENV_FILES.map((name) => ({ name, mode: 0o600 })),
   { name: API_KEY_FILE, mode: 0o400 },
 ];
 

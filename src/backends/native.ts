@@ -3,14 +3,12 @@
 // HostAccess). It is found again after a controller crash by the launch token in
 // its environment, and is "ours" only while its node's boot id and its start tick
 // match the record.
-import fs from "node:fs/promises";
 import path from "node:path";
 import { randomUUID, createHash } from "node:crypto";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
-import { parseEnvFile } from "../phases/plan.js";
-import { ENV_FILE } from "../phases/prepare.js";
+import { readRunEnv } from "../phases/run-env.js";
 import { IoError, nodeFaultOf, PhaseError } from "../errors.js";
 import type {
   EngineBackend,
@@ -64,7 +62,7 @@ export class NativeBackend implements EngineBackend {
    * node starts from the controller's host environment; a remote one from its own (sshd's).
    */
   private async engineEnv(run: PreparedRun, where: RunOnNode): Promise<Record<string, string>> {
-    const env = parseEnvFile(await fs.readFile(path.join(run.dir, ENV_FILE), "utf8"));
+    const { env } = await readRunEnv(run.dir);
     // NARWHAL_STATE_DIR scopes ownership: two controllers on one host never adopt each other's engines.
     // NARWHAL_NODE: hosts that share a process table (test rigs, two records for one machine) never adopt each other's.
     const scope = { NARWHAL_STATE_DIR: this.opts.stateDir, NARWHAL_NODE: where.host.node };

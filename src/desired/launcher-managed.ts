@@ -21,7 +21,7 @@ export const LAUNCHER_MANAGED_FLAGS: ReadonlySet<string> = new Set([
   "--dtype",
   "--kv-cache-dtype",
   "--block-size",
-  "--trust-remote-code",
+  // --trust-remote-code is the operator's opt-in (remote-code.ts); the negation only restates the default.
   "--no-trust-remote-code",
 ]);
 

@@ -7,6 +7,7 @@ import type { ValidationIssue } from "../errors.js";
 import { pairEngines } from "./engine-pairs.js";
 import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
 import { flagName, LAUNCHER_MANAGED_ENV, managedFlagOf } from "./launcher-managed.js";
+import { remoteCodeSpellingProblem } from "./remote-code.js";
 import { launchIssue, type RecordRule } from "./rule-context.js";
 import { ENV_FILE } from "./rules-variables.js";
 import type { ParsedLaunchRecord } from "./schemas.js";
@@ -87,6 +88,20 @@ export const launchExtraRules: RecordRule[] = [
       }
       return out;
     },
+  },
+  {
+    name: "remote-code-opt-in",
+    needs: "launch",
+    // The opt-in must read the same to narwhal, the runtime check and vLLM's parser (remote-code.ts).
+    check: ({ vars, launch }) =>
+      Object.entries(launch.engines).flatMap(([name, r]) =>
+        servingArgs(r, vars).flatMap((arg) => {
+          const problem = remoteCodeSpellingProblem(arg);
+          return problem
+            ? [launchIssue("remote-code-opt-in", name, ["runtime", "extra_args"], `${name}: ${problem}`)]
+            : [];
+        }),
+      ),
   },
   {
     name: "gguf-model",

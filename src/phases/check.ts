@@ -2,6 +2,7 @@
 // findings to the plan (checked.json). Each attempt is appended to the
 // backend's check log; a repeated successful check keeps the original
 // checked.json; a failure writes no checked.json.
+import { MODEL_RULES } from "./model-meta.js";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type { CheckResult, PreparedRun } from "./types.js";
@@ -71,6 +72,8 @@ export function checkInput(plan: LaunchPlan, planSha: string): Record<string, un
     serve_command: plan.command,
     // The operator's part of it, so a rejection can be traced to runtime.extra_args or to the launcher.
     extra_args: plan.launch_record.runtime.extra_args,
+    // The one list of convolutional-SSM model types and config keys prepare used too.
+    model_rules: MODEL_RULES,
   };
 }
 

@@ -8,7 +8,9 @@ native engines, ``python3`` in a temporary container for images), stdlib only:
 
 INPUT: plan_sha256, expected_packages {dist: version}, model_dir, tokenizer,
 hf_config_path, trust_remote_code, kv_connector, kv_transfer_config, environment,
-serve_command (the plan's complete argv), extra_args (the operator's part of it).
+serve_command (the plan's complete argv), extra_args (the operator's part of it),
+model_rules (narwhal's model-meta.ts MODEL_RULES: the convolutional-SSM model types
+and config keys, the one list prepare uses too).
 
 Checks, in order, each recorded: exact distribution versions; vllm.version.__version__
 (captured as vllm_api_version); the serving command parsed by the runtime's own vLLM parser
@@ -31,13 +33,11 @@ import sys
 import types
 
 RESULT_PREFIX = "NARWHAL_CHECK_RESULT "
-SSM_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "falcon_h1", "nemotron_h", "jamba", "bamba",
-                   "zamba2", "granitemoehybrid", "plamo2", "qwen3_next", "lfm2"}
-SSM_CONV_KEYS = ("conv_kernel", "mamba_d_conv", "linear_conv_kernel_dim", "conv_L_cache")
 NIXL_MODULES = {"NixlConnector": "nixl._api"}
 FIELDS = {"plan_sha256": str, "expected_packages": dict, "model_dir": str, "tokenizer": (str, type(None)),
           "hf_config_path": (str, type(None)), "trust_remote_code": bool, "kv_connector": str,
-          "kv_transfer_config": dict, "environment": dict, "serve_command": list, "extra_args": list}
+          "kv_transfer_config": dict, "environment": dict, "serve_command": list, "extra_args": list,
+          "model_rules": dict}
 API_SERVER = "vllm.entrypoints.openai.api_server"
 CLI_MAIN = "vllm.entrypoints.cli.main"
 FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w.-]*")
@@ -69,10 +69,17 @@ def read_json(path):
         return json.load(handle)
 
 
-def is_conv_ssm(config):
-    if str(config.get("model_type", "")).lower() in SSM_MODEL_TYPES:
+def is_conv_ssm(config, rules):
+    """model-meta.ts isConvSsmConfig, on the lists it passes (rules = its MODEL_RULES)."""
+    if str(config.get("model_type") or "").lower() in rules["conv_ssm_model_types"]:
         return True
-    return any(config.get(key) is not None for key in SSM_CONV_KEYS)
+    return any(config.get(key) is not None for key in rules["conv_ssm_config_keys"])
+
+
+def has_auto_map(config):
+    """model-meta.ts hasAutoMap: present AND non-empty (an object with an entry, or the legacy array form)."""
+    value = config.get("auto_map")
+    return isinstance(value, (dict, list)) and len(value) > 0
 
 
 def check_packages(c):
@@ -282,7 +289,7 @@ def check_custom_code(c, config_path):
             data = read_json(path) if os.path.isfile(path) else None
         except (OSError, ValueError):
             data = None
-        if isinstance(data, dict) and data.get("auto_map"):
+        if isinstance(data, dict) and has_auto_map(data):
             sources.append(path)
     required = bool(sources)
     c.result["requires_trust_remote_code"] = required
@@ -291,18 +298,20 @@ def check_custom_code(c, config_path):
     if required and not flag:
         c.fail("trust_remote_code", f"{', '.join(sources)} declare(s) an auto_map (custom code) but the plan does "
                "not pass --trust-remote-code.",
-               f"Review the checkpoint's code; {REDISCOVER} so the launch record adds --trust-remote-code.")
+               "Review the code the auto_map names, then add --trust-remote-code to runtime.extra_args (or "
+               "NARWHAL_ENGINE_ARGS) and prepare a new run.", "runtime.extra_args")
     elif flag and not required:
         c.fail("trust_remote_code", "The plan passes --trust-remote-code but neither the model nor the tokenizer "
                "metadata declares an auto_map.",
-               f"Remove --trust-remote-code from runtime.extra_args and {REDISCOVER}.")
+               "Remove --trust-remote-code from runtime.extra_args (and NARWHAL_ENGINE_ARGS) and prepare a new run.",
+               "runtime.extra_args")
     else:
         say(f"ok   custom code: auto_map {'present' if required else 'absent'}, --trust-remote-code "
             f"{'set' if flag else 'not set'}")
 
 
 def check_ssm(c, config):
-    required = is_conv_ssm(config)
+    required = is_conv_ssm(config, c.plan["model_rules"])
     layout = c.plan["environment"].get("VLLM_SSM_CONV_STATE_LAYOUT")
     c.result["ssm"] = {"required": required, "layout": layout}
     if not required:

@@ -1,6 +1,7 @@
 // The model half of host inspection, read on the engine's node: the config.json
 // digest the launch record pins, the whole checkpoint's manifest and tree digest, the metadata the plan derives flags from
 // (auto_map, convolutional SSM state), and a GGUF file's digest. Read here,
+// with the operator's remote-code opt-in compared against the auto_map,
 // before prepare, so prepare builds the plan from what the node holds and
 // never reads a checkpoint on the controller's machine.
 
@@ -12,7 +13,8 @@ import { fileSha256OnNode, modelConfigSha256 } from "./host/model-hash.js";
 import { modelManifest, type ModelManifest } from "./host/model-manifest.js";
 import { problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import { readModelMeta, type ModelMeta } from "./model-meta.js";
-import { lastFlagValue } from "./plan.js";
+import { CONTAINER_MODEL_DIR, lastFlagValue } from "./plan.js";
+import { optsIntoRemoteCode, TRUST_REMOTE_CODE } from "../desired/remote-code.js";
 
 export interface ModelObservation {
   /** undefined when config.json could not be read (a problem says why). */
@@ -72,16 +74,55 @@ export async function observeModel(
             return undefined;
           },
         );
-  // Native paths resolve on the host (seed 000): a separate tokenizer or HF config named in the
-  // serving arguments is read there too. A container's paths resolve inside the image instead.
   const extra = spec.launch.runtime.extra_args;
-  const tokenizer = spec.backend === "native" ? lastFlagValue(extra, "--tokenizer") : undefined;
-  const hfConfig = spec.backend === "native" ? lastFlagValue(extra, "--hf-config-path") : undefined;
-  const meta = await readModelMeta(host, spec.model.dir, tokenizer, hfConfig);
+  const where = (flag: string) => metadataPath(spec, lastFlagValue(extra, flag));
+  const meta = await readModelMeta(host, spec.model.dir, where("--tokenizer"), where("--hf-config-path"));
+  problems.push(...remoteCodeProblems(spec, host.node, meta));
   // A GGUF file inside the directory (the rules require it) was hashed by the manifest already: not read twice.
   const listed = spec.model.path
     ? manifest?.files.find((f) => f.path === path.posix.relative(spec.model.dir, spec.model.path!))?.sha256
     : undefined;
   const fileSha = spec.model.path ? (listed ?? (await ggufSha256(host, spec.model.path, signal, problems))) : null;
   return { config_sha256: configSha, meta, file_sha256: fileSha, manifest };
+}
+
+/**
+ * Where prepare reads a --tokenizer / --hf-config-path on the engine's node (seed 000: "Native paths
+ * resolve on the host; container paths resolve inside the image and its mounts"). Native: the path
+ * itself. Container: a host path under model.dir, or one under /model (the model mount), is the
+ * host's model directory; any other path is inside the image, null: the container check reads it.
+ */
+export function metadataPath(spec: EngineSpec, value: string | undefined): string | null | undefined {
+  if (value === undefined || spec.backend === "native") return value;
+  const dir = spec.model.dir.replace(/\/+$/, "");
+  if (value === dir || value.startsWith(`${dir}/`)) return value;
+  if (value === CONTAINER_MODEL_DIR || value.startsWith(`${CONTAINER_MODEL_DIR}/`))
+    return dir + value.slice(CONTAINER_MODEL_DIR.length);
+  return null;
+}
+
+/** The operator's --trust-remote-code and the checkpoint's auto_map must agree (remote-code.ts). */
+export function remoteCodeProblems(spec: EngineSpec, node: string, meta: ModelMeta): InspectionProblem[] {
+  const optIn = optsIntoRemoteCode(spec.launch.runtime.extra_args);
+  const sources = meta.auto_map_sources ?? [];
+  if (meta.auto_map && !optIn)
+    return [
+      {
+        message: `${spec.name}: ${sources.join(", ")} on node ${node} declare(s) an auto_map, so loading this checkpoint runs its own Python code, and runtime.extra_args does not opt in with ${TRUST_REMOTE_CODE}`,
+        input: "runtime.extra_args",
+        fix: `Review the code the auto_map names (the checkpoint's *.py files), then add "${TRUST_REMOTE_CODE}" to ${spec.name}'s runtime.extra_args (or NARWHAL_ENGINE_ARGS); narwhal never runs remote code unasked.`,
+        failure: "terminal",
+      },
+    ];
+  // A tokenizer or config inside the image is read by the container check, which verifies the opt-in there.
+  if (optIn && !meta.auto_map && !meta.in_image?.length)
+    return [
+      {
+        message: `${spec.name}: runtime.extra_args passes ${TRUST_REMOTE_CODE} but neither the model (${spec.model.dir}) nor the tokenizer metadata on node ${node} declares an auto_map`,
+        input: "runtime.extra_args",
+        fix: `Remove ${TRUST_REMOTE_CODE} from ${spec.name}'s runtime.extra_args (and NARWHAL_ENGINE_ARGS): this checkpoint has no remote code to trust.`,
+        failure: "terminal",
+      },
+    ];
+  return [];
 }

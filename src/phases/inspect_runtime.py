@@ -10,7 +10,8 @@ temporary container for images), stdlib plus the runtime's own packages:
 
 INPUT: mode ("model-dimensions" | "handshake-policy" | "block-grouping"),
 plan_sha256, model_dir, hf_config_path, trust_remote_code, dtype, kv_cache_dtype,
-block_size, tensor_parallel_size, kv_transfer_config, environment.
+block_size, tensor_parallel_size, kv_transfer_config, environment, model_rules
+(narwhal's MODEL_RULES, applied through check_runtime.py's is_conv_ssm).
 
 The model is read through the runtime's transformers.AutoConfig; the connector
 through vLLM's KVConnectorFactory and the installed NIXL. The last stdout line
@@ -25,9 +26,6 @@ import types
 
 RESULT_PREFIX = "NARWHAL_INSPECT_RESULT "
 MODES = ("model-dimensions", "handshake-policy", "block-grouping")
-SSM_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "falcon_h1", "nemotron_h", "jamba", "bamba",
-                   "zamba2", "granitemoehybrid", "plamo2", "qwen3_next", "lfm2"}
-SSM_CONV_KEYS = ("conv_kernel", "mamba_d_conv", "linear_conv_kernel_dim", "conv_L_cache")
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "bfloat16": 2, "float16": 2}
 NIXL_DISTRIBUTIONS = ("nixl", "nixl-rocm")
@@ -41,6 +39,13 @@ class InspectionFailed(Exception):
 
 def say(line):
     print(line, flush=True)
+
+
+def is_conv_ssm(config, rules):
+    """check_runtime.py's is_conv_ssm (this script ships alone into the runtime), on the same passed lists."""
+    if str(config.get("model_type") or "").lower() in rules["conv_ssm_model_types"]:
+        return True
+    return any(config.get(key) is not None for key in rules["conv_ssm_config_keys"])
 
 
 def model_config(plan):
@@ -78,7 +83,7 @@ def dimensions(plan):
         raise InspectionFailed("kv_cache_dtype", f"unknown cache dtype {cache_dtype}", "Set runtime.kv_cache_dtype to auto or a vLLM cache dtype.")
     kv_heads_per_rank = max(1, kv_heads // tp)
     block = plan["block_size"]
-    ssm = str(config.get("model_type", "")).lower() in SSM_MODEL_TYPES or any(config.get(k) is not None for k in SSM_CONV_KEYS)
+    ssm = is_conv_ssm(config, plan["model_rules"])
     return {
         "config_source": source, "architecture": (config.get("architectures") or [None])[0],
         "model_type": config.get("model_type"), "num_hidden_layers": layers, "num_attention_heads": heads,

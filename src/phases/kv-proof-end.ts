@@ -2,11 +2,9 @@
 // (endpoint, served name, side channel, block size) and the API key, read
 // with the helpers every step after check uses. The key stays in memory, in
 // the request headers only: it is never logged or written into evidence.
-import fs from "node:fs/promises";
-import path from "node:path";
 import type { LaunchPlan } from "./plan.js";
-import { lastFlagValue, parseEnvFile } from "./plan.js";
-import { ENV_FILE } from "./prepare.js";
+import { lastFlagValue } from "./plan.js";
+import { ENV_FILES, readRunEnv } from "./run-env.js";
 import { loadCheckedRun } from "./checked-run.js";
 import { refusal } from "./action-error.js";
 import { planHasKey } from "./key-enforcement.js";
@@ -47,19 +45,20 @@ export async function readProofEnd(end: ProofEnd): Promise<ReadEnd> {
     );
   const headers: Record<string, string> = {};
   if (planHasKey(plan)) {
-    let text: string;
+    let env: Record<string, string>;
     try {
-      text = await fs.readFile(path.join(end.run_dir, ENV_FILE), "utf8");
+      ({ env } = await readRunEnv(end.run_dir));
     } catch (err) {
-      throw refusal(KV_PROOF_ACTION, `${ENV_FILE} in ${end.run_dir} is unreadable: ${(err as Error).message}`, {
+      const names = ENV_FILES.join(" / ");
+      throw refusal(KV_PROOF_ACTION, `${names} in ${end.run_dir} is unreadable: ${(err as Error).message}`, {
         engine: end.engine,
         run: end.run_dir,
-        input: ENV_FILE,
+        input: names,
         retryable: true,
-        fix: `Restore read access to ${path.join(end.run_dir, ENV_FILE)} (the engine's key lives there).`,
+        fix: `Restore read access to the environment file (${names}) in ${end.run_dir} (the engine's key lives there).`,
       });
     }
-    const key = parseEnvFile(text).VLLM_API_KEY;
+    const key = env.VLLM_API_KEY;
     if (key) headers.Authorization = `Bearer ${key}`;
   }
   const block = Number(lastFlagValue(plan.command, "--block-size"));

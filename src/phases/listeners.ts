@@ -6,11 +6,9 @@
 // environment (NARWHAL_NODE_<n>_ATTESTATION_URL) takes precedence over the prepared one.
 // The listeners are read and bound on the engine's node (`access`); the plan and
 // its env file are the controller's own prepared run, read here.
-import fs from "node:fs/promises";
-import path from "node:path";
 import { parseEndpoint } from "../desired/urls.js";
-import { ENV_FILE } from "./prepare.js";
-import { parseEnvFile, type LaunchPlan } from "./plan.js";
+import type { LaunchPlan } from "./plan.js";
+import { readRunEnv } from "./run-env.js";
 import { checkPlannedPorts, type PlannedPort } from "./host/ports.js";
 import type { HostAccess } from "../hosts/types.js";
 
@@ -18,7 +16,7 @@ export interface ListenerCheck {
   purpose: "http" | "nixl side channel" | "attestation";
   host: string;
   port: number;
-  /** Where the address came from: launch.json, container.env or a variable. */
+  /** Where the address came from: launch.json, engine.env / container.env or a variable. */
   source: string;
   free: boolean;
   error?: string;
@@ -48,7 +46,8 @@ export async function checkListeners(
   plan: LaunchPlan,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<ListenerCheck[]> {
-  const engineEnv = parseEnvFile(await fs.readFile(path.join(runDir, ENV_FILE), "utf8"));
+  // Seed 001: the NIXL address from engine.env (container.env for a container, or a run prepared before engine.env).
+  const { file: envFile, env: engineEnv } = await readRunEnv(runDir);
   const wanted: Array<Omit<ListenerCheck, "free">> = [];
   const http = parseEndpoint(plan.endpoint);
   if (typeof http !== "string")
@@ -59,7 +58,7 @@ export async function checkListeners(
     purpose: "nixl side channel",
     host: "::",
     port: nixlPort,
-    source: `${ENV_FILE} VLLM_NIXL_SIDE_CHANNEL_PORT`,
+    source: `${envFile} VLLM_NIXL_SIDE_CHANNEL_PORT`,
   });
   const att = attestationUrl(plan, env);
   const attEndpoint = att.url ? parseEndpoint(att.url) : "no attestation URL";

@@ -4,6 +4,7 @@
 import type { EngineSpec } from "../desired/types.js";
 import type { Inspection } from "./types.js";
 import type { ModelMeta } from "./model-meta.js";
+import { optsIntoRemoteCode } from "../desired/remote-code.js";
 
 export const PLAN_SCHEMA = "narwhal.launch/v1";
 export const SECRET_ENV = ["VLLM_API_KEY"] as const;
@@ -37,7 +38,7 @@ export interface LaunchPlan {
   docker_host?: string;
   runtime_identity: string;
   group_signature: string;
-  /** Full serving argv (no secrets: the API key travels in container.env). */
+  /** Full serving argv (no secrets: the API key travels in the run's engine.env / container.env). */
   command: string[];
   environment: Record<string, string>;
   secret_environment: string[];
@@ -143,7 +144,7 @@ export interface PlanInputs {
   modelFileSha256?: string | null;
 }
 
-/** Build launch.json's content and the engine's full environment (secrets included, for container.env only). */
+/** Build launch.json's content and the engine's full environment (secrets included, for the run's env file only: run-env.ts). */
 export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, createdAt, modelFileSha256 }: PlanInputs): {
   plan: LaunchPlan;
   env: Record<string, string>;
@@ -178,7 +179,6 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     "--no-enable-prefix-caching",
     "--kv-transfer-config",
     JSON.stringify(KV_TRANSFER_CONFIG),
-    ...(meta.auto_map ? ["--trust-remote-code"] : []),
     // An engine sharing its GPU takes exactly its recorded fraction of device memory.
     ...(launch.shared_device ? ["--gpu-memory-utilization", launch.shared_device.gpu_memory_utilization] : []),
     ...extra,
@@ -237,7 +237,8 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
       file_sha256: modelFileSha256 ?? null,
       served_name: spec.model.served_name,
       revision: spec.model.revision ?? null,
-      trust_remote_code: meta.auto_map,
+      // The operator's opt-in (remote-code.ts); inspection refused a plan where it and the auto_map disagree.
+      trust_remote_code: optsIntoRemoteCode(extra),
       conv_ssm: meta.conv_ssm,
     },
     kv_transfer_config: { ...KV_TRANSFER_CONFIG },
@@ -262,13 +263,13 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
   return { plan, env };
 }
 
-/** container.env: KEY=VALUE lines (values single-line; the launcher never writes newlines). */
+/** engine.env / container.env (run-env.ts): KEY=VALUE lines (values single-line; the launcher never writes newlines). */
 export function renderEnvFile(env: Record<string, string>): string {
   // A newline would smuggle an extra KEY=VALUE line into the file (and past parseEnvFile); name the key, never the value.
   const multiline = Object.keys(env).filter((k) => /[\r\n]/.test(env[k]!) || /[=\r\n]/.test(k));
   if (multiline.length)
     throw new Error(
-      `environment ${multiline.join(", ")} cannot be written to container.env: names must not contain '=' and values must be single-line`,
+      `environment ${multiline.join(", ")} cannot be written to the engine's environment file: names must not contain '=' and values must be single-line`,
     );
   return (
     Object.keys(env)

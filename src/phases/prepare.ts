@@ -1,5 +1,6 @@
 // prepare: write an immutable launch plan (launch.json) and the engine's
-// private environment (container.env, 0600) into a fresh run directory.
+// private environment (engine.env for a native engine, container.env for a
+// container: run-env.ts; 0600) into a fresh run directory.
 // Ensure semantics: a run this engine already prepared for the same inputs is
 // reused, so a re-run after a crash does not fork a second plan.
 import fs from "node:fs/promises";
@@ -12,9 +13,9 @@ import { createDirAtomically, createRunDir, removePartialRuns, type RunFile } fr
 import { exists } from "../state/atomic-file.js";
 import { PhaseError } from "../errors.js";
 import { MODEL_MANIFEST_FILE } from "./host/model-manifest.js";
+import { envFileFor } from "./run-env.js";
 
 export const LAUNCH_FILE = "launch.json";
-export const ENV_FILE = "container.env";
 export const API_KEY_FILE = "api-key";
 export const INSPECTION_FILE = "inspection.json";
 
@@ -81,7 +82,7 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
   const planBytes = JSON.stringify(plan, null, 2) + "\n";
   const files: RunFile[] = [
     { name: LAUNCH_FILE, data: planBytes, mode: 0o400 },
-    { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
+    { name: envFileFor(spec.backend), data: renderEnvFile(env), mode: 0o600 },
     // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
     { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o600 },
     // seed 000's complete manifest, on its own: what tree_sha256 in launch.json stands for, file by file.

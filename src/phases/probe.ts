@@ -3,12 +3,10 @@
 // /v1/models, process_start_time_seconds in /metrics (and equal to the
 // recorded process's own start), one deterministic completion. Each response
 // is captured with an exclusive create; a repeat uses fresh names.
-import fs from "node:fs/promises";
 import path from "node:path";
 import type { EngineHandle, PreparedRun, ProbeResult } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { ENV_FILE } from "./prepare.js";
-import { parseEnvFile } from "./plan.js";
+import { readRunEnv } from "./run-env.js";
 import { readVerifiedPlan } from "./plan-binding.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest, joinUrl } from "./http.js";
@@ -32,7 +30,7 @@ export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<Probe
   const fail = (message: string, input: string, fix: string, retryable = false) =>
     new PhaseError(run.engine, "probe", message, { retryable, input, fix });
   const { plan, checked } = await readVerifiedPlan(run, "probe");
-  const env = parseEnvFile(await fs.readFile(path.join(run.dir, ENV_FILE), "utf8"));
+  const { env } = await readRunEnv(run.dir);
   const headers: Record<string, string> = {};
   if (env.VLLM_API_KEY) headers.Authorization = `Bearer ${env.VLLM_API_KEY}`;
   const files: Record<string, string> = {};

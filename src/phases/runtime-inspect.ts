@@ -4,6 +4,7 @@
 // runtime check (a process with the engine's environment, or a temporary
 // container that is always removed), and the result is written once into the
 // run directory.
+import { MODEL_RULES } from "./model-meta.js";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -44,6 +45,7 @@ export function inspectInput(plan: LaunchPlan, planSha: string, mode: InspectMod
     tensor_parallel_size: plan.gpu.tensor_parallel_size,
     kv_transfer_config: plan.kv_transfer_config,
     environment: plan.environment,
+    model_rules: MODEL_RULES,
   };
 }
 

@@ -146,7 +146,7 @@ describe("rules", () => {
     });
   });
 
-  it("extra-args-managed: plain, =-form, underscore form and --trust-remote-code", async () => {
+  it("extra-args-managed: plain, =-form, underscore form and --no-trust-remote-code; --trust-remote-code is the operator's", async () => {
     const issues = await issuesOf((t) => {
       runtime(t, 1)["extra_args"] = [
         "--max-model-len",
@@ -155,6 +155,7 @@ describe("rules", () => {
         "9",
         "--block-size=32",
         "--tensor_parallel_size=2",
+        "--no-trust-remote-code",
         "--trust-remote-code",
       ];
     });
@@ -162,6 +163,21 @@ describe("rules", () => {
     expect(paths).toEqual(
       [2, 4, 5, 6].map((n) => ["engine-launch.json", `$.engines["engine-1"].runtime.extra_args[${n}]`]),
     );
+    expect(only(issues, "remote-code-opt-in")).toEqual([]);
+  });
+
+  it("remote-code-opt-in: --trust-remote-code with a value or abbreviated is refused, in extra_args and NARWHAL_ENGINE_ARGS", async () => {
+    const issues = await issuesOf((t) => {
+      runtime(t, 1)["extra_args"] = ["--trust-remote-code=false"];
+      runtime(t, 2)["extra_args"] = ["--trust_remote_code"];
+      t.env["NARWHAL_ENGINE_ARGS"] = "--trust-remote";
+    });
+    const found = only(issues, "remote-code-opt-in").map((i) => i.message);
+    expect(found).toEqual([
+      expect.stringMatching(/^engine-1: --trust-remote-code=false gives --trust-remote-code a value/),
+      expect.stringMatching(/^engine-1: --trust-remote abbreviates --trust-remote-code/),
+      expect.stringMatching(/^engine-2: --trust-remote abbreviates --trust-remote-code/),
+    ]);
   });
 
   it("runtime-env-managed", async () => {
@@ -394,6 +410,7 @@ describe("rules", () => {
         "port-variables",
         "ports-unique-per-host",
         "ready-seconds",
+        "remote-code-opt-in",
         "required-variables",
         "rocm-devices",
         "role-matches-fleet",

@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import { expect } from "vitest";
 import type { SimFleet } from "./sim-fleet.js";
 import { kvOf, runCli, sidecarProcesses, status, type CliResult } from "./cli.js";
-import { parseEnvFile } from "../../src/phases/plan.js";
+import { envFileFor, readRunEnv } from "../../src/phases/run-env.js";
 
 export interface KillPoint {
   name: string;
@@ -67,7 +67,7 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
       const planBytes = await fs.readFile(path.join(dir, "launch.json"));
       const plan = JSON.parse(planBytes.toString());
       expect(plan.engine).toBe(engine);
-      expect((await fs.stat(path.join(dir, "container.env"))).mode & 0o777).toBe(0o600);
+      expect((await fs.stat(path.join(dir, envFileFor(plan.backend)))).mode & 0o777).toBe(0o600);
       const checked = await fs.readFile(path.join(dir, "checked.json"), "utf8").catch(() => null);
       if (checked !== null) expect(JSON.parse(checked).plan_sha256).toBe(sha256(planBytes));
       // check writes nixl-compat.json before checked.json: a checked run always has its NIXL compatibility record.
@@ -96,11 +96,11 @@ export async function assertEvidenceIntact(stateDir: string): Promise<number> {
 
 /**
  * The engine enforces its API key: /v1/models answers 401 without it and 200 with it. The key is
- * the one the run was prepared with (container.env), so this holds for both backends.
+ * the one the run was prepared with (engine.env / container.env), so this holds for both backends.
  */
 export async function assertKeyEnforced(runDir: string, engine: string): Promise<void> {
   const plan = JSON.parse(await fs.readFile(path.join(runDir, "launch.json"), "utf8")) as { endpoint: string };
-  const key = parseEnvFile(await fs.readFile(path.join(runDir, "container.env"), "utf8")).VLLM_API_KEY;
+  const key = (await readRunEnv(runDir)).env.VLLM_API_KEY;
   expect(key, `${engine}: the campaign's fleet has an API key`).toBeTruthy();
   const url = plan.endpoint.replace(/\/+$/, "") + "/v1/models";
   const get = async (headers: Record<string, string>) =>

@@ -79,7 +79,7 @@ describe("narwhal engine on the native backend", () => {
       gpu_memory_utilization: "0.1",
     });
     expect(plan.command.join(" ")).toContain("--gpu-memory-utilization 0.1");
-    expect((await fs.stat(path.join(run.main!, "container.env"))).mode & 0o777).toBe(0o600);
+    expect((await fs.stat(path.join(run.main!, "engine.env"))).mode & 0o777).toBe(0o600);
     // `--out runs/<name>` (the README's own example): runs/ is created private, and so is every file of the prepared and checked run.
     expect((await fs.stat(f.runs)).mode & 0o777).toBe(0o700);
     expect(await assertPrivateTree(run.main!)).toBeGreaterThanOrEqual(5);

@@ -19,7 +19,7 @@ import { modelManifest } from "../../src/phases/host/model-manifest.js";
 import { inspectionFailure } from "../phases/inspection-failure.js";
 import { blockedListeners, checkListeners } from "../../src/phases/listeners.js";
 import { buildLaunchPlan, renderEnvFile } from "../../src/phases/plan.js";
-import { ENV_FILE } from "../../src/phases/prepare.js";
+import { ENGINE_ENV_FILE } from "../../src/phases/run-env.js";
 import { engineSpec, H100, planInputs } from "../phases/plan-fixtures.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
 import { rigSshHost } from "../rig/ssh-host.js";
@@ -167,7 +167,7 @@ describe("inspect over ssh on the engine's own node", () => {
       const lastLook = async (h: RigHost) => {
         const { plan, env } = buildLaunchPlan(planInputs({ spec: specOn(h, "shared") }));
         const runDir = await fs.mkdtemp(path.join(stateDir, "run-"));
-        await fs.writeFile(path.join(runDir, ENV_FILE), renderEnvFile(env), { mode: 0o600 });
+        await fs.writeFile(path.join(runDir, ENGINE_ENV_FILE), renderEnvFile(env), { mode: 0o600 });
         return blockedListeners(await checkListeners(access.get(h.name)!, runDir, plan, {}));
       };
       expect(await lastLook(a)).toEqual([

@@ -1,5 +1,5 @@
 // Launch rules that depend on the checkpoint and the runtime, proved against
-// the simulator: custom code, convolutional SSM state, TP ranks, and the
+// the simulator: custom code (the operator's opt-in), convolutional SSM state, TP ranks, and the
 // runtime check's refusals (which write no checked.json).
 import { describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
@@ -15,14 +15,31 @@ async function converge(opts: SimFleetOptions) {
 }
 
 describe("checkpoint-driven launch rules", () => {
-  it("adds --trust-remote-code for a checkpoint with auto_map and serves it", async () => {
-    const { fleet, r, engine } = await converge({ model: "tiny-remote-code", engines: [{}] });
+  it("serves a checkpoint with auto_map when the operator opts in with --trust-remote-code", async () => {
+    const { fleet, r, engine } = await converge({
+      model: "tiny-remote-code",
+      engines: [{ extraArgs: ["--trust-remote-code"] }],
+    });
     try {
       expect(r.code, r.stderr).toBe(0);
       const plan = JSON.parse(await fs.readFile(path.join(engine.run_dir!, "launch.json"), "utf8"));
-      expect(plan.command).toContain("--trust-remote-code");
+      expect(plan.command.filter((a: string) => a === "--trust-remote-code")).toHaveLength(1);
       const checked = JSON.parse(await fs.readFile(path.join(engine.run_dir!, "checked.json"), "utf8"));
       expect(checked.trust_remote_code).toBe(true);
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+
+  it("refuses a checkpoint with auto_map without the opt-in: inspect fails naming runtime.extra_args, nothing prepared or started", async () => {
+    const { fleet, r, engine } = await converge({ model: "tiny-remote-code", engines: [{}] });
+    try {
+      expect(r.code).toBe(2);
+      expect(engine.phase).toBe("failed");
+      expect(engine.last_error).toMatchObject({ step: "inspect", input: "runtime.extra_args", retryable: false });
+      expect(engine.last_error!.message).toMatch(/declare\(s\) an auto_map.*does not opt in with --trust-remote-code/);
+      expect(engine.last_error!.fix).toMatch(/add "--trust-remote-code" to engine-1's runtime.extra_args/);
+      expect(engine.run_dir ?? null).toBeNull();
     } finally {
       await teardown(fleet.stateDir);
     }

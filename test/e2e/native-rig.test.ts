@@ -100,10 +100,10 @@ describe("native backend on a node reached over ssh", () => {
     expect((await fs.readdir(onA)).sort()).toEqual([
       "check-input.json",
       expect.stringMatching(/^check_runtime\.[0-9a-f]{12}\.py$/),
-      "container.env",
+      "engine.env",
       "launch.json",
     ]);
-    expect((await fs.stat(path.join(onA, "container.env"))).mode & 0o777).toBe(0o600);
+    expect((await fs.stat(path.join(onA, "engine.env"))).mode & 0o777).toBe(0o600);
     expect((await fs.stat(path.join(onA, "launch.json"))).mode & 0o777).toBe(0o400);
     // Nothing of host A's run directory is on host B.
     await expect(fs.stat(path.join(b.home, "narwhal-runs"))).rejects.toMatchObject({ code: "ENOENT" });
@@ -164,15 +164,15 @@ describe("native backend on a node reached over ssh", () => {
     const run = await prepared("rig-immutable");
     const onA = path.join(a.home, "narwhal-runs/engine-1/rig-immutable");
     await fs.mkdir(onA, { recursive: true });
-    await fs.writeFile(path.join(onA, "container.env"), "NARWHAL_SOMEONE_ELSES=1\n", { mode: 0o600 });
+    await fs.writeFile(path.join(onA, "engine.env"), "NARWHAL_SOMEONE_ELSES=1\n", { mode: 0o600 });
     const err: unknown = await backend.ensureStarted(run, plan, new AbortController().signal).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PhaseError);
     expect(err).toMatchObject({
       step: "start",
-      message: expect.stringContaining(`${WORK_DIR}/engine-1/rig-immutable/container.env on node ${a.name}`),
+      message: expect.stringContaining(`${WORK_DIR}/engine-1/rig-immutable/engine.env on node ${a.name}`),
       fix: expect.stringContaining(`remove ${WORK_DIR}/engine-1/rig-immutable there`),
     });
-    expect(await fs.readFile(path.join(onA, "container.env"), "utf8")).toBe("NARWHAL_SOMEONE_ELSES=1\n");
+    expect(await fs.readFile(path.join(onA, "engine.env"), "utf8")).toBe("NARWHAL_SOMEONE_ELSES=1\n");
     await expect(fs.stat(path.join(run.dir, PROCESS_FILE))).rejects.toMatchObject({ code: "ENOENT" });
     expect((await backend.listOwned()).filter((o) => o.launch_token === run.launch_token)).toEqual([]);
   }, 60_000);

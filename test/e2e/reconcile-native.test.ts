@@ -9,7 +9,7 @@ import { readState } from "../../src/state/store.js";
 
 const RUN_FILES = [
   "launch.json",
-  "container.env",
+  "engine.env",
   "checked.json",
   "runtime-check.log",
   "health.txt",
@@ -58,7 +58,7 @@ describe("reconcile --once on the native backend", () => {
       expect(e.pid).toBeGreaterThan(0);
       const files = await fs.readdir(e.run_dir!);
       for (const f of RUN_FILES) expect(files, `${e.engine} ${f}`).toContain(f);
-      expect((await fs.stat(path.join(e.run_dir!, "container.env"))).mode & 0o777).toBe(0o600);
+      expect((await fs.stat(path.join(e.run_dir!, "engine.env"))).mode & 0o777).toBe(0o600);
       const layout = JSON.parse(await fs.readFile(path.join(e.run_dir!, "cache-layout.json"), "utf8"));
       expect(layout.num_gpu_blocks).toBeGreaterThan(0);
       expect(layout.gpu_kv_cache_tokens).toBe(layout.num_gpu_blocks * layout.block_size);

@@ -11,7 +11,7 @@ import { assertKeyEnforced, reconcileOnce } from "./campaign.js";
 
 const CANARY = "canary-5e3c7a9f-do-not-log";
 // Only these files may hold the key: the engine's 0600 environment file (and, for containers, its 0600 key file).
-const MAY_HOLD = new Set(["container.env", "api-key"]);
+const MAY_HOLD = new Set(["engine.env", "container.env", "api-key"]);
 
 async function filesUnder(dir: string): Promise<string[]> {
   const out: string[] = [];

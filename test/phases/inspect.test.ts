@@ -202,7 +202,7 @@ describe("inspect reads the model and the node's reachability through the host",
     const gguf = path.join(modelDir, "model.Q8_0.gguf");
     await writeFile(gguf, "GGUF fixture bytes");
     const r = await inspect(spec({ model: { path: gguf } }), opts());
-    expect(r.model_meta).toEqual({ auto_map: false, conv_ssm: false, model_type: "llama" });
+    expect(r.model_meta).toEqual({ auto_map: false, auto_map_sources: [], conv_ssm: false, model_type: "llama" });
     expect(r.model_file_sha256).toBe(createHash("sha256").update("GGUF fixture bytes").digest("hex"));
     expect(r.fabric).toMatchObject({ interface: "lo", present: true, carries_node_ip: true });
 

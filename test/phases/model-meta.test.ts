@@ -27,6 +27,7 @@ describe("readModelMeta on the fixture checkpoints", () => {
   it("tiny-llama: no auto_map, not SSM", async () => {
     expect(await readModelMeta(host, model("tiny-llama"))).toEqual({
       auto_map: false,
+      auto_map_sources: [],
       conv_ssm: false,
       model_type: "llama",
     });
@@ -41,13 +42,18 @@ describe("readModelMeta on the fixture checkpoints", () => {
 
   it("tiny-mamba: convolutional SSM state", async () => {
     const meta = await readModelMeta(host, model("tiny-mamba"));
-    expect(meta).toEqual({ auto_map: false, conv_ssm: true, model_type: "mamba2" });
+    expect(meta).toEqual({ auto_map: false, auto_map_sources: [], conv_ssm: true, model_type: "mamba2" });
   });
 
   it("a directory without config.json yields no requirements rather than throwing", async () => {
     const empty = path.join(tmp, "empty");
     await mkdir(empty);
-    expect(await readModelMeta(host, empty)).toEqual({ auto_map: false, conv_ssm: false, model_type: null });
+    expect(await readModelMeta(host, empty)).toEqual({
+      auto_map: false,
+      auto_map_sources: [],
+      conv_ssm: false,
+      model_type: null,
+    });
   });
 });
 
@@ -83,7 +89,7 @@ describe("readModelMeta with a separate tokenizer", () => {
     await mkdir(cfg);
     await writeFile(path.join(cfg, "config.json"), JSON.stringify({ model_type: "jamba", mamba_d_conv: 4 }));
     const meta = await readModelMeta(host, model("tiny-llama"), undefined, cfg);
-    expect(meta).toEqual({ auto_map: false, conv_ssm: true, model_type: "jamba" });
+    expect(meta).toEqual({ auto_map: false, auto_map_sources: [], conv_ssm: true, model_type: "jamba" });
   });
 });
 

@@ -126,13 +126,15 @@ describe("buildLaunchPlan: serving arguments", () => {
     expect(argAfter(plan.command, "--served-model-name")).toBe("tiny");
   });
 
-  it("adds --trust-remote-code exactly when the metadata has an auto_map", () => {
-    const without = buildLaunchPlan(planInputs({ meta: meta({ auto_map: false }) })).plan;
+  it("runs remote code only when the operator opts in with --trust-remote-code, whatever the metadata says", () => {
+    const without = buildLaunchPlan(planInputs({ meta: meta({ auto_map: true }) })).plan;
     expect(without.command).not.toContain("--trust-remote-code");
     expect(without.model.trust_remote_code).toBe(false);
-    const withMap = buildLaunchPlan(planInputs({ meta: meta({ auto_map: true }) })).plan;
-    expect(withMap.command.filter((a) => a === "--trust-remote-code")).toHaveLength(1);
-    expect(withMap.model.trust_remote_code).toBe(true);
+    const spec = withRuntime(engineSpec(), { extra_args: ["--trust_remote_code"] });
+    const optIn = buildLaunchPlan(planInputs({ spec, meta: meta({ auto_map: true }) })).plan;
+    expect(optIn.command.filter((a) => a === "--trust_remote_code")).toEqual(["--trust_remote_code"]);
+    expect(optIn.command).not.toContain("--trust-remote-code");
+    expect(optIn.model.trust_remote_code).toBe(true);
   });
 
   it("sets VLLM_SSM_CONV_STATE_LAYOUT=DS exactly for convolutional SSM models", () => {
@@ -148,9 +150,9 @@ describe("buildLaunchPlan: serving arguments", () => {
   it("appends extra_args last, after every launcher-managed flag", () => {
     const extra = ["--max-model-len", "4096", "--gpu-memory-utilization=0.85", "--enforce-eager"];
     const spec = withRuntime(engineSpec(), { extra_args: extra });
-    const { plan } = buildLaunchPlan(planInputs({ spec, meta: meta({ auto_map: true }) }));
+    const { plan } = buildLaunchPlan(planInputs({ spec, meta: meta({ conv_ssm: true }) }));
     expect(plan.command.slice(-extra.length)).toEqual(extra);
-    expect(plan.command.indexOf("--trust-remote-code")).toBeLessThan(plan.command.length - extra.length);
+    expect(plan.command.indexOf("--no-enable-prefix-caching")).toBeLessThan(plan.command.length - extra.length);
   });
 
   it("labels the plan with the launch token and the engine", () => {

@@ -240,7 +240,9 @@ def run_check(plan_overrides=None, **environ):
             "tokenizer": None, "hf_config_path": None, "trust_remote_code": False, "kv_connector": "NixlConnector",
             "kv_transfer_config": json.loads(NIXL), "environment": {},
             "serve_command": [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", os.path.join(MODELS, "tiny-llama"),
-                              "--kv-transfer-config", NIXL], "extra_args": []}
+                              "--kv-transfer-config", NIXL], "extra_args": [],
+            # What narwhal passes from model-meta.ts MODEL_RULES; enough of it for tiny-mamba.
+            "model_rules": {"conv_ssm_model_types": ["mamba2"], "conv_ssm_config_keys": ["conv_kernel"]}}
     plan.update(plan_overrides or {})
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(plan, handle)

@@ -11,7 +11,8 @@ import { parseJsonSafely } from "../../desired/json-safe.js";
 import { DesiredStateError } from "../../errors.js";
 import { inspect } from "../../phases/inspect.js";
 import { nodeHostsFor } from "../../backends/for-config.js";
-import { prepare, ENV_FILE, LAUNCH_FILE, API_KEY_FILE, readPlan } from "../../phases/prepare.js";
+import { prepare, LAUNCH_FILE, API_KEY_FILE, readPlan } from "../../phases/prepare.js";
+import { envFileFor } from "../../phases/run-env.js";
 import { LAUNCH_FILE as RECORDS_FILE } from "../../desired/rules.js";
 import { refusal } from "../../phases/action-error.js";
 import { exists } from "../../state/atomic-file.js";
@@ -149,7 +150,7 @@ export async function prepareAction(ctx: ActionContext, opts: PrepareActionOptio
   const { plan } = await readPlan(prepared.dir);
   const files: Record<string, string> = {
     [LAUNCH_FILE]: path.join(prepared.dir, LAUNCH_FILE),
-    [ENV_FILE]: path.join(prepared.dir, ENV_FILE),
+    [envFileFor(spec.backend)]: path.join(prepared.dir, envFileFor(spec.backend)),
   };
   if (await exists(path.join(prepared.dir, API_KEY_FILE))) files[API_KEY_FILE] = path.join(prepared.dir, API_KEY_FILE);
   return engineResult(ACTION, prepared.dir, {
