@@ -2,6 +2,7 @@
 // schemas.ts describe the files; this is what spec.ts builds from them after
 // ${VAR} substitution, URL derivation and the cross-record rules passed.
 import type { KvPolicy, RolloutPolicy } from "../controller/plan-types.js";
+import type { LauncherIdentity } from "../launcher.js";
 
 export type Backend = "native" | "container";
 export type Transport = "ucx_tcp" | "ucx_rdma";
@@ -126,6 +127,8 @@ export interface EngineSpec {
   api_key?: Secret;
   /** Seconds allowed for readiness after start (NARWHAL_READY_SECONDS, default 180). */
   ready_seconds: number;
+  /** The narwhal that prepares this engine (src/launcher.ts): hashed, so a new launcher re-prepares every engine. */
+  launcher: LauncherIdentity;
   /** sha256 of the canonical JSON of everything above that can change the launch. */
   input_hash: string;
 }
