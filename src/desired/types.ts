@@ -3,6 +3,7 @@
 // ${VAR} substitution, URL derivation and the cross-record rules passed.
 import type { KvPolicy, RolloutPolicy } from "../controller/plan-types.js";
 import type { LauncherIdentity } from "../launcher.js";
+import type { Hardware } from "./schemas.js";
 
 export type Backend = "native" | "container";
 export type Transport = "ucx_tcp" | "ucx_rdma";
@@ -142,7 +143,7 @@ export interface DesiredState {
   /** fleet.json `kv_transfer`, defaults applied (src/desired/kv-policy.ts). */
   kv: KvPolicy;
   /** Fleet-level hardware expectations (seed 000). */
-  hardware: { accelerator: string; accelerators_per_engine: number; tensor_parallel: number };
+  hardware: Hardware;
   /** Values from deployment.env after derivation (secrets excluded). */
   variables: Record<string, string>;
   /** Secret values to redact from every log line. */
