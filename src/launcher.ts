@@ -45,7 +45,13 @@ export function launcherDigest(parts: LauncherParts): string {
 }
 
 export function launcherIdentity(parts: LauncherParts): LauncherIdentity {
-  return { digest: launcherDigest(parts), ...parts };
+  // Only the parts, never a digest the argument may carry (a spread identity): the digest is computed.
+  return {
+    digest: launcherDigest(parts),
+    version: parts.version,
+    plan_format: parts.plan_format,
+    scripts: parts.scripts,
+  };
 }
 
 /** The identity of the launcher whose scripts lie under `root` (the package root, or a copy of its scripts). */
