@@ -1,12 +1,12 @@
 // Where narwhal itself lives and what it is: the package root (found from this
 // module's own path, so it works from src/ under vitest and from dist/), its
-// version, git revision and the digest of the runtime check script. Recorded
-// in every launch plan: a changed launcher requires a new prepared run.
+// version, git revision and its launcher digest (src/launcher.ts). Recorded in
+// every launch plan: a changed launcher requires a new prepared run.
 import fs from "node:fs";
 import path from "node:path";
-import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import type { AppIdentity } from "./phases/plan.js";
+import { readLauncher, type LauncherIdentity } from "./launcher.js";
 
 export function packageRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -38,14 +38,17 @@ function gitRevision(root: string): string {
   }
 }
 
+function packageVersion(root: string): string {
+  return (JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { version: string }).version;
+}
+
+/** The launcher this narwhal is: its version and the scripts it ships, read from its own package. */
+export function runningLauncher(): LauncherIdentity {
+  const root = packageRoot();
+  return readLauncher(root, packageVersion(root));
+}
+
 export function appIdentity(): AppIdentity {
   const root = packageRoot();
-  const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { version: string };
-  let scriptSha = "missing";
-  try {
-    scriptSha = createHash("sha256").update(fs.readFileSync(checkScriptPath())).digest("hex");
-  } catch {
-    /* reported by the check phase when it runs */
-  }
-  return { name: "narwhal", version: pkg.version, revision: gitRevision(root), check_script_sha256: scriptSha };
+  return { name: "narwhal", version: packageVersion(root), revision: gitRevision(root), launcher: runningLauncher() };
 }

@@ -6,6 +6,7 @@ import type { SavedPlan } from "../controller/plan-file.js";
 import { abbrev } from "../controller/plan-file-staleness.js";
 import type { Action, ActionKind, FieldChange, Plan, RolloutPolicy } from "../controller/plan-types.js";
 import type { EngineHandle } from "../phases/types.js";
+import type { LauncherIdentity } from "../launcher.js";
 
 export const ACTION_SYMBOL: Record<ActionKind, string> = {
   create: "+",
@@ -120,10 +121,31 @@ export function desiredLabel(dir: string, cwd: string): string {
   return shown.endsWith("/") ? shown : `${shown}/`;
 }
 
-/** The whole text of `narwhal plan`; `label` is the desired directory as the operator named it (desiredLabel). */
-export function renderPlanText(saved: SavedPlan, label: string): string {
+/**
+ * The launcher the desired engines are prepared by, and the engines whose running launcher differs
+ * (a replace whose fields include the launcher's): seed 000, a changed launcher requires a new prepared run.
+ */
+export function launcherLines(plan: Plan, launcher: LauncherIdentity): string[] {
+  const scripts = Object.entries(launcher.scripts)
+    .map(([name, sum]) => `${name} ${sum.slice(0, 12)}`)
+    .join(", ");
+  const replaced = plan.actions.flatMap((a) =>
+    a.kind === "replace" && a.fields?.some((f) => f.path.startsWith("launcher.")) ? [a.engine] : [],
+  );
+  return [
+    `Launcher: narwhal ${launcher.version}, digest ${launcher.digest} (plan format ${launcher.plan_format}; ${scripts})` +
+      (replaced.length > 0 ? `  (forces replacement: differs from the launcher of ${replaced.join(", ")})` : ""),
+  ];
+}
+
+/**
+ * The whole text of `narwhal plan`; `label` is the desired directory as the operator named it (desiredLabel);
+ * `launcher` the one the desired engines are prepared by (absent: no engine is desired).
+ */
+export function renderPlanText(saved: SavedPlan, label: string, launcher?: LauncherIdentity): string {
   const { plan } = saved;
   const sections: string[][] = [];
+  if (launcher) sections.push(launcherLines(plan, launcher));
   if (plan.actions.length > 0) sections.push(plan.actions.flatMap(actionLines));
   sections.push(rolloutLines(plan, saved.desired.rollout));
   if (plan.halted.length > 0)

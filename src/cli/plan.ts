@@ -58,7 +58,7 @@ export async function planCommand(
   out(
     opts.format === "json"
       ? planFileText(saved).trimEnd()
-      : renderPlanText(saved, desiredLabel(config.desiredDir, process.cwd())),
+      : renderPlanText(saved, desiredLabel(config.desiredDir, process.cwd()), desired.specs[0]?.launcher),
   );
   const note = lockNote(lock, config.stateDir);
   if (note) err(note);

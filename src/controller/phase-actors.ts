@@ -111,6 +111,7 @@ export function phaseActors(deps: PhaseDeps) {
         backend: deps.backend(spec.backend),
         scriptPath: deps.scriptPath,
         signal,
+        launcher: deps.app.launcher,
       });
     }),
     start: step("start", async (input, signal) => {

@@ -18,6 +18,11 @@ export { pythonJsonDumps, pythonFloatRepr, compareCodePoints, type PythonJsonOpt
  * what engines ran with before it existed (node.ssh: the local host; node.work_dir:
  * the default) needs no bump: every hash made before it is the hash of that
  * value, and bumping would replace every engine of every fleet on upgrade.
+ * The launcher digest (spec.launcher, src/launcher.ts) is the one field meant to
+ * change every hash: a new narwhal version, shipped script or plan format makes
+ * plans that mean something else, and seed 000 asks for a new prepared run when
+ * the launcher changes — replacing every engine on such an upgrade is the point.
+ * It needs no bump here either: its own parts say which launcher made a hash.
  */
 export const INPUT_HASH_VERSION = 1;
 
@@ -53,7 +58,8 @@ export function canonicalJson(value: unknown): string {
  * in, not what runs). The ssh destination and port say which host the engine
  * runs on, so they count; so does a `work_dir` other than the default (where
  * the plan lives on the node), left out at the default (see INPUT_HASH_VERSION).
- * The API key changes `--api-key`, so it counts — as the sha256 of its value,
+ * The launcher digest and its parts count (see INPUT_HASH_VERSION), so a plan
+ * names the part that changed. The API key changes `--api-key`, so it counts — as the sha256 of its value,
  * never in clear, because the hash is a visible container label.
  */
 export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): Record<string, unknown> {

@@ -27,6 +27,8 @@ import { kvPolicy } from "./kv-policy.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
 import { deriveEndpoints } from "./urls.js";
+import { runningLauncher } from "../app.js";
+import type { LauncherIdentity } from "../launcher.js";
 
 /** Variables holding host paths; relative values resolve against the desired directory. */
 export const PATH_VARIABLES = ["NARWHAL_MODEL_DIR", "NARWHAL_MODEL_PATH"] as const;
@@ -53,6 +55,8 @@ export interface DesiredOverrides {
   variables?: Readonly<Record<string, string>>;
   /** Edits the parsed engine-launch.json document before substitution and validation. */
   editLaunch?: (document: unknown) => unknown;
+  /** The launcher the specs are prepared by (default: this narwhal, src/app.ts runningLauncher). */
+  launcher?: LauncherIdentity;
 }
 
 export async function loadDesired(dir: string, overrides: DesiredOverrides = {}): Promise<DesiredState> {
@@ -129,7 +133,7 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
     return { issues, imageTags: imageTagsToResolve(absDir, records.launch, records.fleet, launchRaw?.value) };
   if (issues.length > 0 || !fleet || !launch) return { issues };
 
-  const specs = buildSpecs(absDir, fleet, launch, allVars);
+  const specs = buildSpecs(absDir, fleet, launch, allVars, overrides.launcher ?? runningLauncher());
   const secrets = [...SECRET_VARIABLES].flatMap((n) =>
     Object.hasOwn(allVars, n) && allVars[n] !== "" ? [allVars[n] as string] : [],
   );

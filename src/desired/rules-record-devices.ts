@@ -3,7 +3,78 @@
 // nodes its accelerator and transfer need. Each returns every issue it finds.
 
 import type { ValidationIssue } from "../errors.js";
-import { eachRecord, FLEET_FILE, launchIssue, type RecordRule } from "./rule-context.js";
+import { eachRecord, fleetIssue, launchIssue, type RecordRule } from "./rule-context.js";
+import type { EngineLaunchFile, Hardware, ParsedLaunchRecord } from "./schemas.js";
+import type { FleetForRules } from "./records-for-rules.js";
+
+/** What the fleet expects of one engine's allocation, and where it says so. */
+const ALLOCATION = [
+  [
+    "accelerators_per_engine",
+    "the number of gpu_ids",
+    (r: ParsedLaunchRecord) => r.gpu_ids.length,
+    "selects",
+    "GPU(s)",
+  ],
+  [
+    "tensor_parallel",
+    "tensor_parallel_size",
+    (r: ParsedLaunchRecord) => r.tensor_parallel_size,
+    "has tensor_parallel_size",
+    "",
+  ],
+] as const;
+
+/**
+ * seed 000: "For each replica, set hardware.accelerators_per_engine to the number of gpu_ids, set
+ * hardware.tensor_parallel to tensor_parallel_size". hardware.roles.<role> overrides the fleet-wide
+ * value for the engines of that role, so prefill TP 2 beside decode TP 4 validates; each issue names
+ * the value at fault (the role's when it sets one, else the fleet-wide one).
+ */
+function allocationIssues(hw: Hardware, name: string, r: ParsedLaunchRecord): ValidationIssue[] {
+  const role = Object.hasOwn(hw.roles ?? {}, r.role) ? hw.roles?.[r.role] : undefined;
+  return ALLOCATION.flatMap(([field, what, actual, verb, unit]) => {
+    const own = role?.[field];
+    const expected = own ?? hw[field];
+    const segments = own === undefined ? ["hardware", field] : ["hardware", "roles", r.role, field];
+    if (expected === undefined)
+      return [
+        fleetIssue(
+          "hardware-matches-allocation",
+          ["hardware", field],
+          `is missing, and hardware.roles.${r.role}.${field} is not set for ${name} (role ${r.role}); set either to ${what} (seed 000)`,
+        ),
+      ];
+    if (expected === actual(r)) return [];
+    const actualText = `${actual(r)}${unit ? ` ${unit}` : ""}`;
+    return [
+      fleetIssue(
+        "hardware-matches-allocation",
+        segments,
+        `is ${expected} but ${name} ${verb} ${actualText}; set it to ${what} (seed 000)`,
+      ),
+    ];
+  });
+}
+
+/** A hardware.roles entry no engine has: a misspelt role would otherwise silently leave the fleet-wide shape in force. */
+function unusedHardwareRoles(hw: Hardware, launch: EngineLaunchFile, fleet: FleetForRules): ValidationIssue[] {
+  const used = new Set([
+    ...Object.values(launch.engines).map((r) => r.role),
+    ...fleet.engines.flatMap((e) => (e ? [e.role] : [])),
+  ]);
+  return Object.keys(hw.roles ?? {}).flatMap((role) =>
+    used.has(role)
+      ? []
+      : [
+          fleetIssue(
+            "hardware-matches-allocation",
+            ["hardware", "roles", role],
+            `no engine has role "${role}" (roles: ${[...used].sort().join(", ")}); name a fleet role or remove it`,
+          ),
+        ],
+  );
+}
 
 export const deviceRules: RecordRule[] = [
   {
@@ -38,29 +109,14 @@ export const deviceRules: RecordRule[] = [
   {
     name: "hardware-matches-allocation",
     needs: "both",
-    check: ({ launch, fleet }) =>
-      eachRecord(launch, (name, r) => {
-        const hw = fleet.hardware;
-        const out: ValidationIssue[] = [];
-        if (!hw) return out; // hardware failed its schema; reported there
-        if (hw.accelerators_per_engine !== r.gpu_ids.length) {
-          out.push({
-            file: FLEET_FILE,
-            path: "$.hardware.accelerators_per_engine",
-            rule: "hardware-matches-allocation",
-            message: `is ${hw.accelerators_per_engine} but ${name} selects ${r.gpu_ids.length} GPU(s); set it to the number of gpu_ids (seed 000)`,
-          });
-        }
-        if (hw.tensor_parallel !== r.tensor_parallel_size) {
-          out.push({
-            file: FLEET_FILE,
-            path: "$.hardware.tensor_parallel",
-            rule: "hardware-matches-allocation",
-            message: `is ${hw.tensor_parallel} but ${name} has tensor_parallel_size ${r.tensor_parallel_size}; set it to tensor_parallel_size (seed 000)`,
-          });
-        }
-        return out;
-      }),
+    check: ({ launch, fleet }) => {
+      const hw = fleet.hardware;
+      if (!hw) return []; // hardware failed its schema; reported there
+      return [
+        ...unusedHardwareRoles(hw, launch, fleet),
+        ...eachRecord(launch, (name, r) => allocationIssues(hw, name, r)),
+      ];
+    },
   },
   {
     name: "accelerator-matches-hardware",

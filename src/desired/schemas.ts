@@ -113,14 +113,39 @@ export const FleetNodeSchema = z
   .strict()
   .describe("One host and the engines it runs");
 
+/** One role's TP shape, overriding the fleet-wide one (seed 000 derives both "for each replica"). */
+export const RoleHardwareSchema = z
+  .object({
+    accelerators_per_engine: positiveInt
+      .optional()
+      .describe("Number of GPUs per engine of this role (= len(gpu_ids)); absent: the fleet-wide value"),
+    tensor_parallel: positiveInt
+      .optional()
+      .describe("TP size per engine of this role (= tensor_parallel_size); absent: the fleet-wide value"),
+  })
+  .strict()
+  .describe("The allocation every engine of one role uses, e.g. prefill TP 2 beside decode TP 4");
+
 export const HardwareSchema = z
   .object({
     accelerator: nonEmpty.describe("Accelerator product every engine uses, as host inspection reports it"),
-    accelerators_per_engine: positiveInt.describe("Number of GPUs per engine (= len(gpu_ids), seed 000)"),
-    tensor_parallel: positiveInt.describe("TP size per engine (= tensor_parallel_size, seed 000)"),
+    accelerators_per_engine: positiveInt
+      .optional()
+      .describe(
+        "Number of GPUs per engine (= len(gpu_ids), seed 000); the default for roles that do not set their own",
+      ),
+    tensor_parallel: positiveInt
+      .optional()
+      .describe(
+        "TP size per engine (= tensor_parallel_size, seed 000); the default for roles that do not set their own",
+      ),
+    roles: z
+      .record(z.string(), RoleHardwareSchema)
+      .optional()
+      .describe("Per-role allocation by fleet role name; each field overrides the fleet-wide one for that role"),
   })
   .strict()
-  .describe("Fleet-level hardware expectations (seed 000 Gate C)");
+  .describe("Fleet-level hardware expectations (seed 000 Gate C); TP shape fleet-wide and/or per role");
 
 /** A count of engines (at least 1) or a share of a role's engines, "N%" (rounded down, at least 1). */
 const unavailable = z

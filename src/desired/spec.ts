@@ -10,6 +10,7 @@ import type { EngineLaunchFile, FleetFile, FleetNode } from "./schemas.js";
 import { Secret, type EngineSpec, type LaunchRecord, type NodeSpec } from "./types.js";
 import { parseEndpoint, type Endpoint } from "./urls.js";
 import { DEFAULT_WORK_DIR, sshDockerHost } from "./node-host.js";
+import type { LauncherIdentity } from "../launcher.js";
 import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
 
 export const DEFAULT_READY_SECONDS = 180;
@@ -117,6 +118,7 @@ export function buildSpecs(
   fleet: FleetFile,
   launch: EngineLaunchFile,
   vars: Readonly<Record<string, string>>,
+  launcher: LauncherIdentity,
 ): EngineSpec[] {
   const get = (name: string): string | undefined => (Object.hasOwn(vars, name) ? vars[name] : undefined);
   const apiKey = get("NARWHAL_ENGINE_API_KEY");
@@ -167,6 +169,7 @@ export function buildSpecs(
       python: get("NARWHAL_NATIVE_PYTHON") ?? DEFAULT_NATIVE_PYTHON,
       ...(apiKey === undefined ? {} : { api_key: new Secret(apiKey) }),
       ready_seconds: ready === undefined ? DEFAULT_READY_SECONDS : Number(ready),
+      launcher,
     };
     return { ...spec, input_hash: inputHash(spec) };
   });

@@ -2,6 +2,8 @@
 // schemas.ts describe the files; this is what spec.ts builds from them after
 // ${VAR} substitution, URL derivation and the cross-record rules passed.
 import type { KvPolicy, RolloutPolicy } from "../controller/plan-types.js";
+import type { LauncherIdentity } from "../launcher.js";
+import type { Hardware } from "./schemas.js";
 
 export type Backend = "native" | "container";
 export type Transport = "ucx_tcp" | "ucx_rdma";
@@ -131,6 +133,8 @@ export interface EngineSpec {
   api_key?: Secret;
   /** Seconds allowed for readiness after start (NARWHAL_READY_SECONDS, default 180). */
   ready_seconds: number;
+  /** The narwhal that prepares this engine (src/launcher.ts): hashed, so a new launcher re-prepares every engine. */
+  launcher: LauncherIdentity;
   /** sha256 of the canonical JSON of everything above that can change the launch. */
   input_hash: string;
 }
@@ -144,7 +148,7 @@ export interface DesiredState {
   /** fleet.json `kv_transfer`, defaults applied (src/desired/kv-policy.ts). */
   kv: KvPolicy;
   /** Fleet-level hardware expectations (seed 000). */
-  hardware: { accelerator: string; accelerators_per_engine: number; tensor_parallel: number };
+  hardware: Hardware;
   /** Values from deployment.env after derivation (secrets excluded). */
   variables: Record<string, string>;
   /** Secret values to redact from every log line. */

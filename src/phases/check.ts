@@ -13,6 +13,7 @@ import { readJsonIfExists, writeFileExclusive } from "../state/atomic-file.js";
 import type { LaunchPlan } from "./plan.js";
 import { NIXL_COMPAT_FILE, nixlCompatRecord } from "./nixl-compat.js";
 import { CHANGED_PLAN_FIX, CHECKED_FILE, planBindingProblem, STATE_BINDING } from "./plan-binding.js";
+import { launcherChanges, type LauncherIdentity } from "../launcher.js";
 
 export { CHECKED_FILE } from "./plan-binding.js";
 export const RESULT_PREFIX = "NARWHAL_CHECK_RESULT ";
@@ -96,6 +97,29 @@ export interface CheckOptions {
   signal: AbortSignal;
   /** Re-run the inspection even when checked.json already binds this plan (manual `engine check`). */
   force?: boolean;
+  /** The running narwhal's launcher: a plan another launcher made is refused (seed 000). */
+  launcher: LauncherIdentity;
+}
+
+/**
+ * seed 000: "A changed launcher requires a new prepared run". A plan whose recorded launcher
+ * digest is not this narwhal's was made by other scripts or another plan format: checking it
+ * would vouch for code this launcher does not ship. Terminal: only a new prepared run helps.
+ */
+export function launcherRefusal(engine: string, runDir: string, plan: LaunchPlan, running: LauncherIdentity) {
+  const recorded = (plan as Partial<LaunchPlan>).launcher;
+  if (recorded?.digest === running.digest) return null;
+  const changes = launcherChanges(recorded, running).join("; ");
+  return new PhaseError(
+    engine,
+    "check",
+    `${path.join(runDir, LAUNCH_FILE)} was prepared by launcher ${recorded?.digest ?? "(none recorded)"}, but this narwhal's launcher is ${running.digest} (${changes})`,
+    {
+      retryable: false,
+      input: `${path.join(runDir, LAUNCH_FILE)} launcher.digest`,
+      fix: `A changed launcher requires a new prepared run: prepare a new run (narwhal engine prepare, or let the reconciler re-prepare; its input hash includes the launcher digest). ${runDir} is left as it is.`,
+    },
+  );
 }
 
 export async function check(run: PreparedRun, opts: CheckOptions): Promise<CheckResult> {
@@ -114,6 +138,8 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
       input: path.join(run.dir, LAUNCH_FILE),
       fix: CHANGED_PLAN_FIX,
     });
+  const otherLauncher = launcherRefusal(run.engine, run.dir, plan, opts.launcher);
+  if (otherLauncher) throw otherLauncher;
   if (existing && !opts.force) return existing;
 
   // The input file is evidence too: one per plan, identical on every attempt.

@@ -5,6 +5,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { Inspection } from "./types.js";
 import type { ModelMeta } from "./model-meta.js";
 import { optsIntoRemoteCode } from "../desired/remote-code.js";
+import type { LauncherIdentity } from "../launcher.js";
 
 export const PLAN_SCHEMA = "narwhal.launch/v1";
 export const SECRET_ENV = ["VLLM_API_KEY"] as const;
@@ -15,8 +16,8 @@ export interface AppIdentity {
   version: string;
   /** Git revision of the narwhal checkout, or "unknown". */
   revision: string;
-  /** sha256 of the runtime check script shipped with this narwhal. */
-  check_script_sha256: string;
+  /** This narwhal's launcher digest and its parts: what the check compares a plan's with. */
+  launcher: LauncherIdentity;
 }
 
 export interface LaunchPlan {
@@ -27,7 +28,10 @@ export interface LaunchPlan {
   input_hash: string;
   launch_token: string;
   created_at: string;
-  application: AppIdentity;
+  /** The narwhal that prepared the plan (its launcher digest is `launcher`, recorded once). */
+  application: Omit<AppIdentity, "launcher">;
+  /** The launcher digest and its parts the plan was made by (= the spec's: it is in the input hash). */
+  launcher: LauncherIdentity;
   endpoint: string;
   /** The attestation sidecar's URL as prepared (NARWHAL_NODE_<n>_ATTESTATION_URL may override it at shared startup). */
   attestation_url: string;
@@ -203,7 +207,8 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     input_hash: spec.input_hash,
     launch_token: launchToken,
     created_at: createdAt,
-    application: app,
+    application: { name: app.name, version: app.version, revision: app.revision },
+    launcher: spec.launcher,
     endpoint: spec.url,
     attestation_url: spec.attestation_url,
     node: { name: spec.node.name, nvidia_smi: spec.node.nvidia_smi, rocminfo: spec.node.rocminfo },

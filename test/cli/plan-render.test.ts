@@ -13,6 +13,7 @@ import {
   REPLACE_ENGINE_1,
   ROLLOUT,
 } from "../controller/plan-file-fixtures.js";
+import { LAUNCHER } from "../phases/plan-fixtures.js";
 
 const text = (plan: Plan, rollout: RolloutPolicy = ROLLOUT) =>
   renderPlanText(
@@ -152,5 +153,37 @@ describe("plan text", () => {
     expect(desiredLabel("/srv/fleet/desired", "/srv/fleet")).toBe("desired/");
     expect(desiredLabel("/srv/fleet", "/srv/fleet")).toBe("./");
     expect(desiredLabel("/etc/narwhal/desired", "/srv/fleet")).toBe("/etc/narwhal/desired/");
+  });
+});
+
+describe("plan text: the launcher", () => {
+  const saved = (plan: Plan) =>
+    savedPlan({ desired: desired(undefined, ROLLOUT), observed: observed(), plan, desiredDir: "/d", stateDir: "/s" });
+
+  it("heads the plan with the launcher digest and its parts, with nothing forced when none differs", () => {
+    const first = renderPlanText(saved(NO_CHANGES), "desired/", LAUNCHER).split("\n")[0];
+    expect(first).toBe(
+      `Launcher: narwhal 0.1.0, digest ${LAUNCHER.digest} (plan format ${LAUNCHER.plan_format}; check_runtime.py ffffffffffff, inspect_runtime.py dddddddddddd)`,
+    );
+  });
+
+  it("says the launcher forces the replacement of an engine whose running launcher differs, and names the part", () => {
+    const other = { ...LAUNCHER, version: "0.0.9", digest: "a".repeat(64) };
+    const replace = REPLACE_ENGINE_1.actions[0] as Extract<Action, { kind: "replace" }>;
+    const plan: Plan = {
+      ...REPLACE_ENGINE_1,
+      actions: [
+        {
+          ...replace,
+          fields: [
+            { path: "launcher.digest", old: other.digest, new: LAUNCHER.digest, group: false },
+            { path: "launcher.version", old: "0.0.9", new: "0.1.0", group: false },
+          ],
+        },
+      ],
+    };
+    const lines = renderPlanText(saved(plan), "desired/", LAUNCHER).split("\n");
+    expect(lines[0]).toMatch(/ {2}\(forces replacement: differs from the launcher of engine-1\)$/);
+    expect(lines).toContain('      launcher.version: "0.0.9" → "0.1.0"  (forces replacement)');
   });
 });

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { envText, fleetEngine, rec, runtime, type DesiredTree, type Json, type Obj } from "../desired/fixtures.js";
 import { E, F, L, node0, port1, r1, r2, type CorpusCase } from "./corpus-case.js";
 import { NODE_CASES } from "./corpus-nodes.js";
+import { HARDWARE_CASES } from "./corpus-hardware.js";
 import { SEVERAL_MISTAKES } from "./corpus-several.js";
 import { FILE_NAMES, fileText, writeDesired } from "./tree.js";
 
@@ -1207,6 +1208,7 @@ export const CORPUS: CorpusCase[] = [
     },
   },
   ...NODE_CASES,
+  ...HARDWARE_CASES,
   ...SEVERAL_MISTAKES,
 ];
 

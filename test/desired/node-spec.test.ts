@@ -4,6 +4,7 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadDesired } from "../../src/desired/load.js";
+import { canonicalJson, inputHashMaterial, sha256Hex } from "../../src/desired/hash.js";
 import type { EngineSpec } from "../../src/desired/types.js";
 import { validTree, type DesiredTree, type Obj } from "./fixtures.js";
 import { issuesWithFiles, nodes } from "./node-fixtures.js";
@@ -67,9 +68,17 @@ describe("input hash of where an engine runs", () => {
     "795609b3e579e83cb2aee081d7dc59f02237ac2d7fa7d55a18eee580e3adaa9e",
   ];
 
+  // Without the launcher digest, which changes every hash on purpose when narwhal's launcher changes
+  // (src/desired/hash.ts INPUT_HASH_VERSION), and so cannot have a golden value here.
+  const withoutLauncher = async (t: DesiredTree) =>
+    (await load(t)).specs.map((s) => {
+      const { launcher: _l, ...material } = inputHashMaterial(s);
+      return sha256Hex(canonicalJson(material));
+    });
+
   it("a local node with the default work_dir hashes as it did before (no INPUT_HASH_VERSION bump)", async () => {
-    expect(await hashes(tree())).toEqual(BEFORE);
-    expect(await hashes(tree({ work_dir: "/var/lib/narwhal/runs" }))).toEqual(BEFORE);
+    expect(await withoutLauncher(tree())).toEqual(BEFORE);
+    expect(await withoutLauncher(tree({ work_dir: "/var/lib/narwhal/runs" }))).toEqual(BEFORE);
   });
 
   it("another host, another ssh port or another work_dir replaces the engine", async () => {

@@ -10,6 +10,7 @@ import { Controller, type ControllerHooks } from "../../src/controller/controlle
 import type { ServingFleet } from "../../src/controller/plan-types.js";
 import { backendsFor, nodeHostsFor } from "../../src/cli/runtime.js";
 import { appIdentity, checkScriptPath } from "../../src/app.js";
+import type { LauncherIdentity } from "../../src/launcher.js";
 import { loadDesired } from "../../src/desired/load.js";
 import type { DesiredState, EngineSpec } from "../../src/desired/types.js";
 import type { EngineBackend } from "../../src/backends/types.js";
@@ -51,6 +52,8 @@ export interface HarnessOptions {
   concurrency?: number;
   /** How long a wait may take before it fails the test, naming what it waited for (default 120 s). */
   waitMs?: number;
+  /** Run as another launcher (src/launcher.ts): the controller's and the desired specs' (default: this narwhal). */
+  launcher?: LauncherIdentity;
 }
 
 /**
@@ -167,7 +170,7 @@ export class ControllerHarness {
     const controllerOptions = {
       config,
       log,
-      app: appIdentity(),
+      app: { ...appIdentity(), ...(opts.launcher ? { launcher: opts.launcher } : {}) },
       scriptPath: checkScriptPath(),
       backends: withHeldChecks(backendsFor(config, undefined, hosts), this.heldChecks),
       hosts,
@@ -211,7 +214,7 @@ export class ControllerHarness {
 
   /** The desired state as the files say now. */
   desired(): Promise<DesiredState> {
-    return loadDesired(this.fleet.dir);
+    return loadDesired(this.fleet.dir, this.opts.launcher ? { launcher: this.opts.launcher } : {});
   }
 
   /** Rewrite the desired files (from the options they were last written with) and load them. */
@@ -358,6 +361,12 @@ export class ControllerHarness {
   async settle(): Promise<void> {
     await this.controller.waitIdle();
     await this.controller.waitSettled();
+  }
+
+  /** Close the controller and leave its engines running (a next controller or CLI takes over; it tears down). */
+  async detach(): Promise<void> {
+    this.stateWatch?.close();
+    await this.controller.close();
   }
 
   /** Close the controller (engines keep running), then stop every engine the state directory owns. */

@@ -13,7 +13,7 @@ import { inspect } from "../../src/phases/inspect.js";
 import { inspectionFailure } from "./inspection-failure.js";
 import { freePorts } from "../e2e/sim-fleet.js";
 import { LocalHost } from "../../src/hosts/local.js";
-import { onLoopback } from "./plan-fixtures.js";
+import { LAUNCHER, onLoopback } from "./plan-fixtures.js";
 
 const hosts = fileURLToPath(new URL("../fixtures/hosts/", import.meta.url));
 const H100 = "NVIDIA H100 80GB HBM3";
@@ -54,6 +54,7 @@ function spec(o: Overrides = {}): EngineSpec {
     fabric_interface: "lo",
     python: "python3",
     ready_seconds: 180,
+    launcher: LAUNCHER,
     input_hash: "0".repeat(64),
     ...rest,
     node: {

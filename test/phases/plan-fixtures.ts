@@ -7,6 +7,7 @@ import { MODEL_MANIFEST_SCHEMA } from "../../src/phases/host/model-manifest.js";
 import type { ModelMeta } from "../../src/phases/model-meta.js";
 import type { AppIdentity, PlanInputs } from "../../src/phases/plan.js";
 import { validRuntime } from "../desired/fixtures.js";
+import { launcherIdentity, PLAN_FORMAT } from "../../src/launcher.js";
 
 export const API_KEY = "sk-narwhal-test-7f3a9c";
 export const MODEL_DIR = "/host/model/dir";
@@ -33,6 +34,13 @@ export function launchRecord(over: Partial<LaunchRecord> = {}): LaunchRecord {
     ...over,
   };
 }
+
+/** A launcher identity built from fixed parts (the digest computed, not made up). */
+export const LAUNCHER = launcherIdentity({
+  version: "0.1.0",
+  plan_format: PLAN_FORMAT,
+  scripts: { "check_runtime.py": "f".repeat(64), "inspect_runtime.py": "d".repeat(64) },
+});
 
 export function engineSpec(over: Partial<EngineSpec> = {}): EngineSpec {
   const launch = over.launch ?? launchRecord(over.backend ? { backend: over.backend } : {});
@@ -64,6 +72,7 @@ export function engineSpec(over: Partial<EngineSpec> = {}): EngineSpec {
     python: "/opt/venv/bin/python3",
     api_key: new Secret(API_KEY),
     ready_seconds: 180,
+    launcher: LAUNCHER,
     input_hash: "e".repeat(64),
     ...over,
   };
@@ -132,7 +141,7 @@ export const APP: AppIdentity = {
   name: "narwhal",
   version: "0.1.0",
   revision: "abc123",
-  check_script_sha256: "f".repeat(64),
+  launcher: LAUNCHER,
 };
 
 /** Everything buildLaunchPlan needs; override any part. */

@@ -53,6 +53,7 @@ export async function checkAction(ctx: ActionContext, dir: string): Promise<Engi
     scriptPath: ctx.checkScript,
     signal: ctx.signal,
     force: true,
+    launcher: ctx.app.launcher,
   });
   const log = path.join(run.dir, checkLogName(plan.backend));
   const attempts = ((await fs.readFile(log, "utf8").catch(() => "")).match(/^=== inspection /gm) ?? []).length;

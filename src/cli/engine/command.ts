@@ -25,12 +25,16 @@ import { renderResult, type EngineResult } from "./result.js";
 type Opts = Record<string, unknown> & { format?: string; state?: string };
 export type Act = (fn: (opts: Opts, ...args: unknown[]) => Promise<number>) => (...args: unknown[]) => Promise<void>;
 
-/** seed 001 "Actions": name, backends, and what it does in the seed's words. */
+/**
+ * seed 001 "Actions": name, backends, and what it does in the seed's words — but for prepare's
+ * "hook hashes": narwhal runs no hooks, so its help names what prepare does verify and record
+ * (the model config hash; the launcher digest, src/launcher.ts, which check compares).
+ */
 export const ENGINE_ACTIONS = [
   [
     "prepare",
     "container, native",
-    "Read NARWHAL_ENGINE_LAUNCH_CONFIG and the deployment environment, verify model and hook hashes, then write a fresh launch directory with launch.json and the backend environment.",
+    "Read NARWHAL_ENGINE_LAUNCH_CONFIG and the deployment environment, verify the model config hash, then write a fresh launch directory with launch.json (recording the launcher digest) and the backend environment.",
   ],
   [
     "check",
