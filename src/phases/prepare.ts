@@ -11,6 +11,7 @@ import { buildLaunchPlan, renderEnvFile, type AppIdentity, type LaunchPlan } fro
 import { createDirAtomically, createRunDir, removePartialRuns, type RunFile } from "../state/run-dir.js";
 import { exists } from "../state/atomic-file.js";
 import { PhaseError } from "../errors.js";
+import { seedRecordFiles } from "./seed-records.js";
 
 export const LAUNCH_FILE = "launch.json";
 export const ENV_FILE = "container.env";
@@ -83,6 +84,8 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     { name: ENV_FILE, data: renderEnvFile(env), mode: 0o600 },
     // What inspection saw, whole: evidence, and what a controller that lost its state file adopts from.
     { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o600 },
+    // The launch record in the seed's shape and the runtime observation it names (seed 000's snippets read them).
+    ...seedRecordFiles(spec, inspection),
     // Containers read the key from a file copied in at start, never from Config.Env.
     ...(spec.backend === "container" && spec.api_key
       ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }]
