@@ -12,6 +12,7 @@ import type { HostAccess } from "../hosts/types.js";
 import { API_KEY_FILE, LAUNCH_FILE } from "../phases/prepare.js";
 import { ENV_FILES } from "../phases/run-env.js";
 import type { PreparedRun } from "../phases/types.js";
+import { ENGINE_LAUNCH_FILE, ENGINE_RUNTIME_FILE } from "../phases/seed-records.js";
 
 /** Run-directory files an engine reads on its node, with their modes there. Absent ones are skipped. */
 const RUN_FILES: ReadonlyArray<{ name: string; mode: number }> = [
@@ -19,6 +20,9 @@ const RUN_FILES: ReadonlyArray<{ name: string; mode: number }> = [
   // engine.env, or container.env of a run prepared before engine.env: whichever the run holds.
   ...ENV_FILES.map((name) => ({ name, mode: 0o600 })),
   { name: API_KEY_FILE, mode: 0o400 },
+  // Seed 003 §16: "Preparation transfers both the launch record and a launcher snapshot to the engine host".
+  { name: ENGINE_LAUNCH_FILE, mode: 0o600 },
+  { name: ENGINE_RUNTIME_FILE, mode: 0o600 },
 ];
 
 /** Where a run lives for its engine: the node's access and the run directory on that node. */

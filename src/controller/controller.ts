@@ -20,6 +20,7 @@ import { desiredForPlan } from "./desired-for-plan.js";
 import { Execution } from "./execute.js";
 import { WorkQueue } from "./work-queue.js";
 import { ServingWriter } from "./serving-writer.js";
+import { LaunchConfigWriter } from "./launch-config-writer.js";
 import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
@@ -61,6 +62,7 @@ export class Controller {
   private lastOwned: Owned = [];
   private lastPlan: Plan | null = null;
   private readonly serving: ServingWriter;
+  private readonly launchConfig: LaunchConfigWriter;
   private readonly fleetRuns = new Generations();
   private readonly liveness = new Map<string, Liveness>();
   /** The node faults behind "unknown" liveness, by launch token (NodeReachable, the planner). */
@@ -85,6 +87,9 @@ export class Controller {
       stateDir: opts.config.stateDir,
     });
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
+    this.launchConfig = new LaunchConfigWriter(opts.config.stateDir, opts.log, () =>
+      Object.values(this.store.data.engines),
+    );
     const machine = providedMachine(opts, {
       applied: this.applied,
       actors: this.actors,
@@ -151,6 +156,7 @@ export class Controller {
     try {
       await this.store?.flush();
       await this.serving.written();
+      await this.launchConfig.written();
     } catch (err) {
       throw ioFailure(err, {
         step: "state",
@@ -311,6 +317,7 @@ export class Controller {
 
   private onTransition(engine: string, from: string, to: string): void {
     if (to !== "error") this.unplanned--;
+    this.launchConfig.transitioned(to);
     this.opts.hooks?.transition?.(engine, from, to);
     // Every transition may release the next rollout step or change what may be paired.
     this.queue.add(FLEET);

@@ -14,6 +14,7 @@ import { exists } from "../state/atomic-file.js";
 import { PhaseError } from "../errors.js";
 import { MODEL_MANIFEST_FILE } from "./host/model-manifest.js";
 import { envFileFor } from "./run-env.js";
+import { seedRecordFiles } from "./seed-records.js";
 
 export const LAUNCH_FILE = "launch.json";
 export const API_KEY_FILE = "api-key";
@@ -87,6 +88,8 @@ export async function prepare(spec: EngineSpec, inspection: Inspection, opts: Pr
     { name: INSPECTION_FILE, data: JSON.stringify(inspection, null, 2) + "\n", mode: 0o600 },
     // seed 000's complete manifest, on its own: what tree_sha256 in launch.json stands for, file by file.
     { name: MODEL_MANIFEST_FILE, data: JSON.stringify(inspection.model_manifest, null, 2) + "\n", mode: 0o600 },
+    // The launch record in the seed's shape and the runtime observation it names (seed 000's snippets read them).
+    ...seedRecordFiles(spec, inspection),
     // Containers read the key from a file copied in at start, never from Config.Env.
     ...(spec.backend === "container" && spec.api_key
       ? [{ name: API_KEY_FILE, data: spec.api_key.reveal() + "\n", mode: 0o600 }]

@@ -100,10 +100,17 @@ describe("native backend on a node reached over ssh", () => {
     expect((await fs.readdir(onA)).sort()).toEqual([
       "check-input.json",
       expect.stringMatching(/^check_runtime\.[0-9a-f]{12}\.py$/),
+      "engine-launch.json",
+      "engine-runtime.json",
       "engine.env",
       "launch.json",
     ]);
     expect((await fs.stat(path.join(onA, "engine.env"))).mode & 0o777).toBe(0o600);
+    // The role-specific launch record travels with the plan (seed 003 §16), its sources beside it: byte for byte.
+    for (const f of ["engine-launch.json", "engine-runtime.json"]) {
+      expect((await fs.stat(path.join(onA, f))).mode & 0o777).toBe(0o600);
+      expect(await fs.readFile(path.join(onA, f))).toEqual(await fs.readFile(path.join(run.dir, f)));
+    }
     expect((await fs.stat(path.join(onA, "launch.json"))).mode & 0o777).toBe(0o400);
     // Nothing of host A's run directory is on host B.
     await expect(fs.stat(path.join(b.home, "narwhal-runs"))).rejects.toMatchObject({ code: "ENOENT" });
