@@ -41,6 +41,10 @@ describe("the run's environment file and the modes of what prepare writes", () =
       [ENGINE_ENV_FILE]: "600",
       "launch.json": "400",
       "inspection.json": "600",
+      // seed 000's complete manifest, and the seed-shaped launch record with the runtime observation it names.
+      "model-manifest.json": "600",
+      "engine-launch.json": "600",
+      "engine-runtime.json": "600",
     });
     const { file, env } = await readRunEnv(run.dir);
     expect(file).toBe(ENGINE_ENV_FILE);
@@ -58,6 +62,10 @@ describe("the run's environment file and the modes of what prepare writes", () =
       "api-key": "600",
       "launch.json": "400",
       "inspection.json": "600",
+      // seed 000's complete manifest, and the seed-shaped launch record with the runtime observation it names.
+      "model-manifest.json": "600",
+      "engine-launch.json": "600",
+      "engine-runtime.json": "600",
     });
     expect((await readRunEnv(run.dir)).file).toBe(CONTAINER_ENV_FILE);
   });
