@@ -7,8 +7,18 @@ import { readState, stateFilePath } from "../state/store.js";
 import { readLockStatus } from "../state/lock.js";
 import { validateDesired } from "../desired/load.js";
 import { exists } from "../state/atomic-file.js";
+import { runningLauncher } from "../app.js";
 import { probeEngines, type ProbeTarget } from "./status-observe.js";
-import { servingHandle, statusView, type ControllerView, type DesiredNow, type StatusView } from "./status-view.js";
+import { readPlan } from "../phases/prepare.js";
+import type { EngineRecord } from "../state/store.js";
+import {
+  servingHandle,
+  statusView,
+  type ControllerView,
+  type DesiredNow,
+  type StatusLauncher,
+  type StatusView,
+} from "./status-view.js";
 
 export async function desiredNow(dir: string): Promise<DesiredNow> {
   const invalid = (issues: number, problem: string): DesiredNow => ({
@@ -68,6 +78,17 @@ export async function controllerNow(stateDir: string): Promise<ControllerView> {
   }
 }
 
+/** The launcher recorded in the engine's plan, beside this narwhal's (null: no run, or no readable plan). */
+async function planLauncher(r: EngineRecord | undefined, running: string): Promise<StatusLauncher | null> {
+  if (!r?.run_dir) return null;
+  // A plan made before plans recorded their launcher has none: shown as such, not as an error.
+  const launcher = await readPlan(r.run_dir).then(
+    ({ plan }) => (plan as { launcher?: { digest: string; version: string } }).launcher,
+    () => undefined,
+  );
+  return launcher ? { digest: launcher.digest, version: launcher.version, current: launcher.digest === running } : null;
+}
+
 /** The whole view; one engine's when `engine` is given. An unusable state file throws (StateFileError), as before. */
 export async function readStatus(config: Config, engine?: string): Promise<StatusView> {
   const state = await readState(config.stateDir);
@@ -82,5 +103,13 @@ export async function readStatus(config: Config, engine?: string): Promise<Statu
     }
     live = { at: new Date().toISOString(), engines: await probeEngines(config, targets) };
   }
-  return statusView(state, { ...(engine ? { engine } : {}), desired, controller, live });
+  // One engine's details name the launcher of its plan; the table of all engines reads no plan.
+  const launcher = engine ? await planLauncher(state.engines[engine], runningLauncher().digest) : null;
+  return statusView(state, {
+    ...(engine ? { engine } : {}),
+    desired,
+    controller,
+    live,
+    ...(engine && launcher ? { launchers: { [engine]: launcher } } : {}),
+  });
 }

@@ -113,6 +113,13 @@ function details(e: StatusEngine, view: StatusView, now: number): string[] {
     `  run directory: ${e.run_dir ?? "-"}`,
     `  plan sha256:   ${e.plan_sha256 ?? "-"}`,
   ];
+  if (e.launcher)
+    lines.push(
+      `  launcher:      narwhal ${e.launcher.version}, digest ${e.launcher.digest} ` +
+        (e.launcher.current
+          ? "(this narwhal's)"
+          : "(not this narwhal's: a changed launcher requires a new prepared run, so the next reconcile replaces it)"),
+    );
   const desired = !view.desired
     ? []
     : [`desired ${view.desired.valid ? (e.desired_hash_now ?? "- (not in desired/)") : "?"}`];

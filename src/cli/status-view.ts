@@ -66,6 +66,16 @@ export interface StatusEngine extends Omit<
   layout_matches_group: boolean | null;
   /** The no-controller check of pid/container_id (null: not checked — a controller runs, or nothing to check). */
   live: Live | null;
+  /** The launcher that made the run's plan (read for `status ENGINE` only; null: not read or no plan). */
+  launcher: StatusLauncher | null;
+}
+
+/** A plan's launcher beside this narwhal's: a differing one means the next plan replaces the engine. */
+export interface StatusLauncher {
+  digest: string;
+  version: string;
+  /** The digest equals the running narwhal's. */
+  current: boolean;
 }
 
 export interface StatusView {
@@ -113,6 +123,7 @@ export interface StatusInputs {
   desired?: DesiredNow | null;
   controller?: ControllerView | null;
   live?: { at: string; engines: Record<string, Live> } | null;
+  launchers?: Record<string, StatusLauncher>;
 }
 
 export const NOT_CREATED = "(not created)";
@@ -158,11 +169,12 @@ function notCreated(engine: string, spec: { input_hash: string; backend: string;
     retiring: false,
     layout_matches_group: null,
     live: null,
+    launcher: null,
   };
 }
 
 export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusView {
-  const { engine, desired = null, controller = null, live = null } = inputs;
+  const { engine, desired = null, controller = null, live = null, launchers = {} } = inputs;
   const records = Object.values(state.engines).sort((a, b) => a.engine.localeCompare(b.engine));
   const groups = groupReport(records);
   const differing = new Set(groups.flatMap((g) => g.differing));
@@ -185,6 +197,7 @@ export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusV
       retiring: !r.handle && !!retiring?.handle,
       layout_matches_group: r.layout ? !differing.has(r.engine) : null,
       live: live?.engines[r.engine] ?? null,
+      launcher: launchers[r.engine] ?? null,
     };
   });
   for (const [name, spec] of Object.entries(wanted)) if (!state.engines[name]) rows.push(notCreated(name, spec));

@@ -67,6 +67,11 @@ describe("a changed launcher", () => {
     expect(lines).toContain(`      launcher.digest: "${other.digest}" → "${ours.digest}"  (forces replacement)`);
     expect(lines).toContain(`      launcher.version: "0.0.0-other" → "${ours.version}"  (forces replacement)`);
     expect(lines.at(-1)).toBe("Plan: 2 to replace, 0 to create, 0 to remove.");
+    // status ENGINE names the launcher of the plan the engine runs from, and says it is not this narwhal's.
+    const stale = await runCli(["status", "engine-1", ...args]);
+    expect(stale.stdout).toContain(
+      `  launcher:      narwhal 0.0.0-other, digest ${other.digest} (not this narwhal's: a changed launcher requires a new prepared run`,
+    );
 
     const reconcile = await runCli(["reconcile", "--once", ...args]);
     expect(reconcile.code, reconcile.stderr).toBe(0);
@@ -79,5 +84,7 @@ describe("a changed launcher", () => {
     const again = await runCli(["plan", ...args]);
     expect(again.code, again.stdout).toBe(0);
     expect(again.stdout.split("\n")[0]).not.toContain("forces replacement");
+    const fresh = await runCli(["status", "engine-1", ...args]);
+    expect(fresh.stdout).toContain(`  launcher:      narwhal ${ours.version}, digest ${ours.digest} (this narwhal's)`);
   });
 });
