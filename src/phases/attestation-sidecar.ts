@@ -129,8 +129,12 @@ export async function ensureSidecar(
 ): Promise<Sidecar> {
   const failpoint = deps.failpoint ?? noFailpoints;
   const where = runOnNode(deps.hosts, plan.node.name, run);
-  const [running, ...extra] = await findSidecarsOn(where.host, deps.stateDir, plan.launch_token);
-  for (const s of extra) await stopOne(where.host, s); // never two per engine
+  // Never two per engine. A sidecar of this engine under another launch token serves an instance
+  // that no longer runs (a retiring engine that died during its replacement, whose own exit check
+  // has not fired yet): left running, it holds the port and answers with a stale attestation.
+  const mine = (await findSidecarsOn(where.host, deps.stateDir)).filter((s) => s.engine === run.engine);
+  const [running, ...extra] = mine.filter((s) => s.launch_token === plan.launch_token);
+  for (const s of [...extra, ...mine.filter((s) => s.launch_token !== plan.launch_token)]) await stopOne(where.host, s);
   let sidecar = running;
   if (!sidecar) {
     signal.throwIfAborted();
