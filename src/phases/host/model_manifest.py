@@ -140,12 +140,14 @@ def manifest(root, cache_file):
     files = walk(root)
     cache = load_cache(cache_file) if cache_file != "-" else {}
     digests = {}
-    todo = []
+    todo = []  # in walk order; `queued` keeps membership O(1) for checkpoints of many files
+    queued = set()
     for rel, real, st in files:
         held = cache.get(real)
         if isinstance(held, dict) and held.get("stat") == stamp(st) and isinstance(held.get("sha256"), str):
             digests[real] = held["sha256"]
-        elif real not in todo:
+        elif real not in queued:
+            queued.add(real)
             todo.append(real)
 
     def hash_one(real):
@@ -173,7 +175,7 @@ def manifest(root, cache_file):
     return {
         "files": out,
         "hashed": len(todo),
-        "cached": len(files) - sum(1 for rel, real, st in files if real in todo),
+        "cached": len(files) - sum(1 for rel, real, st in files if real in queued),
         "cache_error": cache_error,
     }
 
