@@ -175,6 +175,16 @@ export function inStep(err: unknown, engine: string, step: Step): unknown {
 /** Another controller holds the state directory. */
 export class LockHeldError extends NarwhalError {}
 
+/**
+ * The command line itself is wrong (an unknown option, a wrong combination or count, a bad value):
+ * reported before any file is read or written. `input` names the option at fault.
+ */
+export class UsageError extends NarwhalError {
+  constructor(message: string, details: Pick<ErrorDetails, "input" | "fix" | "engine"> = {}) {
+    super(message, { ...details, retryable: false });
+  }
+}
+
 /** A file could not be read or written (state, lock, log, run directory): names the path and the errno. */
 export class IoError extends NarwhalError {
   readonly path: string;

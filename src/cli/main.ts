@@ -19,7 +19,9 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
-import type { ValidationIssue } from "../errors.js";
+import { DesiredStateError, NarwhalError, type ValidationIssue } from "../errors.js";
+import { document, FORMATS, formatInArgv, isMachineFormat, listDocument, renderDocument } from "./documents.js";
+import { inheritUsageErrors, usageError, withUsageErrors } from "./usage.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -41,12 +43,15 @@ async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger)
 const desiredOpt = () =>
   new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
 const stateOpt = () => new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state");
-const formatOpt = () => new Option("--format <format>", "output format").choices(["text", "json"]).default("text");
+const formatOpt = () =>
+  new Option("--format <format>", "output format: json and yaml print an apiVersion/kind document")
+    .choices(FORMATS)
+    .default("text");
 
 /** An invalid desired state, as `validate` prints it: every issue with its file and JSON path. */
 function printInvalid(dir: string, issues: ValidationIssue[], format: string): void {
-  if (format === "json") {
-    out(JSON.stringify({ valid: false, issues, engines: [] }, null, 2));
+  if (isMachineFormat(format)) {
+    out(renderDocument(document("ValidationResult", { valid: false, issues, engines: [] }), format));
     return;
   }
   err(`desired state in ${dir} is invalid (${issues.length} errors):`);
@@ -55,12 +60,12 @@ function printInvalid(dir: string, issues: ValidationIssue[], format: string): v
 
 async function run(argv: string[]): Promise<number> {
   let code: number = EXIT.ok;
-  let format = "text";
-  const program = new Command("narwhal")
-    .description("A declarative reconciler for vLLM inference fleets")
-    .version(appIdentity().version, "--version")
-    .exitOverride()
-    .showHelpAfterError();
+  // Known before commander parses: a usage error in --format json|yaml is a document too.
+  let format = formatInArgv(argv) ?? "text";
+  const program = withUsageErrors(
+    new Command("narwhal").description("A declarative reconciler for vLLM inference fleets"),
+    isMachineFormat(format),
+  ).version(appIdentity().version, "--version");
 
   const act =
     (fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>) =>
@@ -81,8 +86,10 @@ async function run(argv: string[]): Promise<number> {
         const config = configFrom(opts);
         const result = await validateDesired(config.desiredDir);
         const issues = await explainImageTags(result, config);
-        if (opts.format === "json") {
-          out(JSON.stringify({ valid: !!result.state, issues, engines: result.state?.specs ?? [] }, null, 2));
+        if (isMachineFormat(opts.format) && result.state) {
+          out(
+            renderDocument(document("ValidationResult", { valid: true, issues, engines: result.state.specs }), format),
+          );
         } else if (result.state) {
           out(`desired state in ${config.desiredDir} is valid: ${result.state.specs.length} engines`);
           for (const s of result.state.specs)
@@ -124,12 +131,21 @@ async function run(argv: string[]): Promise<number> {
         const config = configFrom(opts);
         const view = await readStatus(config, engine as string | undefined);
         if (engine && view.engines.length === 0) {
-          err(
-            `narwhal: no engine named ${String(engine)} in the state ${config.stateDir} or in desired state ${config.desiredDir}`,
+          // Thrown, so --format json|yaml reports it as an Error document: a script can tell it from a status.
+          throw new NarwhalError(
+            `no such engine in the state ${config.stateDir} or in desired state ${config.desiredDir}`,
+            {
+              engine: String(engine),
+              input: "ENGINE argument",
+              fix: "Name an engine of the desired state or the state directory: narwhal status lists them.",
+            },
           );
-          return EXIT.invalid;
         }
-        out(opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine));
+        out(
+          isMachineFormat(opts.format)
+            ? renderDocument(document(engine ? "EngineStatus" : "Status", view), format)
+            : renderStatusText(view, !!engine),
+        );
         return EXIT.ok;
       }),
     );
@@ -143,8 +159,8 @@ async function run(argv: string[]): Promise<number> {
       act(async (opts) => {
         const groups = groupReport(Object.values((await readState(configFrom(opts).stateDir)).engines));
         out(
-          opts.format === "json"
-            ? JSON.stringify(groups, null, 2)
+          isMachineFormat(opts.format)
+            ? renderDocument(listDocument("Groups", groups), format)
             : renderGroups(groups) || "no groups yet: no engine has been inspected",
         );
         return EXIT.ok;
@@ -154,15 +170,22 @@ async function run(argv: string[]): Promise<number> {
   program
     .command("down")
     .description("Stop every engine the state knows: gracefully, then SIGKILL")
+    .addOption(
+      new Option(
+        "--desired <dir>",
+        "desired-state directory whose node records reach engines on other nodes (env NARWHAL_DESIRED)",
+      ).default(undefined, "./desired"),
+    )
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
       act((opts) =>
         withLogger(opts, async (config, log) => {
-          const { stopped } = await down(config, log);
+          const result = await down(config, log);
+          const { stopped } = result;
           out(
-            opts.format === "json"
-              ? JSON.stringify({ stopped })
+            isMachineFormat(opts.format)
+              ? renderDocument(document("DownResult", result), format)
               : stopped.length
                 ? `stopped: ${stopped.join(", ")}`
                 : "no engine was running",
@@ -184,7 +207,10 @@ async function run(argv: string[]): Promise<number> {
         withLogger(opts, async (config, log) => {
           const result = await validateDesired(config.desiredDir);
           if (!result.state) {
-            printInvalid(config.desiredDir, await explainImageTags(result, config), String(opts.format));
+            // In a machine format the plan's failure is an Error document on stderr, as reconcile's is.
+            const issues = await explainImageTags(result, config);
+            if (isMachineFormat(format)) throw new DesiredStateError(issues);
+            printInvalid(config.desiredDir, issues, String(opts.format));
             return EXIT.invalid;
           }
           return planCommand(
@@ -219,15 +245,16 @@ async function run(argv: string[]): Promise<number> {
 
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
+  inheritUsageErrors(program);
 
   try {
     await program.parseAsync(argv);
   } catch (e) {
-    const ce = e as { code?: string; exitCode?: number };
+    const ce = e as { code?: string; message?: string };
     if (typeof ce.code === "string" && ce.code.startsWith("commander.")) {
-      return ce.code === "commander.helpDisplayed" || ce.code === "commander.version"
-        ? EXIT.ok
-        : (ce.exitCode ?? EXIT.invalid);
+      if (ce.code === "commander.helpDisplayed" || ce.code === "commander.version") return EXIT.ok;
+      // Commander printed the text error and the help hint; a machine format gets a document instead.
+      return isMachineFormat(format) ? reportError(usageError(ce.message ?? ""), format, err) : EXIT.invalid;
     }
     return reportError(e, format, err);
   }

@@ -9,10 +9,11 @@ import type { Logger } from "../log.js";
 import { observeStandalone } from "../controller/observe-standalone.js";
 import { plan as planFleet } from "../controller/planner.js";
 import { desiredForPlan } from "../controller/desired-for-plan.js";
-import { planFileText, savedPlan, writePlanFile } from "../controller/plan-file.js";
+import { savedPlan, writePlanFile } from "../controller/plan-file.js";
 import { readLockStatus, type LockStatus } from "../state/lock.js";
 import { desiredLabel, renderPlanText } from "./plan-render.js";
 import { EXIT } from "./exit-codes.js";
+import { isMachineFormat, renderDocument } from "./documents.js";
 
 export interface PlanOptions {
   format: string;
@@ -56,13 +57,13 @@ export async function planCommand(
   });
   if (opts.out) await writePlanFile(path.resolve(opts.out), saved);
   out(
-    opts.format === "json"
-      ? planFileText(saved).trimEnd()
+    isMachineFormat(opts.format)
+      ? renderDocument(saved, opts.format)
       : renderPlanText(saved, desiredLabel(config.desiredDir, process.cwd()), desired.specs[0]?.launcher),
   );
   const note = lockNote(lock, config.stateDir);
   if (note) err(note);
-  if (opts.out && opts.format !== "json")
+  if (opts.out && !isMachineFormat(opts.format))
     err(`narwhal: plan saved to ${path.resolve(opts.out)}; run narwhal apply ${opts.out} to execute exactly it.`);
   return plan.changes ? EXIT.changes : EXIT.ok;
 }

@@ -12,6 +12,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { controllerFor } from "./runtime.js";
 import { EXIT } from "./exit-codes.js";
+import { document, isMachineFormat, renderDocument } from "./documents.js";
 import { renderStatusText, statusView } from "./status-view.js";
 import { unobservable } from "../controller/node-faults.js";
 import { nodeWords } from "../controller/rollout.js";
@@ -81,7 +82,6 @@ export async function convergeOnce(
   const kvWords = unproven.length
     ? `\nnot converged: KV transfer not proven for ${unproven.map((u) => `${u.engine} (${u.reason}: ${u.message})`).join("; ")}`
     : "";
-  write(format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, false) + gaveUp + kvWords);
   // An engine whose node does not answer is not converged, whatever its record last said.
   const converged =
     blocked.length === 0 &&
@@ -90,6 +90,11 @@ export async function convergeOnce(
       const e = state.engines[s.name];
       return e?.phase === "captured" && !e.conditions.some((c) => c.type === "NodeReachable" && c.status === "False");
     });
+  write(
+    isMachineFormat(format)
+      ? renderDocument(document(guard ? "ApplyResult" : "ReconcileResult", { converged, ...view }), format)
+      : renderStatusText(view, false) + gaveUp + kvWords,
+  );
   return converged ? EXIT.ok : EXIT.notConverged;
 }
 

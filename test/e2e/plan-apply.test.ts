@@ -115,11 +115,12 @@ describe("narwhal plan and apply", () => {
     const json = await runCli(["apply", file, "--format", "json"]);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stderr)).toMatchObject({
-      error: {
-        name: "StalePlanError",
-        input: file,
-        differences: [expect.stringMatching(/^engine-1: desired input hash changed/)],
-      },
+      apiVersion: "narwhal/v1",
+      kind: "Error",
+      name: "StalePlanError",
+      input: file,
+      exit_code: 1,
+      differences: [expect.stringMatching(/^engine-1: desired input hash changed/)],
     });
     expect(await pidOf(fleet.stateDir)).toEqual(pids);
     expect((await fs.readdir(path.join(fleet.stateDir, "runs"), { recursive: true })).map(String).sort()).toEqual(runs);

@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { appIdentity } from "../../app.js";
 import { MAX_SHARED, MIN_SHARED } from "../../phases/shared-budget.js";
 import { refusal } from "../../phases/action-error.js";
+import { registrationSource } from "../../phases/cache-registration.js";
 import { prepareAction } from "./prepare-action.js";
 import {
   cacheRegistrationAction,
@@ -147,15 +148,27 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
       .default(180);
   const backendOpt = (what: string) => new Option("--backend <backend>", what).choices(["container", "native"]);
 
-  const run = (result: (ctx: ActionContext, opts: Opts) => Promise<EngineResult>) =>
+  /**
+   * An action in two halves: `usage` checks the command line (how many --run, which combination of
+   * options) and throws before any file is read or written; the function it returns is the action,
+   * run in its context.
+   */
+  const run = (usage: (opts: Opts) => (ctx: ActionContext) => Promise<EngineResult>) =>
     act(async (opts) => {
+      const result = usage(opts);
       // Scoped apart from `narwhal reconcile`'s state directory (NARWHAL_STATE is not read here):
       // a reconciler treats engines of its own scope that it does not know as orphans and removes them.
       const first = (opts.run as string[] | undefined)?.[0] ?? (opts.out as string | undefined);
       const scope = opts.state ?? (first ? path.dirname(path.resolve(first)) : process.cwd());
-      const r = await withActionContext({ state: path.resolve(scope) }, (ctx) => result(ctx, opts));
+      const r = await withActionContext({ state: path.resolve(scope) }, result);
       out(renderResult(r, opts.format ?? "text"));
       return 0;
+    });
+  /** An action on exactly one --run. */
+  const onRun = (name: string, result: (ctx: ActionContext, dir: string, opts: Opts) => Promise<EngineResult>) =>
+    run((o) => {
+      const dir = oneRun(name, o.run);
+      return (ctx) => result(ctx, dir, o);
     });
   const action = (name: (typeof ENGINE_ACTIONS)[number][0]) => {
     const [, backends, summary] = ENGINE_ACTIONS.find(([n]) => n === name)!;
@@ -173,35 +186,36 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
     )
     .addOption(new Option("--engine <name>", "launch record to prepare, engine-<n> (env NARWHAL_ENGINE)"))
     .action(
-      run((ctx, o) =>
-        prepareAction(ctx, {
-          out: String(o.out),
-          desired: (o.desired as string | undefined) ?? ctx.env.NARWHAL_DESIRED ?? "desired",
-          ...(o.backend ? { backend: o.backend as "container" | "native" } : {}),
-          ...(o.engine ? { engine: String(o.engine) } : {}),
-        }),
+      run(
+        (o) => (ctx) =>
+          prepareAction(ctx, {
+            out: String(o.out),
+            desired: (o.desired as string | undefined) ?? ctx.env.NARWHAL_DESIRED ?? "desired",
+            ...(o.backend ? { backend: o.backend as "container" | "native" } : {}),
+            ...(o.engine ? { engine: String(o.engine) } : {}),
+          }),
       ),
     );
   action("check")
     .addOption(runOpt())
-    .action(run((ctx, o) => checkAction(ctx, oneRun("check", o.run))));
+    .action(onRun("check", (ctx, dir) => checkAction(ctx, dir)));
   action("measure-cache")
     .addOption(runOpt())
     .addOption(readyOpt())
-    .action(run((ctx, o) => measureCacheAction(ctx, oneRun("measure-cache", o.run), o.readySeconds as number)));
+    .action(onRun("measure-cache", (ctx, dir, o) => measureCacheAction(ctx, dir, o.readySeconds as number)));
   action("model-dimensions")
     .addOption(runOpt())
-    .action(run((ctx, o) => modelDimensionsAction(ctx, oneRun("model-dimensions", o.run))));
+    .action(onRun("model-dimensions", (ctx, dir) => modelDimensionsAction(ctx, dir)));
   action("handshake-policy")
     .addOption(runOpt())
-    .action(run((ctx, o) => handshakePolicyAction(ctx, oneRun("handshake-policy", o.run))));
+    .action(onRun("handshake-policy", (ctx, dir) => handshakePolicyAction(ctx, dir)));
   action("start")
     .addOption(runOpt())
     .addOption(readyOpt())
-    .action(run((ctx, o) => startAction(ctx, oneRun("start", o.run), o.readySeconds as number)));
+    .action(onRun("start", (ctx, dir, o) => startAction(ctx, dir, o.readySeconds as number)));
   action("capture-cache")
     .addOption(runOpt())
-    .action(run((ctx, o) => captureCacheAction(ctx, oneRun("capture-cache", o.run))));
+    .action(onRun("capture-cache", (ctx, dir) => captureCacheAction(ctx, dir)));
   action("cache-registration")
     .addOption(runOpt())
     .addOption(
@@ -217,12 +231,15 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
       ),
     )
     .action(
-      run((ctx, o) =>
-        cacheRegistrationAction(ctx, oneRun("cache-registration", o.run), {
+      run((o) => {
+        const dir = oneRun("cache-registration", o.run);
+        const source = {
           ...(o.startupLog ? { startupLog: String(o.startupLog) } : {}),
           ...(o.runtimeLayout ? { runtimeLayout: String(o.runtimeLayout) } : {}),
-        }),
-      ),
+        };
+        registrationSource(source); // exactly one of the two, before the run directory is read
+        return (ctx) => cacheRegistrationAction(ctx, dir, source);
+      }),
     );
   action("start-shared")
     .addOption(runOpt(true))
@@ -233,7 +250,7 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
     )
     .addOption(readyOpt())
     .action(
-      run((ctx, o) => {
+      run((o) => {
         const runs = (o.run as string[] | undefined) ?? [];
         if (runs.length < MIN_SHARED || runs.length > MAX_SHARED) {
           throw refusal(
@@ -242,19 +259,27 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
             { input: "--run", fix: "Repeat --run two to eight times, once per checked plan sharing the GPU." },
           );
         }
-        return startSharedAction(ctx, runs, o.backend as "container" | "native", o.readySeconds as number, (s) =>
-          o.format === "json" ? undefined : err(s),
-        );
+        const twice = runs.find((r, i) => runs.findIndex((q) => path.resolve(q) === path.resolve(r)) !== i);
+        if (twice) {
+          throw refusal("start-shared", `--run names ${twice} twice; each plan starts once`, {
+            input: "--run",
+            fix: "Give each checked launch directory sharing the GPU once.",
+          });
+        }
+        return (ctx) =>
+          startSharedAction(ctx, runs, o.backend as "container" | "native", o.readySeconds as number, (s) =>
+            o.format === "json" ? undefined : err(s),
+          );
       }),
     );
   action("stop-native")
     .addOption(runOpt())
-    .action(run((ctx, o) => stopNativeAction(ctx, oneRun("stop-native", o.run))));
+    .action(onRun("stop-native", (ctx, dir) => stopNativeAction(ctx, dir)));
   action("native-capture")
     .addOption(runOpt())
-    .action(run((ctx, o) => nativeCaptureAction(ctx, oneRun("native-capture", o.run))));
+    .action(onRun("native-capture", (ctx, dir) => nativeCaptureAction(ctx, dir)));
   action("attestation-serve")
     .addOption(runOpt())
-    .action(run((ctx, o) => attestationServeAction(ctx, oneRun("attestation-serve", o.run))));
+    .action(onRun("attestation-serve", (ctx, dir) => attestationServeAction(ctx, dir)));
   return engine;
 }

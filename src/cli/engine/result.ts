@@ -1,5 +1,9 @@
 // The result every `narwhal engine <action>` prints: with --format json a
-// versioned document (narwhal.engine-result/v1), else a few lines for people.
+// versioned document (apiVersion narwhal/v1, kind EngineActionResult, as every
+// command's; `schema` narwhal.engine-result/v1 is kept for its earlier readers),
+// else a few lines for people.
+import { document, renderDocument } from "../documents.js";
+
 export const ENGINE_RESULT_SCHEMA = "narwhal.engine-result/v1";
 
 export interface EngineResult {
@@ -35,7 +39,7 @@ export function engineResult(
 }
 
 export function renderResult(result: EngineResult, format: string): string {
-  if (format === "json") return JSON.stringify(result, null, 2);
+  if (format === "json") return renderDocument(document("EngineActionResult", result), format);
   const runs = Array.isArray(result.run) ? result.run.join(", ") : result.run;
   const lines = [
     `${result.action}: ${[result.engine].flat().filter(Boolean).join(", ")} ${runs}`.replace(/\s+/g, " ").trim(),
