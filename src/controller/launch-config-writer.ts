@@ -26,7 +26,7 @@ export class LaunchConfigWriter {
       // Read when the write runs, not when it was asked for: the latest runs win.
       const runs = this.records().filter((r) => r.phase !== "removed");
       await writeFleetLaunchConfig(this.stateDir, runs).catch((err: unknown) =>
-        this.log.error(`cannot write engine-launch.local.json: ${describeFailure(err)}`),
+        this.log.error(`cannot write engine-launch.local.json and engine-launch.sources.json: ${describeFailure(err)}`),
       );
     });
   }

@@ -59,11 +59,20 @@ export function canonicalJson(value: unknown): string {
  * runs on, so they count; so does a `work_dir` other than the default (where
  * the plan lives on the node), left out at the default (see INPUT_HASH_VERSION).
  * The launcher digest and its parts count (see INPUT_HASH_VERSION), so a plan
- * names the part that changed. The API key changes `--api-key`, so it counts — as the sha256 of its value,
+ * names the part that changed; the operator's pin on it (`launcher_pin`) does not: it only gates prepare,
+ * and setting it to the digest engines already run from must replace none of them. The API key changes `--api-key`, so it counts — as the sha256 of its value,
  * never in clear, because the hash is a visible container label.
  */
 export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): Record<string, unknown> {
-  const { api_key, ready_seconds: _r, attestation_url: _a, attestation_port: _p, node, ...rest } = spec as EngineSpec;
+  const {
+    api_key,
+    ready_seconds: _r,
+    attestation_url: _a,
+    attestation_port: _p,
+    launcher_pin: _l,
+    node,
+    ...rest
+  } = spec as EngineSpec;
   const { ssh, work_dir, ...nodeRest } = node;
   const material: Record<string, unknown> = {
     ...rest,

@@ -104,6 +104,24 @@ const at = (name: string, message: string, rule: string): ValidationIssue => ({
   rule,
 });
 
+/** An optional pin: unset is no pin; set (even empty) it must be a sha256 (`what` says which one to write). */
+function optionalSha256Pin(name: string, variable: string, what: string): VariableRule {
+  return {
+    name,
+    check: (vars) => {
+      const v = vars[variable];
+      if (v === undefined || /^[0-9a-f]{64}$/.test(v)) return [];
+      return [
+        at(
+          variable,
+          `"${v}" is not a sha256: write the 64 lower-case hex digits of ${what}, or leave the variable out`,
+          name,
+        ),
+      ];
+    },
+  };
+}
+
 export const variableRules: VariableRule[] = [
   {
     // A misspelt variable is otherwise silently ignored: NARWHAL_READY_SECOND=600
@@ -149,20 +167,8 @@ export const variableRules: VariableRule[] = [
       ];
     },
   },
-  {
-    name: "model-tree-sha256",
-    check: (vars) => {
-      const v = vars["NARWHAL_MODEL_TREE_SHA256"];
-      if (v === undefined || /^[0-9a-f]{64}$/.test(v)) return [];
-      return [
-        at(
-          "NARWHAL_MODEL_TREE_SHA256",
-          `"${v}" is not a sha256: write the 64 lower-case hex digits of tree_sha256 in a run's model-manifest.json, or leave the variable out`,
-          "model-tree-sha256",
-        ),
-      ];
-    },
-  },
+  optionalSha256Pin("model-tree-sha256", "NARWHAL_MODEL_TREE_SHA256", "tree_sha256 in a run's model-manifest.json"),
+  optionalSha256Pin("launcher-sha256", "NARWHAL_ENGINE_LAUNCHER_SHA256", "the launcher digest `narwhal plan` shows"),
   {
     name: "port-variables",
     check: (vars) =>

@@ -125,6 +125,7 @@ export function buildSpecs(
   const revision = get("NARWHAL_MODEL_REVISION");
   const modelPath = get("NARWHAL_MODEL_PATH");
   const treePin = get("NARWHAL_MODEL_TREE_SHA256");
+  const launcherPin = get("NARWHAL_ENGINE_LAUNCHER_SHA256");
   const ready = get("NARWHAL_READY_SECONDS");
   const args = parseEngineArgs(get(ENGINE_ARGS_VARIABLE));
   const env = parseEngineEnv(get(ENGINE_ENV_VARIABLE));
@@ -170,6 +171,7 @@ export function buildSpecs(
       ...(apiKey === undefined ? {} : { api_key: new Secret(apiKey) }),
       ready_seconds: ready === undefined ? DEFAULT_READY_SECONDS : Number(ready),
       launcher,
+      ...(launcherPin === undefined ? {} : { launcher_pin: launcherPin }),
     };
     return { ...spec, input_hash: inputHash(spec) };
   });

@@ -135,6 +135,11 @@ export interface EngineSpec {
   ready_seconds: number;
   /** The narwhal that prepares this engine (src/launcher.ts): hashed, so a new launcher re-prepares every engine. */
   launcher: LauncherIdentity;
+  /**
+   * NARWHAL_ENGINE_LAUNCHER_SHA256: the launcher digest the operator reviewed; prepare refuses any other.
+   * Absent when unset. Not hashed: a gate before prepare, not a launch input (`launcher` is).
+   */
+  launcher_pin?: string;
   /** sha256 of the canonical JSON of everything above that can change the launch. */
   input_hash: string;
 }

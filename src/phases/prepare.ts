@@ -60,7 +60,30 @@ function refuseOut(engine: string, out: string): PhaseError {
   });
 }
 
+/**
+ * seed 000 `test "$(sha256sum "$NARWHAL_ENGINE_LAUNCHER")" = "$NARWHAL_ENGINE_LAUNCHER_SHA256"` before prepare:
+ * an operator who pinned the launcher they reviewed gets no plan from another (an upgrade not yet reviewed).
+ */
+export function launcherPinRefusal(spec: EngineSpec): PhaseError | null {
+  // spec.launcher is the one launch.json would record (this narwhal's: src/app.ts runningLauncher).
+  const pin = spec.launcher_pin;
+  const digest = spec.launcher.digest;
+  if (pin === undefined || pin === digest) return null;
+  return new PhaseError(
+    spec.name,
+    "prepare",
+    `this narwhal's launcher digest is ${digest} (narwhal ${spec.launcher.version}), but NARWHAL_ENGINE_LAUNCHER_SHA256 pins ${pin}`,
+    {
+      retryable: false,
+      input: "NARWHAL_ENGINE_LAUNCHER_SHA256",
+      fix: `Set NARWHAL_ENGINE_LAUNCHER_SHA256=${digest} after reviewing the upgrade, or unset it.`,
+    },
+  );
+}
+
 export async function prepare(spec: EngineSpec, inspection: Inspection, opts: PrepareOptions): Promise<PreparedRun> {
+  const pinned = launcherPinRefusal(spec);
+  if (pinned) throw pinned;
   if (opts.out && (await exists(opts.out))) throw refuseOut(spec.name, opts.out);
   if (!opts.out && opts.existing && (await reusable(opts.existing, spec))) return opts.existing;
   if (inspection.engine !== spec.name) {

@@ -6,7 +6,10 @@
 // - engine-runtime.json beside it: the runtime observation PY_CACHE_GROUPS reads
 //   through `sources.runtime` (`image_id`, `model_sha256`);
 // - <state>/engine-launch.local.json: `{"engines": {<engine>: <record>}}` for the
-//   whole fleet (NARWHAL_LAUNCH_CONFIG), with absolute `sources` paths.
+//   whole fleet (NARWHAL_LAUNCH_CONFIG), with absolute `sources` paths;
+// - <state>/engine-launch.sources.json beside it: seed 003's index of those references
+//   ("config/engine-launch.sources.json indexes those references"), per engine the record's
+//   own file and its `sources`, written with it so the two never disagree.
 // Seed 003: "Launch records and their supporting extracts use mode 0600".
 import path from "node:path";
 import type { EngineSpec, LaunchRecord } from "../desired/types.js";
@@ -20,6 +23,15 @@ import { INSPECTION_FILE } from "./prepare.js";
 export const ENGINE_LAUNCH_FILE = "engine-launch.json";
 export const ENGINE_RUNTIME_FILE = "engine-runtime.json";
 export const FLEET_LAUNCH_FILE = "engine-launch.local.json";
+export const FLEET_SOURCES_FILE = "engine-launch.sources.json";
+
+/** One engine's entry in engine-launch.sources.json: where its record is and what it was derived from. */
+export interface SeedSourcesEntry {
+  /** The run's engine-launch.json (absolute). */
+  record: string;
+  /** The record's `sources`, the run's own files as absolute paths. */
+  sources: Record<string, string>;
+}
 
 /** The role-specific launch record: the derived fields are always present. */
 export type SeedLaunchRecord = LaunchRecord & Required<Pick<LaunchRecord, "environment" | "vllm_args">>;
@@ -66,6 +78,10 @@ export function fleetLaunchPath(stateDir: string): string {
   return path.join(stateDir, FLEET_LAUNCH_FILE);
 }
 
+export function fleetSourcesPath(stateDir: string): string {
+  return path.join(stateDir, FLEET_SOURCES_FILE);
+}
+
 /** A run's record with its sources as absolute paths; null for a run prepared before these records existed. */
 export async function readRunLaunchRecord(runDir: string): Promise<SeedLaunchRecord | null> {
   const record = await readJsonIfExists<SeedLaunchRecord>(path.join(runDir, ENGINE_LAUNCH_FILE));
@@ -80,17 +96,23 @@ export async function readRunLaunchRecord(runDir: string): Promise<SeedLaunchRec
 }
 
 /**
- * Write <state>/engine-launch.local.json from each engine's current run (engines in name order;
- * engines without a run, or whose run has no record, are left out). Atomic, 0600.
+ * Write <state>/engine-launch.local.json and its index <state>/engine-launch.sources.json from each
+ * engine's current run (engines in name order; engines without a run, or whose run has no record,
+ * are left out). Each atomic, 0600; the index is written second, so a reader of the index finds the
+ * records it names already current.
  */
 export async function writeFleetLaunchConfig(
   stateDir: string,
   runs: ReadonlyArray<{ engine: string; run_dir: string | null }>,
 ): Promise<void> {
   const engines: Record<string, SeedLaunchRecord> = {};
+  const index: Record<string, SeedSourcesEntry> = {};
   for (const { engine, run_dir } of [...runs].sort((a, b) => compareCodePoints(a.engine, b.engine))) {
     const record = run_dir ? await readRunLaunchRecord(run_dir) : null;
-    if (record) engines[engine] = record;
+    if (!record || !run_dir) continue;
+    engines[engine] = record;
+    index[engine] = { record: path.join(run_dir, ENGINE_LAUNCH_FILE), sources: record.sources };
   }
   await writeFileAtomic(fleetLaunchPath(stateDir), JSON.stringify({ engines }, null, 2) + "\n", 0o600);
+  await writeFileAtomic(fleetSourcesPath(stateDir), JSON.stringify({ engines: index }, null, 2) + "\n", 0o600);
 }

@@ -180,6 +180,23 @@ describe("inputHash", () => {
     expect((await withPin("a".repeat(64))).input_hash).toBe(a.input_hash);
   });
 
+  it("reads NARWHAL_ENGINE_LAUNCHER_SHA256 as the launcher pin and never hashes it: pinning replaces no engine", async () => {
+    const withPin = async (pin?: string) => {
+      const t = validTree();
+      // Not under the tree's own temp dir: the trees compared must differ in the pin alone.
+      t.env["NARWHAL_MODEL_DIR"] = "/srv/models/m";
+      if (pin !== undefined) t.env["NARWHAL_ENGINE_LAUNCHER_SHA256"] = pin;
+      return (await loadDesired(await writeTree(t))).specs[0]!;
+    };
+    const unset = await withPin();
+    expect(unset.launcher_pin).toBeUndefined();
+    const pinned = await withPin(unset.launcher.digest);
+    expect(pinned.launcher_pin).toBe(unset.launcher.digest);
+    expect(pinned.input_hash).toBe(unset.input_hash);
+    expect((await withPin("b".repeat(64))).input_hash).toBe(unset.input_hash);
+    expect(canonicalJson(inputHashMaterial(pinned))).not.toContain("launcher_pin");
+  });
+
   it("ignores ready_seconds, counts the API key only as a digest", async () => {
     const [spec] = (await loadDesired(await writeTree(validTree()))).specs;
     if (!spec) throw new Error("no spec");

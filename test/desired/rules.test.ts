@@ -327,6 +327,24 @@ describe("rules", () => {
     expectIssue(empty, { file: "deployment.env", path: "$.NARWHAL_MODEL_TREE_SHA256", rule: "model-tree-sha256" });
   });
 
+  it("launcher-sha256", async () => {
+    for (const v of ["A".repeat(64), "f".repeat(63), ""]) {
+      const issues = await issuesOf((t) => {
+        t.env["NARWHAL_ENGINE_LAUNCHER_SHA256"] = v;
+      });
+      expectIssue(issues, {
+        file: "deployment.env",
+        path: "$.NARWHAL_ENGINE_LAUNCHER_SHA256",
+        rule: "launcher-sha256",
+      });
+    }
+    expect(
+      await issuesOf((t) => {
+        t.env["NARWHAL_ENGINE_LAUNCHER_SHA256"] = "f".repeat(64);
+      }),
+    ).toEqual([]);
+  });
+
   it("port-variables", async () => {
     const issues = await issuesOf((t) => {
       t.env["NARWHAL_NIXL_PORT"] = "70000";
@@ -403,6 +421,7 @@ describe("rules", () => {
         "gpu-ids-unique",
         "hardware-matches-allocation",
         "host-consistency",
+        "launcher-sha256",
         "model-config-sha256",
         "model-tree-sha256",
         "native-revision",

@@ -12,7 +12,9 @@ import os
 KNOWN = {
     "slow_start", "crash_at_start", "crash_after", "dead_after", "wrong_version",
     "missing_metric", "tokenizer_error", "no_nixl", "no_ssm_layout", "log_flood", "ignore_api_key",
-    "slow_stop", "gpu_extra_mib",  # gpu_extra_mib is read by the nvidia-smi stand-in (test/sim/bin), not by the engine
+    "slow_stop", "gpu_extra_mib",
+    # the probe's failing paths (read per request): another /health status, model, start time; no completion text
+    "health_status", "served_model_name", "start_time_offset", "empty_completion",  # gpu_extra_mib is read by the nvidia-smi stand-in (test/sim/bin), not by the engine
     # NIXL KV transfer (vllm/_narwhal_sim/kv_transfer.py)
     "kv_transfer_fail", "kv_handshake_refuse", "kv_silent_recompute", "kv_corrupt_blocks", "kv_stale_peer_metadata",
 }

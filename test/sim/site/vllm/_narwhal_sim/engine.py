@@ -116,11 +116,12 @@ def run(args):
         return 0
     facts, layout, tokenizer, nixl, side = result
     served = args.served_model_name or [args.model]
-    wrong = faults.value("wrong_version") or ("0.10.2" if version.__version__ != "0.10.2" else "0.11.0")
     state = State(served=served, root=args.model, max_model_len=facts["max_model_len"], api_key=api_key,
                   tokenizer=tokenizer, tp=tp, nixl=nixl, block_size=layout["block_size"],
                   block_bytes=layout["page_size_bytes"] * facts["layers"] * tp,
-                  reported_version=wrong if faults.has("wrong_version") else version.__version__,
+                  # wrong_version is read per request (server.py); this is its default value.
+                  reported_version=version.__version__,
+                  wrong_version="0.10.2" if version.__version__ != "0.10.2" else "0.11.0",
                   access_log=not args.disable_uvicorn_access_log,
                   metrics=Metrics(served[0], layout, facts, args, nixl))
     if nixl:

@@ -97,7 +97,8 @@ class Metrics:
             "sliding_window": "None", "swap_space": "4",
         }
 
-    def render(self, missing=()):
+    def render(self, missing=(), start_offset=0.0):
+        """``start_offset`` shifts process_start_time_seconds: what another process answering here would report."""
         dropped = {m[:-6] if m.endswith("_total") else m for m in missing}
         out = []
 
@@ -128,7 +129,7 @@ class Metrics:
             family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
                    [("process_resident_memory_bytes", {}, float(stat[21]) * resource.getpagesize())])
             family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-                   [("process_start_time_seconds", {}, self.start)])
+                   [("process_start_time_seconds", {}, self.start + start_offset)])
             family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
                    [("process_cpu_seconds_total", {}, (float(stat[11]) + float(stat[12])) / ticks)])
             family("process_open_fds", "gauge", "Number of open file descriptors.",

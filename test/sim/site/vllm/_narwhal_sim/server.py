@@ -102,14 +102,18 @@ def make_handler(state):
             if not self._authorized():
                 return
             if path == "/health":
-                self._send(503 if state.dead else 200)
+                self._send(503 if state.dead else int(faults.value("health_status", "200")))
             elif path == "/version":
-                self._send(200, {"version": state.reported_version})
+                self._send(200, {"version": faults.value("wrong_version", state.wrong_version)
+                                 if faults.has("wrong_version") else state.reported_version})
             elif path == "/metrics":
-                self._send(200, state.metrics.render(faults.values("missing_metric")),
+                self._send(200, state.metrics.render(faults.values("missing_metric"),
+                                                     float(faults.value("start_time_offset", "0"))),
                            "text/plain; version=0.0.4; charset=utf-8")
             elif path == "/v1/models":
-                self._send(200, {"object": "list", "data": [self._model_card(n) for n in state.served]})
+                # served_model_name=X: the endpoint serves another model (another engine's, or a wrong flag).
+                names = faults.values("served_model_name") or state.served
+                self._send(200, {"object": "list", "data": [self._model_card(n) for n in names]})
             elif path == "/v1/completions":
                 self._send(405, {"detail": "Method Not Allowed"})
             else:
@@ -187,7 +191,8 @@ def make_handler(state):
                     self._error(500, "InternalServerError", "KV cache load failed for this request "
                                 "(kv_load_failure_policy=fail); see the engine log for the NIXL transfer failure.")
                     return
-                choices.append({"index": index, "text": completion_text(model, kv, max_tokens), "logprobs": None,
+                text = "" if faults.has("empty_completion") else completion_text(model, kv, max_tokens)
+                choices.append({"index": index, "text": text, "logprobs": None,
                                 "finish_reason": "length", "stop_reason": None, "prompt_logprobs": None})
             state.metrics.record_completion(prompt_total, max_tokens * len(prompts), "length")
             self._send(200, {"id": request_id, "object": "text_completion",
