@@ -20,6 +20,7 @@ import type { Logger } from "../log.js";
 import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
 import type { ValidationIssue } from "../errors.js";
+import { registerSchemaCommand } from "./schema.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -217,6 +218,7 @@ async function run(argv: string[]): Promise<number> {
       }),
     );
 
+  registerSchemaCommand(program, act, out);
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
 
