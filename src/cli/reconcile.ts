@@ -5,6 +5,7 @@ import { DesiredStateError, StalePlanError } from "../errors.js";
 import { readState, type StateFile } from "../state/store.js";
 import { KV_CONDITION } from "../controller/kv-condition.js";
 import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
+import { watchPruner } from "./prune.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
 import type { DesiredState } from "../desired/types.js";
@@ -190,7 +191,12 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   };
   reload();
   const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, reload);
-  const timer = setInterval(() => controller.resync(), config.watch.resyncMs);
+  // Run directories beyond the newest NARWHAL_KEEP_RUNS go once converged, checked before each resync queues work.
+  const pruner = watchPruner(config, log, () => controller.settled());
+  const timer = setInterval(() => {
+    pruner.tick();
+    controller.resync();
+  }, config.watch.resyncMs);
   // The decodes' KV metrics are scraped every kv_transfer.watch_interval_s, re-read at each scrape
   // (an edit applies at the next one); while it is off or not loaded yet, looked at again each second.
   let kvTimer: NodeJS.Timeout | undefined;
@@ -208,6 +214,7 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
     shutdown.dispose();
     await watcher.close();
     await reloads;
+    await pruner.idle();
     await controller.close();
     log.info("controller stopped; engines keep running");
   }
