@@ -8,6 +8,7 @@ import type { Config } from "../config.js";
 import { World } from "../controller/world.js";
 import { validateDesired } from "../desired/load.js";
 import { ioFailure, NarwhalError } from "../errors.js";
+import type { DesiredState } from "../desired/types.js";
 import type { Logger } from "../log.js";
 import type { EngineHandle } from "../phases/types.js";
 import { acquireStateLock } from "../state/lock.js";
@@ -28,16 +29,22 @@ export interface PruneResult {
   engines: PrunedEngine[];
 }
 
-/** Removes kept containers through the backends, listing what the state directory owns once. */
-function keptRemover(config: Config, log: Logger) {
+/**
+ * Removes kept containers through the backends (listing what the state directory owns once), and a
+ * run's copy on an ssh node through the node's host access. Nodes come from desired/: an engine it
+ * does not name is taken to run here (its runs have no node-side copy narwhal knows of).
+ */
+function nodeSide(config: Config, log: Logger) {
   let world: World | undefined;
   let owned: Array<{ handle: EngineHandle }> | undefined;
   const hosts = nodeHostsFor(config);
-  const remove = async (kept: KeptContainer) => {
+  const desired = validateDesired(config.desiredDir).catch(() => null);
+  const nodeOf = async (engine: string) => (await desired)?.state?.specs.find((s) => s.name === engine)?.node;
+  const removeKept = async (kept: KeptContainer) => {
     if (!world) {
       const backends = backendsFor(config, undefined, hosts, log);
-      const desired = await validateDesired(config.desiredDir).catch(() => null);
-      if (desired?.state) for (const b of Object.values(backends)) b.knowHosts?.(desired.state.specs);
+      const specs = (await desired)?.state?.specs;
+      if (specs) for (const b of Object.values(backends)) b.knowHosts?.(specs);
       world = new World(backends, log, config.stopGraceMs, { hosts, stateDir: config.stateDir });
       owned = (await world.listOwned(true, true)).map((o) => o.owned);
     }
@@ -50,24 +57,40 @@ function keptRemover(config: Config, log: Logger) {
         { engine: kept.engine, step: "stop", retryable: true, fix: "Run narwhal prune again once the node answers." },
       );
   };
-  return { remove, close: () => hosts.close() };
+  const removeOnNode = async (engine: string, dir: string) => {
+    const node = await nodeOf(engine);
+    if (!node?.ssh) return;
+    hosts.learn([{ node }]);
+    const there = hosts.runDirOnNode(node.name, dir);
+    const r = await hosts.access(node.name).run(["rm", "-rf", "--", there]);
+    if (r.code !== 0)
+      throw new NarwhalError(`rm -rf ${there} on node ${node.name} failed: ${r.stderr.trim() || `exit ${r.code}`}`, {
+        engine,
+        step: "stop",
+        input: there,
+        retryable: true,
+        fix: `Remove ${there} on ${node.name} by hand, or run narwhal prune again once the node answers.`,
+      });
+  };
+  return { removeKept, removeOnNode, close: () => hosts.close() };
 }
 
 export async function prune(config: Config, log: Logger, keep: number, dryRun: boolean): Promise<PruneResult> {
   const lock = await acquireStateLock(config.stateDir).catch((err: unknown) => {
     throw ioFailure(err, { step: "state" });
   });
-  const kept = keptRemover(config, log);
+  const node = nodeSide(config, log);
   try {
     // Only the lock holder writes narwhal.log.
     if (!dryRun) log.recordTo(config.stateDir);
     const state = await readState(config.stateDir);
-    const engines = await pruneRuns(config.stateDir, state, { keep, dryRun, removeKept: kept.remove });
+    const { removeKept, removeOnNode } = node;
+    const engines = await pruneRuns(config.stateDir, state, { keep, dryRun, removeKept, removeOnNode });
     for (const e of engines)
       for (const r of e.removed) if (!dryRun) log.info(`pruned run ${r.run}`, { engine: e.engine });
     return { apiVersion: "narwhal/v1", kind: "PruneResult", dry_run: dryRun, keep, engines };
   } finally {
-    await kept.close();
+    await node.close();
     await lock.release();
   }
 }
@@ -136,12 +159,24 @@ watch mode prunes by itself) or error. A run whose kept container cannot be remo
  * the lock; runs with a kept container stay (the engine's next start removes the container, and
  * `narwhal prune` both). A failure is logged: retention never stops the controller.
  */
-export function watchPruner(config: Config, log: Logger, settled: () => boolean) {
+export function watchPruner(
+  config: Config,
+  log: Logger,
+  settled: () => boolean,
+  desired: () => DesiredState | undefined,
+) {
+  // A run on a node reached over ssh also has a copy there; the controller's own connections are not
+  // shared with retention, so those runs stay for `narwhal prune`, which reaches the node itself.
+  const removeOnNode = (engine: string): Promise<void> => {
+    const node = desired()?.specs.find((s) => s.name === engine)?.node;
+    if (!node?.ssh) return Promise.resolve();
+    return Promise.reject(new Error(`it runs on node ${node.name} over ssh: narwhal prune removes it there too`));
+  };
   let running: Promise<void> = Promise.resolve();
   let busy = false;
   const once = async () => {
     const state = await readState(config.stateDir);
-    const engines = await pruneRuns(config.stateDir, state, { keep: config.keepRuns, dryRun: false });
+    const engines = await pruneRuns(config.stateDir, state, { keep: config.keepRuns, dryRun: false, removeOnNode });
     for (const e of engines) for (const r of e.removed) log.info(`pruned run ${r.run}`, { engine: e.engine });
   };
   return {

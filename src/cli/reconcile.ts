@@ -173,11 +173,13 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   // Reloads are read one after another so an older read never overrides a newer one; each only
   // hands the controller a desired state (its queue coalesces the work), so they cannot pile up.
   let reloads: Promise<void> = Promise.resolve();
+  let applied: DesiredState | undefined; // the desired state last applied: which node each engine's runs are on
   const reload = () => {
     reloads = reloads.then(async () => {
       try {
         const desired = await loadDesiredExplained(config);
         controller.apply(desired);
+        applied = desired;
         log.info(`desired state applied (${desired.specs.length} engines)`);
       } catch (err) {
         // Keep converging on the last valid desired state; touch nothing.
@@ -192,7 +194,12 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   reload();
   const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, reload);
   // Run directories beyond the newest NARWHAL_KEEP_RUNS go once converged, checked before each resync queues work.
-  const pruner = watchPruner(config, log, () => controller.settled());
+  const pruner = watchPruner(
+    config,
+    log,
+    () => controller.settled(),
+    () => applied,
+  );
   const timer = setInterval(() => {
     pruner.tick();
     controller.resync();

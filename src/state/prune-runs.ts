@@ -26,6 +26,8 @@ export interface PruneOptions {
   dryRun: boolean;
   /** Remove a run's kept container (absent: runs with one stay); a rejection keeps the run. */
   removeKept?: (kept: KeptContainer) => Promise<void>;
+  /** Remove the run's copy on the engine's node (ssh: <work_dir>/<engine>/<run>) first; a rejection keeps the run. */
+  removeOnNode?: (engine: string, dir: string) => Promise<void>;
 }
 
 export interface PrunedEngine {
@@ -79,6 +81,12 @@ export async function pruneRuns(stateDir: string, state: StateFile, opts: PruneO
           if (kept) await opts.removeKept?.(kept);
         } catch (err) {
           out.failed.push({ run: v.name, why: `cannot remove its kept container ${kept?.name}: ${describeFailure(err)}` });
+          continue;
+        }
+        try {
+          await opts.removeOnNode?.(engine, dir);
+        } catch (err) {
+          out.failed.push({ run: v.name, why: `cannot remove its copy on the engine's node: ${describeFailure(err)}` });
           continue;
         }
         const aside = path.join(root, `.${v.name}.partial`);

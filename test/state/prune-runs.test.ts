@@ -56,6 +56,22 @@ describe("pruneRuns", () => {
     expect(await fs.readdir(runsRoot(stateDir, "engine-1"))).toEqual([names[2]]);
   });
 
+  it("removes a run's node-side copy first, and keeps the run when that fails", async () => {
+    const { stateDir, names } = await stateWithRuns();
+    const refused = await pruneRuns(stateDir, state, {
+      keep: 2,
+      dryRun: false,
+      removeKept: async () => undefined,
+      removeOnNode: () => Promise.reject(new Error("node gpu-b unreachable")),
+    });
+    expect(refused[0]!.failed).toEqual([{ run: names[0], why: expect.stringMatching(/copy on the engine's node: .*gpu-b unreachable/) }]);
+    expect((await fs.readdir(runsRoot(stateDir, "engine-1"))).sort()).toEqual([...names].sort());
+    const onNode: string[] = [];
+    await pruneRuns(stateDir, state, { keep: 2, dryRun: false, removeKept: async () => undefined, removeOnNode: async (_e, d) => void onNode.push(d) });
+    expect(onNode).toEqual([path.join(runsRoot(stateDir, "engine-1"), names[0]!)]);
+    expect((await fs.readdir(runsRoot(stateDir, "engine-1"))).sort()).toEqual([names[1], names[2]]);
+  });
+
   it("a dry run removes neither runs nor containers", async () => {
     const { stateDir, names } = await stateWithRuns();
     const removed: KeptContainer[] = [];
