@@ -37,6 +37,11 @@ export interface Config {
   engineLogCapBytes: number;
   /** Deadline of one KV-transfer proof of a prefill → decode pair (NARWHAL_KV_PROOF_TIMEOUT_MS). */
   kvProofTimeoutMs: number;
+  /**
+   * Run directories kept per engine beyond those the state points to (NARWHAL_KEEP_RUNS, default 5):
+   * `narwhal prune` and watch mode (after converging) remove older ones.
+   */
+  keepRuns: number;
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
   /**
@@ -115,6 +120,7 @@ export function loadConfig(
       shutdownGraceMs: intFrom(env, "NARWHAL_SHUTDOWN_GRACE_MS", 3_000),
     },
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
+    keepRuns: intFrom(env, "NARWHAL_KEEP_RUNS", 5),
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
     engineLogCapBytes: intFrom(env, "NARWHAL_ENGINE_LOG_CAP_BYTES", 16 * 1024 * 1024),
     kvProofTimeoutMs: intFrom(env, "NARWHAL_KV_PROOF_TIMEOUT_MS", 60_000),

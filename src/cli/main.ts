@@ -22,6 +22,8 @@ import { applyCommand, readPlanForApply } from "./apply.js";
 import { DesiredStateError, NarwhalError, type ValidationIssue } from "../errors.js";
 import { document, FORMATS, formatInArgv, isMachineFormat, listDocument, renderDocument } from "./documents.js";
 import { inheritUsageErrors, usageError, withUsageErrors } from "./usage.js";
+import { registerSchemaCommand } from "./schema.js";
+import { registerPruneCommand } from "./prune.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -243,6 +245,8 @@ async function run(argv: string[]): Promise<number> {
       }),
     );
 
+  registerSchemaCommand(program, act, out);
+  registerPruneCommand(program, act, out);
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
   inheritUsageErrors(program);

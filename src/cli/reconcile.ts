@@ -5,6 +5,7 @@ import { DesiredStateError, StalePlanError } from "../errors.js";
 import { readState, type StateFile } from "../state/store.js";
 import { KV_CONDITION } from "../controller/kv-condition.js";
 import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
+import { watchPruner } from "./prune.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
 import type { DesiredState } from "../desired/types.js";
@@ -177,11 +178,13 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   // Reloads are read one after another so an older read never overrides a newer one; each only
   // hands the controller a desired state (its queue coalesces the work), so they cannot pile up.
   let reloads: Promise<void> = Promise.resolve();
+  let applied: DesiredState | undefined; // the desired state last applied: which node each engine's runs are on
   const reload = () => {
     reloads = reloads.then(async () => {
       try {
         const desired = await loadDesiredExplained(config);
         controller.apply(desired);
+        applied = desired;
         log.info(`desired state applied (${desired.specs.length} engines)`);
       } catch (err) {
         // Keep converging on the last valid desired state; touch nothing.
@@ -195,7 +198,17 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
   };
   reload();
   const watcher = watchDesired(config.desiredDir, config.watch.debounceMs, reload);
-  const timer = setInterval(() => controller.resync(), config.watch.resyncMs);
+  // Run directories beyond the newest NARWHAL_KEEP_RUNS go once converged, checked before each resync queues work.
+  const pruner = watchPruner(
+    config,
+    log,
+    () => controller.settled(),
+    () => applied,
+  );
+  const timer = setInterval(() => {
+    pruner.tick();
+    controller.resync();
+  }, config.watch.resyncMs);
   // The decodes' KV metrics are scraped every kv_transfer.watch_interval_s, re-read at each scrape
   // (an edit applies at the next one); while it is off or not loaded yet, looked at again each second.
   let kvTimer: NodeJS.Timeout | undefined;
@@ -213,6 +226,7 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
     shutdown.dispose();
     await watcher.close();
     await reloads;
+    await pruner.idle();
     await controller.close();
     log.info("controller stopped; engines keep running");
   }

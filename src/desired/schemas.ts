@@ -31,6 +31,13 @@ const envValue = z
   .string()
   .regex(/^[^\r\n\x00]*$/, "must be a single line: container.env holds one KEY=VALUE per line");
 const positiveInt = z.number().int().positive();
+/** An editor's pointer to the file's JSON Schema (`narwhal schema`); narwhal reads nothing from it. */
+const schemaRef = z
+  .string()
+  .optional()
+  .describe(
+    "JSON Schema of this file, for editors, e.g. ../schemas/fleet.schema.json (narwhal schema); ignored by narwhal",
+  );
 
 export const FleetEngineSchema = z
   .object({
@@ -182,6 +189,7 @@ export const RolloutSchema = z
 
 export const FleetSchema = z
   .object({
+    $schema: schemaRef,
     engines: z.array(FleetEngineSchema).min(1, "list at least one engine").describe("Engine records"),
     nodes: z.array(FleetNodeSchema).min(1, "list at least one node").describe("Hosts and the engines each runs"),
     hardware: HardwareSchema,
@@ -211,6 +219,7 @@ export const RuntimeSchema = z
     expected_packages: z
       .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "must be a distribution name"), nonEmpty)
       .refine((p) => Object.keys(p).length > 0, "pin at least vllm and nixl (or nixl-rocm)")
+      .meta({ minProperties: 1 }) // the refinement, for the JSON Schema (json-schema.ts)
       .describe('Exact installed versions to check, e.g. {"vllm": "0.11.0", "nixl": "0.6.1"}'),
     model_dtype: z.enum(["bfloat16", "float16"]).describe("Model dtype (--dtype)"),
     kv_cache_dtype: nonEmpty.describe('"auto" or the requested cache dtype (--kv-cache-dtype)'),
@@ -292,9 +301,11 @@ export const EngineNameSchema = z
 
 export const EngineLaunchSchema = z
   .object({
+    $schema: schemaRef,
     engines: z
       .record(EngineNameSchema, LaunchRecordSchema)
       .refine((e) => Object.keys(e).length > 0, "list at least one engine")
+      .meta({ minProperties: 1 }) // the refinement, for the JSON Schema (json-schema.ts)
       .describe("Launch records keyed engine-<k>"),
   })
   .strict()

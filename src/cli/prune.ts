@@ -1,0 +1,193 @@
+// `narwhal prune [--keep K] [--dry-run]`: remove run directories beyond the newest
+// K per engine (src/state/retention.ts decides, src/state/prune-runs.ts acts). It
+// takes the state lock, so it never races a controller: while watch mode runs it is
+// refused (exit 1) — watch mode prunes by itself after converging. A failed start's
+// kept container is removed with its run, on whichever Docker endpoint holds it.
+import { InvalidArgumentError, Option, type Command } from "commander";
+import type { Config } from "../config.js";
+import { World } from "../controller/world.js";
+import { validateDesired } from "../desired/load.js";
+import { ioFailure, NarwhalError } from "../errors.js";
+import type { DesiredState } from "../desired/types.js";
+import type { Logger } from "../log.js";
+import type { EngineHandle } from "../phases/types.js";
+import { acquireStateLock } from "../state/lock.js";
+import { pruneRuns, type KeptContainer, type PrunedEngine } from "../state/prune-runs.js";
+import { readState } from "../state/store.js";
+import { EXIT } from "./exit-codes.js";
+import { backendsFor, configFrom, loggerFor, nodeHostsFor, type GlobalOptions } from "./runtime.js";
+
+type Act = (
+  fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>,
+) => (...args: unknown[]) => Promise<void>;
+
+export interface PruneResult {
+  apiVersion: "narwhal/v1";
+  kind: "PruneResult";
+  dry_run: boolean;
+  keep: number;
+  engines: PrunedEngine[];
+}
+
+/**
+ * Removes kept containers through the backends (listing what the state directory owns once), and a
+ * run's copy on an ssh node through the node's host access. Nodes come from desired/: an engine it
+ * does not name is taken to run here (its runs have no node-side copy narwhal knows of).
+ */
+function nodeSide(config: Config, log: Logger) {
+  let world: World | undefined;
+  let owned: Array<{ handle: EngineHandle }> | undefined;
+  const hosts = nodeHostsFor(config);
+  const desired = validateDesired(config.desiredDir).catch(() => null);
+  const nodeOf = async (engine: string) => (await desired)?.state?.specs.find((s) => s.name === engine)?.node;
+  const removeKept = async (kept: KeptContainer) => {
+    if (!world) {
+      const backends = backendsFor(config, undefined, hosts, log);
+      const specs = (await desired)?.state?.specs;
+      if (specs) for (const b of Object.values(backends)) b.knowHosts?.(specs);
+      world = new World(backends, log, config.stopGraceMs, { hosts, stateDir: config.stateDir });
+      owned = (await world.listOwned(true, true)).map((o) => o.owned);
+    }
+    const found = owned?.find((o) => o.handle.kind === "container" && o.handle.container_id === kept.id);
+    if (found) return world.stop(found.handle);
+    const unlisted = world.unlistedNodes();
+    if (unlisted.length > 0)
+      throw new NarwhalError(
+        `container ${kept.name} on ${kept.endpoint} cannot be looked for: ${unlisted.map((u) => `${u.node}: ${u.message}`).join("; ")}`,
+        { engine: kept.engine, step: "stop", retryable: true, fix: "Run narwhal prune again once the node answers." },
+      );
+  };
+  const removeOnNode = async (engine: string, dir: string) => {
+    const node = await nodeOf(engine);
+    if (!node?.ssh) return;
+    hosts.learn([{ node }]);
+    const there = hosts.runDirOnNode(node.name, dir);
+    const r = await hosts.access(node.name).run(["rm", "-rf", "--", there]);
+    if (r.code !== 0)
+      throw new NarwhalError(`rm -rf ${there} on node ${node.name} failed: ${r.stderr.trim() || `exit ${r.code}`}`, {
+        engine,
+        step: "stop",
+        input: there,
+        retryable: true,
+        fix: `Remove ${there} on ${node.name} by hand, or run narwhal prune again once the node answers.`,
+      });
+  };
+  return { removeKept, removeOnNode, close: () => hosts.close() };
+}
+
+export async function prune(config: Config, log: Logger, keep: number, dryRun: boolean): Promise<PruneResult> {
+  const lock = await acquireStateLock(config.stateDir).catch((err: unknown) => {
+    throw ioFailure(err, { step: "state" });
+  });
+  const node = nodeSide(config, log);
+  try {
+    // Only the lock holder writes narwhal.log.
+    if (!dryRun) log.recordTo(config.stateDir);
+    const state = await readState(config.stateDir);
+    const { removeKept, removeOnNode } = node;
+    const engines = await pruneRuns(config.stateDir, state, { keep, dryRun, removeKept, removeOnNode });
+    for (const e of engines)
+      for (const r of e.removed) if (!dryRun) log.info(`pruned run ${r.run}`, { engine: e.engine });
+    return { apiVersion: "narwhal/v1", kind: "PruneResult", dry_run: dryRun, keep, engines };
+  } finally {
+    await node.close();
+    await lock.release();
+  }
+}
+
+function renderText(r: PruneResult): string {
+  const lines: string[] = [];
+  const verb = r.dry_run ? "would remove" : "removed";
+  for (const e of r.engines) {
+    for (const x of e.removed)
+      lines.push(`${e.engine}: ${verb} ${x.run}${x.kept_container ? ` and container ${x.kept_container}` : ""}`);
+    for (const x of e.failed) lines.push(`${e.engine}: kept ${x.run}: ${x.why}`);
+    const referenced = e.kept.filter((k) => !k.why.startsWith("one of the newest"));
+    for (const x of referenced) lines.push(`${e.engine}: kept ${x.run}: ${x.why} points to it`);
+  }
+  const n = r.engines.reduce((a, e) => a + e.removed.length, 0);
+  lines.push(`${n} run director${n === 1 ? "y" : "ies"} ${verb} (keeping the newest ${r.keep} per engine)`);
+  return lines.join("\n");
+}
+
+const count = (v: string) => {
+  if (!/^[0-9]+$/.test(v)) throw new InvalidArgumentError("must be a whole number of runs (0 or more)");
+  return Number(v);
+};
+
+export function registerPruneCommand(program: Command, act: Act, out: (s: string) => void): void {
+  program
+    .command("prune")
+    .description(
+      "Remove run directories beyond the newest K per engine, never one the state points to (serving, preparing, failed)",
+    )
+    .addOption(new Option("--keep <k>", "runs to keep per engine (env NARWHAL_KEEP_RUNS)").argParser(count))
+    .option("--dry-run", "print what would be removed, remove nothing")
+    .addOption(
+      new Option("--desired <dir>", "desired-state directory: reaches kept containers on other nodes").default(
+        undefined,
+        "./desired",
+      ),
+    )
+    .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
+    .addOption(new Option("--format <format>", "output format").choices(["text", "json"]).default("text"))
+    .addHelpText(
+      "after",
+      `
+Exit codes: ${EXIT.ok} pruned (or nothing to prune); ${EXIT.invalid} refused (a controller holds the state lock:
+watch mode prunes by itself) or error. A run whose kept container cannot be removed stays, and is listed.`,
+    )
+    .action(
+      act(async (opts) => {
+        const config = configFrom(opts);
+        const log = loggerFor(config);
+        try {
+          const keep = (opts["keep"] as number | undefined) ?? config.keepRuns;
+          const result = await prune(config, log, keep, opts["dryRun"] === true);
+          out(opts.format === "json" ? JSON.stringify(result, null, 2) : renderText(result));
+          return EXIT.ok;
+        } finally {
+          await log.close();
+        }
+      }),
+    );
+}
+
+/**
+ * Watch mode's retention: `tick()` (each resync) prunes when the controller has converged
+ * (nothing queued or running, every engine settled), one prune at a time. The controller holds
+ * the lock; runs with a kept container stay (the engine's next start removes the container, and
+ * `narwhal prune` both). A failure is logged: retention never stops the controller.
+ */
+export function watchPruner(
+  config: Config,
+  log: Logger,
+  settled: () => boolean,
+  desired: () => DesiredState | undefined,
+) {
+  // A run on a node reached over ssh also has a copy there; the controller's own connections are not
+  // shared with retention, so those runs stay for `narwhal prune`, which reaches the node itself.
+  const removeOnNode = (engine: string): Promise<void> => {
+    const node = desired()?.specs.find((s) => s.name === engine)?.node;
+    if (!node?.ssh) return Promise.resolve();
+    return Promise.reject(new Error(`it runs on node ${node.name} over ssh: narwhal prune removes it there too`));
+  };
+  let running: Promise<void> = Promise.resolve();
+  let busy = false;
+  const once = async () => {
+    const state = await readState(config.stateDir);
+    const engines = await pruneRuns(config.stateDir, state, { keep: config.keepRuns, dryRun: false, removeOnNode });
+    for (const e of engines) for (const r of e.removed) log.info(`pruned run ${r.run}`, { engine: e.engine });
+  };
+  return {
+    tick(): void {
+      if (busy || !settled()) return;
+      busy = true;
+      running = once()
+        .catch((err: unknown) => log.warn(`cannot prune run directories: ${(err as Error).message}`))
+        .finally(() => (busy = false));
+    },
+    /** Resolves when no prune is running. */
+    idle: (): Promise<void> => running,
+  };
+}
