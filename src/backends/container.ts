@@ -40,6 +40,16 @@ export { CONTAINER_ID_FILE } from "./container-start.js";
 // client(), so a command that meets no container engine (`status` of a native fleet) never pays for it.
 const requireCjs = createRequire(import.meta.url);
 
+/**
+ * Whether a container in this list state runs, as isAlive's inspect would say (State.Running); undefined
+ * where the two may differ (paused and restarting containers count as running there): inspect it then.
+ */
+export function listedRunning(state: string): boolean | undefined {
+  if (state === "running") return true;
+  if (state === "exited" || state === "dead" || state === "created") return false;
+  return undefined;
+}
+
 export interface ContainerBackendOptions {
   stateDir: string;
   docker: DockerConfig;
@@ -237,8 +247,10 @@ export class ContainerBackend implements EngineBackend {
           purpose === "check" &&
           (opts.startup || Date.now() / 1000 - c.created > this.opts.docker.timeouts.check / 1000);
         if (purpose !== "engine" && !staleCheck) continue;
+        const running = listedRunning(c.state);
         owned.push({
           ...(c.labels[LABEL.run] ? { run_dir: c.labels[LABEL.run] } : {}),
+          ...(running === undefined ? {} : { running }),
           engine: c.labels[LABEL.engine] ?? "?",
           launch_token: purpose === "engine" ? (c.labels[LABEL.token] ?? "") : `check:${c.id}`,
           handle: {

@@ -36,6 +36,11 @@ export interface OwnedEngine {
   handle: EngineHandle;
   /** The run directory it was started from, when the engine says (process cwd, container label). */
   run_dir?: string;
+  /**
+   * Whether it runs, as the listing that found it says (a container's state in the labelled list):
+   * an observation made with this listing needs no inspect per engine. Absent: the listing cannot tell.
+   */
+  running?: boolean;
 }
 
 /** A running engine's process as the host sees it: evidence for shared startup. */

@@ -10,9 +10,8 @@ import type { DesiredState } from "../desired/types.js";
 import type { ImageTag } from "../desired/image-tags.js";
 import { IMAGE_RULE } from "../desired/rules-image.js";
 import { recPath, LAUNCH_FILE } from "../desired/rule-context.js";
-import { ContainerBackend } from "../backends/container.js";
+import type { ContainerBackend } from "../backends/container.js";
 import { ENV_FILE } from "../desired/rules-variables.js";
-import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 
 /** How long one node may take to say what a tag is: validate must stay quick when a node is down. */
 export const IMAGE_LOOKUP_MS = 3000;
@@ -21,6 +20,11 @@ export const IMAGE_LOOKUP_MS = 3000;
 export async function explainImageTags(result: ValidationResult, config: Config): Promise<ValidationIssue[]> {
   const tags = result.imageTags ?? [];
   if (!tags.length) return result.issues;
+  // The backends (and dockerode with them) load only when a tag is to be looked up: a valid tree needs neither.
+  const [{ backendsFor, nodeHostsFor }, { ContainerBackend }] = await Promise.all([
+    import("../backends/for-config.js"),
+    import("../backends/container.js"),
+  ]);
   const hosts = nodeHostsFor(config);
   try {
     hosts.learn(tags.flatMap((t) => t.nodes.map((node) => ({ node }))));

@@ -2,28 +2,33 @@
 // `narwhal`: the command line. This file is the single error boundary: every
 // command returns an exit code or throws, and only here do errors become codes.
 import { Command, Option } from "commander";
-import { validateDesired } from "../desired/load.js";
-import { explainImageTags } from "./image-tags.js";
-import { readState } from "../state/store.js";
-import { groupReport, renderGroups } from "../controller/groups.js";
 import { EXIT, reportError } from "./exit-codes.js";
 import { cliOutput } from "./output.js";
-import { configFrom, loggerFor, type GlobalOptions } from "./runtime.js";
-import { reconcileOnce, reconcileWatch } from "./reconcile.js";
-import { readStatus } from "./status-read.js";
+import { configFrom, type GlobalOptions } from "./config-from.js";
 import { renderStatusText } from "./status-render.js";
-import { down } from "./down.js";
 import { engineCommand } from "./engine/command.js";
 import { appIdentity } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
-import { planCommand } from "./plan.js";
-import { applyCommand, readPlanForApply } from "./apply.js";
 import { DesiredStateError, NarwhalError, type ValidationIssue } from "../errors.js";
 import { document, FORMATS, formatInArgv, isMachineFormat, listDocument, renderDocument } from "./documents.js";
 import { inheritUsageErrors, usageError, withUsageErrors } from "./usage.js";
 import { registerSchemaCommand } from "./schema.js";
-import { registerPruneCommand } from "./prune.js";
+import { registerPruneCommand } from "./prune-command.js";
+import { lazy } from "./lazy.js";
+
+// What the commands run, loaded by the command that runs it (lazy.ts): `--help` loads none of it.
+const validateDesired = lazy(async () => (await import("../desired/load.js")).validateDesired);
+const explainImageTags = lazy(async () => (await import("./image-tags.js")).explainImageTags);
+const readState = lazy(async () => (await import("../state/store.js")).readState);
+const loggerFor = lazy(async () => (await import("./runtime.js")).loggerFor);
+const reconcileOnce = lazy(async () => (await import("./reconcile.js")).reconcileOnce);
+const reconcileWatch = lazy(async () => (await import("./reconcile.js")).reconcileWatch);
+const readStatus = lazy(async () => (await import("./status-read.js")).readStatus);
+const down = lazy(async () => (await import("./down.js")).down);
+const planCommand = lazy(async () => (await import("./plan.js")).planCommand);
+const applyCommand = lazy(async () => (await import("./apply.js")).applyCommand);
+const readPlanForApply = lazy(async () => (await import("./apply.js")).readPlanForApply);
 
 const output = cliOutput();
 const { out, err } = output;
@@ -34,7 +39,7 @@ const { out, err } = output;
  */
 async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger) => Promise<number>): Promise<number> {
   const config = configFrom(opts);
-  const log = loggerFor(config);
+  const log = await loggerFor(config);
   try {
     return await fn(config, log);
   } finally {
@@ -159,6 +164,7 @@ async function run(argv: string[]): Promise<number> {
     .addOption(formatOpt())
     .action(
       act(async (opts) => {
+        const { groupReport, renderGroups } = await import("../controller/groups.js");
         const groups = groupReport(Object.values((await readState(configFrom(opts).stateDir)).engines));
         out(
           isMachineFormat(opts.format)

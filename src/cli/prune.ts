@@ -3,7 +3,6 @@
 // takes the state lock, so it never races a controller: while watch mode runs it is
 // refused (exit 1) — watch mode prunes by itself after converging. A failed start's
 // kept container is removed with its run, on whichever Docker endpoint holds it.
-import { InvalidArgumentError, Option, type Command } from "commander";
 import type { Config } from "../config.js";
 import { World } from "../controller/world.js";
 import { validateDesired } from "../desired/load.js";
@@ -14,12 +13,7 @@ import type { EngineHandle } from "../phases/types.js";
 import { acquireStateLock } from "../state/lock.js";
 import { pruneRuns, type KeptContainer, type PrunedEngine } from "../state/prune-runs.js";
 import { readState } from "../state/store.js";
-import { EXIT } from "./exit-codes.js";
-import { backendsFor, configFrom, loggerFor, nodeHostsFor, type GlobalOptions } from "./runtime.js";
-
-type Act = (
-  fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>,
-) => (...args: unknown[]) => Promise<void>;
+import { backendsFor, nodeHostsFor } from "./runtime.js";
 
 export interface PruneResult {
   apiVersion: "narwhal/v1";
@@ -95,7 +89,7 @@ export async function prune(config: Config, log: Logger, keep: number, dryRun: b
   }
 }
 
-function renderText(r: PruneResult): string {
+export function renderText(r: PruneResult): string {
   const lines: string[] = [];
   const verb = r.dry_run ? "would remove" : "removed";
   for (const e of r.engines) {
@@ -108,49 +102,6 @@ function renderText(r: PruneResult): string {
   const n = r.engines.reduce((a, e) => a + e.removed.length, 0);
   lines.push(`${n} run director${n === 1 ? "y" : "ies"} ${verb} (keeping the newest ${r.keep} per engine)`);
   return lines.join("\n");
-}
-
-const count = (v: string) => {
-  if (!/^[0-9]+$/.test(v)) throw new InvalidArgumentError("must be a whole number of runs (0 or more)");
-  return Number(v);
-};
-
-export function registerPruneCommand(program: Command, act: Act, out: (s: string) => void): void {
-  program
-    .command("prune")
-    .description(
-      "Remove run directories beyond the newest K per engine, never one the state points to (serving, preparing, failed)",
-    )
-    .addOption(new Option("--keep <k>", "runs to keep per engine (env NARWHAL_KEEP_RUNS)").argParser(count))
-    .option("--dry-run", "print what would be removed, remove nothing")
-    .addOption(
-      new Option("--desired <dir>", "desired-state directory: reaches kept containers on other nodes").default(
-        undefined,
-        "./desired",
-      ),
-    )
-    .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
-    .addOption(new Option("--format <format>", "output format").choices(["text", "json"]).default("text"))
-    .addHelpText(
-      "after",
-      `
-Exit codes: ${EXIT.ok} pruned (or nothing to prune); ${EXIT.invalid} refused (a controller holds the state lock:
-watch mode prunes by itself) or error. A run whose kept container cannot be removed stays, and is listed.`,
-    )
-    .action(
-      act(async (opts) => {
-        const config = configFrom(opts);
-        const log = loggerFor(config);
-        try {
-          const keep = (opts["keep"] as number | undefined) ?? config.keepRuns;
-          const result = await prune(config, log, keep, opts["dryRun"] === true);
-          out(opts.format === "json" ? JSON.stringify(result, null, 2) : renderText(result));
-          return EXIT.ok;
-        } finally {
-          await log.close();
-        }
-      }),
-    );
 }
 
 /**

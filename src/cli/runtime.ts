@@ -1,5 +1,5 @@
 // Wiring shared by the commands: config, logger, backends, controller.
-import { loadConfig, type Config } from "../config.js";
+import type { Config } from "../config.js";
 import { createLogger, type Logger } from "../log.js";
 import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
@@ -7,16 +7,7 @@ import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
 
 export { backendsFor, nodeHostsFor };
-
-export interface GlobalOptions {
-  desired?: string;
-  state?: string;
-  format?: string;
-}
-
-export function configFrom(opts: GlobalOptions): Config {
-  return loadConfig({ desired: opts.desired, state: opts.state });
-}
+export { configFrom, type GlobalOptions } from "./config-from.js";
 
 /** Console only: the holder of the state lock adds narwhal.log (Logger.recordTo) once it has the lock. */
 export function loggerFor(config: Config): Logger {

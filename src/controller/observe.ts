@@ -13,6 +13,7 @@ import { NodeFaults } from "./node-faults.js";
 
 export { recordContext };
 import { claimedTokens, type Owned, type World } from "./world.js";
+import type { OwnedEngine } from "../backends/types.js";
 import type { Liveness, Observed, ObservedEngine, ObservedProof, OwnedObserved, ServingFleet } from "./plan-types.js";
 
 /** One engine as the controller knows it: from its actor's snapshot, or from its state record. */
@@ -69,17 +70,39 @@ interface Seen {
   fault: NodeFault | null;
 }
 
+/** What the listing this observation just made found, by container id (absent: no listing made). */
+type Listed = Map<string, OwnedEngine>;
+
+function listedContainers(owned: Owned | null): Listed {
+  const listed: Listed = new Map();
+  for (const { owned: o } of owned ?? []) if (o.handle.kind === "container") listed.set(o.handle.container_id, o);
+  return listed;
+}
+
+/**
+ * Liveness from that listing, when it found the handle's container under its launch token and says
+ * whether it runs: one labelled list call answers for every container engine, not an inspect each
+ * (issue 14). Anything else (not listed, a native engine) is asked of the backend.
+ */
+function listedLiveness(handle: EngineHandle, listed: Listed): Seen | null {
+  if (handle.kind !== "container") return null;
+  const found = listed.get(handle.container_id);
+  if (found?.launch_token !== handle.launch_token || found.running === undefined) return null;
+  return { liveness: found.running ? "alive" : "gone", fault: null };
+}
+
 async function livenessOf(
   world: World,
   engine: string,
   handle: EngineHandle,
   opts: ObserveOptions,
   told: NodeFaults,
+  listed: Listed,
 ): Promise<Seen> {
   const cached = opts.cache?.get(handle.launch_token);
   if (!opts.probe && cached !== undefined)
     return { liveness: cached, fault: opts.faults?.get(handle.launch_token) ?? null };
-  const seen = await world.observeLiveness(handle);
+  const seen = listedLiveness(handle, listed) ?? (await world.observeLiveness(handle));
   opts.cache?.set(handle.launch_token, seen.liveness);
   if (seen.fault) {
     opts.faults?.set(handle.launch_token, seen.fault);
@@ -93,10 +116,11 @@ async function observeEngine(
   k: KnownEngine,
   opts: ObserveOptions,
   told: NodeFaults,
+  listed: Listed,
 ): Promise<ObservedEngine> {
   const ctx = k.context;
   const handle = ctx.handle ?? null;
-  const seen = handle ? await livenessOf(world, k.engine, handle, opts, told) : null;
+  const seen = handle ? await livenessOf(world, k.engine, handle, opts, told, listed) : null;
   const liveness = seen?.liveness ?? null;
   let problem: string | null = null;
   if (handle && liveness === "gone") {
@@ -120,7 +144,7 @@ async function observeEngine(
     }
   }
   const retiring = ctx.retiring ?? null;
-  const retiringSeen = retiring ? await livenessOf(world, k.engine, retiring.handle, opts, told) : null;
+  const retiringSeen = retiring ? await livenessOf(world, k.engine, retiring.handle, opts, told, listed) : null;
   // A node the engine's step failed on, or its observation now: it blocks only this engine (planner, rollout).
   const stepFault = k.phase === "failed" ? nodeFaultOf(ctx.error) : null;
   return {
@@ -184,7 +208,8 @@ export async function observe(
   const engines: Record<string, ObservedEngine> = {};
   // Engines are observed side by side: a full observation of a large fleet is bounded by its slowest engine, not their sum.
   const told = new NodeFaults();
-  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told)));
+  const listed = listedContainers(opts.owned);
+  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told, listed)));
   world.report(told);
   for (const e of observed) engines[e.engine] = e;
   const owned = opts.owned === null ? lastOwned : await ownedObserved(opts.owned);

@@ -90,13 +90,16 @@ describe("reconcile --once with the container backend", () => {
       expect(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8")).not.toContain(KEY);
   });
 
-  it("makes no Docker write calls on a second run", async () => {
+  it("makes no Docker write calls on a second run, and takes liveness from the one labelled list (no inspect per engine)", async () => {
     const before = await byEngine();
     proxy.calls.length = 0;
     const r = await once();
     expect(r.code, r.stderr).toBe(0);
     expect(proxy.calls.length).toBeGreaterThan(0);
     expect(proxy.writes()).toEqual([]);
+    // Liveness comes from the one labelled list call, not an inspect per engine (issue 14 item 3).
+    expect(proxy.calls.filter((c) => c.method === "GET" && c.path.startsWith("/containers/json"))).toHaveLength(1);
+    expect(proxy.calls.filter((c) => /^\/containers\/[0-9a-f]{64}\/json/.test(c.path))).toEqual([]);
     const after = await byEngine();
     for (const n of ["engine-1", "engine-2"]) expect(after[n]!.container_id).toBe(before[n]!.container_id);
   });

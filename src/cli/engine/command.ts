@@ -7,21 +7,25 @@ import { appIdentity } from "../../app.js";
 import { MAX_SHARED, MIN_SHARED } from "../../phases/shared-budget.js";
 import { refusal } from "../../phases/action-error.js";
 import { registrationSource } from "../../phases/cache-registration.js";
-import { prepareAction } from "./prepare-action.js";
-import {
-  cacheRegistrationAction,
-  captureCacheAction,
-  checkAction,
-  handshakePolicyAction,
-  measureCacheAction,
-  modelDimensionsAction,
-  startAction,
-  startSharedAction,
-  stopNativeAction,
-} from "./actions.js";
-import { attestationServeAction, nativeCaptureAction } from "./attestation-actions.js";
-import { withActionContext, type ActionContext } from "./context.js";
+import type { ActionContext } from "./context.js";
 import { renderResult, type EngineResult } from "./result.js";
+import { lazy } from "../lazy.js";
+
+// The actions (and the backends they reach) load only when one runs: `narwhal --help` and every other
+// command register this tree without loading them (lazy.ts).
+const actions = () => import("./actions.js");
+const prepareAction = lazy(async () => (await import("./prepare-action.js")).prepareAction);
+const checkAction = lazy(async () => (await actions()).checkAction);
+const measureCacheAction = lazy(async () => (await actions()).measureCacheAction);
+const modelDimensionsAction = lazy(async () => (await actions()).modelDimensionsAction);
+const handshakePolicyAction = lazy(async () => (await actions()).handshakePolicyAction);
+const startAction = lazy(async () => (await actions()).startAction);
+const captureCacheAction = lazy(async () => (await actions()).captureCacheAction);
+const cacheRegistrationAction = lazy(async () => (await actions()).cacheRegistrationAction);
+const startSharedAction = lazy(async () => (await actions()).startSharedAction);
+const stopNativeAction = lazy(async () => (await actions()).stopNativeAction);
+const nativeCaptureAction = lazy(async () => (await import("./attestation-actions.js")).nativeCaptureAction);
+const attestationServeAction = lazy(async () => (await import("./attestation-actions.js")).attestationServeAction);
 
 type Opts = Record<string, unknown> & { format?: string; state?: string };
 export type Act = (fn: (opts: Opts, ...args: unknown[]) => Promise<number>) => (...args: unknown[]) => Promise<void>;
@@ -160,6 +164,7 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
       // a reconciler treats engines of its own scope that it does not know as orphans and removes them.
       const first = (opts.run as string[] | undefined)?.[0] ?? (opts.out as string | undefined);
       const scope = opts.state ?? (first ? path.dirname(path.resolve(first)) : process.cwd());
+      const { withActionContext } = await import("./context.js");
       const r = await withActionContext({ state: path.resolve(scope) }, result);
       out(renderResult(r, opts.format ?? "text"));
       return 0;

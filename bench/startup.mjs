@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+// CPU (user + sys) of commands that act on nothing, against the floor (`node -e 0`), and of importing
+// each heavy module alone. Run after `npm run build`:
+//
+//   node bench/startup.mjs [--runs 7] [--base /other/checkout] [--json out.json]
+//
+// CPU, not wall time: the machine is shared and wall time lies. Runs are interleaved (floor, each
+// command, each build in turn), so a burst of load hits all of them alike; medians of --runs.
+// --base names another built checkout (its dist/) measured side by side, with the ratio base/this.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "7" },
+    base: { type: "string" },
+    json: { type: "string" },
+  },
+});
+const runs = Number(values.runs);
+const desired = path.join(root, "desired"); // the repository's example: a native fleet
+const state = fs.mkdtempSync(path.join(fs.realpathSync("/tmp"), "narwhal-bench-state-"));
+
+/** CPU seconds of one child process, as the kernel accounts them (getrusage of the reaped child). */
+function cpuOf(args, cwd) {
+  const r = spawnSync("/usr/bin/time", ["-f", "%U %S %M", process.execPath, ...args], { cwd, encoding: "utf8" });
+  const last = r.stderr.trim().split("\n").pop() ?? "";
+  const [user, sys, rssKb] = last.split(" ").map(Number);
+  if (!Number.isFinite(user)) throw new Error(`cannot measure ${args.join(" ")}: ${r.stderr.slice(-400)}`);
+  return { cpu: user + sys, rssMb: rssKb / 1024 };
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+
+const cli = (dir) => path.join(dir, "dist/src/cli/main.js");
+// A process that imports one module: its CPU less the floor's is that module's load cost.
+const importer = (spec) => ["--input-type=module", "-e", `await import(${JSON.stringify(spec)});`];
+const commands = [
+  ["node -e 0 (the floor)", () => ["-e", "0"]],
+  ["narwhal --help", (dir) => [cli(dir), "--help"]],
+  ["narwhal engine --help", (dir) => [cli(dir), "engine", "--help"]],
+  ["narwhal validate (native)", (dir) => [cli(dir), "validate", "--desired", desired]],
+  ["narwhal status (empty state)", (dir) => [cli(dir), "status", "--desired", desired, "--state", state]],
+  ...["dockerode", "zod", "winston", "xstate", "commander"].map((m) => [`import ${m}`, () => importer(m)]),
+  ["import controller.js", (dir) => importer(pathToFileURL(path.join(dir, "dist/src/controller/controller.js")).href)],
+];
+
+const builds = [["this", root], ...(values.base ? [["base", path.resolve(values.base)]] : [])];
+const samples = new Map();
+for (let i = 0; i < runs; i++)
+  for (const [name, args] of commands)
+    for (const [build, dir] of builds) {
+      const key = `${name}\t${build}`;
+      if (!samples.has(key)) samples.set(key, { cpu: [], rss: [] });
+      const s = cpuOf(args(dir), root);
+      samples.get(key).cpu.push(s.cpu);
+      samples.get(key).rss.push(s.rssMb);
+    }
+
+const floor = median(samples.get(`${commands[0][0]}\tthis`).cpu);
+const rows = commands.map(([name]) => {
+  const here = median(samples.get(`${name}\tthis`).cpu);
+  const row = { command: name, cpu_s: here, rss_mb: median(samples.get(`${name}\tthis`).rss), x_floor: here / floor };
+  if (values.base) {
+    const base = median(samples.get(`${name}\tbase`).cpu);
+    Object.assign(row, { base_cpu_s: base, base_over_this: base / here });
+  }
+  return row;
+});
+
+const fmt = (x, d = 2) => (x === undefined ? "" : x.toFixed(d));
+console.log(`medians of ${runs} interleaved runs; CPU = user + sys seconds; floor ${fmt(floor)} s`);
+console.log(
+  ["command".padEnd(30), "cpu s", "x floor", "rss MB", ...(values.base ? ["base cpu s", "base/this"] : [])].join("\t"),
+);
+for (const r of rows)
+  console.log(
+    [
+      r.command.padEnd(30),
+      fmt(r.cpu_s),
+      fmt(r.x_floor, 1),
+      fmt(r.rss_mb, 0),
+      ...(values.base ? [fmt(r.base_cpu_s), fmt(r.base_over_this, 1)] : []),
+    ].join("\t"),
+  );
+const report = { at: new Date().toISOString(), node: process.version, runs, floor_cpu_s: floor, rows };
+if (values.json) fs.writeFileSync(values.json, JSON.stringify(report, null, 2) + "\n");
+fs.rmSync(state, { recursive: true, force: true });

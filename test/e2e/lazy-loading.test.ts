@@ -1,0 +1,81 @@
+// A command loads what it runs (issue 14 item 1): `--help` and `validate` or `status` of a native fleet
+// never load dockerode (a third of a second of CPU), the controller (xstate) or the engine actions. The
+// built CLI runs as a real process under a preload (test/fixtures/load-recorder) that records every
+// module it loads, ESM and CommonJS; a positive control proves the recorder sees dockerode when the CLI
+// does load it (an image tag to look up), so an empty finding is not a blind recorder.
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import { runCli, type CliResult } from "./cli.js";
+import { REPO, simFleet } from "./sim-fleet.js";
+
+const RECORDER = pathToFileURL(path.join(REPO, "test/fixtures/load-recorder/record.mjs")).href;
+
+/** Run the CLI with the recorder preloaded: its result, and every module file it loaded. */
+async function loaded(args: string[], env: Record<string, string> = {}): Promise<CliResult & { modules: string[] }> {
+  const record = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-loads-")), "modules.txt");
+  const r = await runCli(args, {
+    ...env,
+    NODE_OPTIONS: `--import ${RECORDER}`,
+    NARWHAL_TEST_LOAD_RECORD: record,
+  });
+  const modules = (await fs.readFile(record, "utf8")).split("\n").filter(Boolean);
+  return { ...r, modules };
+}
+
+const HEAVY = [
+  ["dockerode", "/node_modules/dockerode/"],
+  ["xstate (the controller's machines)", "/node_modules/xstate/"],
+  ["winston (the logger)", "/node_modules/winston/"],
+  ["the controller", "/dist/src/controller/controller.js"],
+  ["the engine actions", "/dist/src/cli/engine/actions.js"],
+] as const;
+
+/** What observes engines (status does; --help and validate do not). */
+const BACKENDS = ["the backends", "/dist/src/backends/for-config.js"] as const;
+
+function expectNoneOf(modules: string[], what: string, heavy: ReadonlyArray<readonly [string, string]> = HEAVY): void {
+  // The recorder itself saw the CLI's entry point: it was running.
+  expect(
+    modules.some((m) => m.endsWith("/dist/src/cli/main.js")),
+    `${what}: the recorder saw the CLI load`,
+  ).toBe(true);
+  for (const [name, marker] of heavy) {
+    const hit = modules.filter((m) => m.includes(marker));
+    expect(hit, `${what} loaded ${name}`).toEqual([]);
+  }
+}
+
+describe("a command loads what it runs", () => {
+  it("--help, engine --help, and validate and status of a native fleet load neither dockerode, the controller nor the engine actions", async () => {
+    const fleet = await simFleet();
+    for (const [args, heavy] of [
+      [["--help"], [...HEAVY, BACKENDS]],
+      [
+        ["engine", "--help"],
+        [...HEAVY, BACKENDS],
+      ],
+      [
+        ["validate", "--desired", fleet.dir],
+        [...HEAVY, BACKENDS],
+      ],
+      [["status", "--desired", fleet.dir, "--state", fleet.stateDir], HEAVY],
+    ] as const) {
+      const r = await loaded([...args]);
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(0);
+      expectNoneOf(r.modules, args.join(" "), heavy);
+    }
+  });
+
+  it("validate loads dockerode when an image tag is to be looked up on a node (the recorder sees it)", async () => {
+    const fleet = await simFleet({ container: { image: "vllm/vllm-openai:latest" } });
+    // No daemon answers there: the lookup fails fast, and the tag is reported invalid all the same.
+    const socket = path.join(fleet.stateDir, "..", "no-docker.sock");
+    const r = await loaded(["validate", "--desired", fleet.dir], { DOCKER_HOST: `unix://${socket}` });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("is a tag");
+    expect(r.modules.filter((m) => m.includes("/node_modules/dockerode/")).length).toBeGreaterThan(0);
+  });
+});
