@@ -23,7 +23,6 @@ The model is read through the runtime's transformers.AutoConfig; the connector
 through vLLM's KVConnectorFactory and the installed NIXL. The last stdout line
 is ``NARWHAL_INSPECT_RESULT {json}``. Exit 0 ok, 1 an inspection failed, 2 bad input.
 """
-import ctypes
 import importlib
 import importlib.metadata
 import json
@@ -191,6 +190,7 @@ def driver_devices():
             bus = call(driver.cuDeviceGetPCIBusId(32, dev), "cuDeviceGetPCIBusId")
             devices.append({"ordinal": ordinal, "uuid": uuid, "pci_bus_id": bytes(bus).rstrip(b"\0").decode()})
         return "cuda.bindings.driver", devices
+    import ctypes  # only here: the cuda-python path, and every other inspection, need no libffi
     lib = ctypes.CDLL("libcuda.so.1")
     def check(code, what):
         if code != 0:
@@ -215,7 +215,7 @@ def cuda_devices(plan):
     var = plan.get("visibility_env") or "CUDA_VISIBLE_DEVICES"
     try:
         binding, visible = driver_devices()
-    except (OSError, RuntimeError) as exc:
+    except (ImportError, OSError, RuntimeError) as exc:
         raise InspectionFailed("cuda", f"the runtime's CUDA driver does not enumerate devices: {exc}",
                                "Run the engine's runtime where the NVIDIA driver is installed and its GPUs are "
                                "visible (for a container: the NVIDIA container runtime).") from None
