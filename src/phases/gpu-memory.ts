@@ -3,7 +3,6 @@
 // --format=csv,noheader,nounits` prints one "uuid, total, used" line (MiB) per
 // GPU in index order. The parser is pure so recorded output tests it directly.
 import { NarwhalError } from "../errors.js";
-import type { ObservedGpu } from "./types.js";
 import type { HostAccess } from "../hosts/types.js";
 import { runTool, type ToolRunOptions } from "./host/run-tool.js";
 
@@ -52,11 +51,6 @@ export async function readGpuMemory(
 ): Promise<GpuMemoryReading> {
   const raw = await runTool(host, nvidiaSmi, [...GPU_MEMORY_QUERY_ARGS], "node.nvidia_smi", opts);
   return { at: new Date().toISOString(), gpus: parseGpuMemoryCsv(raw) };
-}
-
-/** The reading's GPUs in the shape GPU-id resolution takes (index order = CUDA ordinals). */
-export function observedGpus(reading: GpuMemoryReading): ObservedGpu[] {
-  return reading.gpus.map((g) => ({ index: g.index, uuid: g.uuid, name: g.uuid }));
 }
 
 export function gpuByUuid(reading: GpuMemoryReading, uuid: string): GpuMemory | undefined {

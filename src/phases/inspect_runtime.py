@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runtime inspections for one checked plan (narwhal engine model-dimensions,
-handshake-policy and cache-registration's block grouping).
+handshake-policy, cache-registration's block grouping and start-shared's CUDA devices).
 
 Runs inside the engine's own runtime exactly as check_runtime.py does (host
 Python with the engine's environment for native engines, ``python3`` in a
@@ -8,10 +8,16 @@ temporary container for images), stdlib plus the runtime's own packages:
 
     python3 inspect_runtime.py INPUT.json
 
-INPUT: mode ("model-dimensions" | "handshake-policy" | "block-grouping"),
+INPUT: mode ("model-dimensions" | "handshake-policy" | "block-grouping" | "cuda-devices"),
 plan_sha256, model_dir, hf_config_path, trust_remote_code, dtype, kv_cache_dtype,
 block_size, tensor_parallel_size, kv_transfer_config, environment, model_rules
-(narwhal's MODEL_RULES, applied through check_runtime.py's is_conv_ssm).
+(narwhal's MODEL_RULES, applied through check_runtime.py's is_conv_ssm), visibility_env.
+
+cuda-devices lists the devices the runtime's CUDA driver enumerates, as (ordinal, uuid),
+twice: every device (the visibility variable removed, the rest of the environment kept, so
+CUDA_DEVICE_ORDER applies) and the ones the recorded environment makes visible. The driver
+is reached through cuda-python (cuda.bindings.driver) or libcuda.so.1 via ctypes: no torch,
+no CUDA context, so the query allocates no device memory before the baseline reading.
 
 The model is read through the runtime's transformers.AutoConfig; the connector
 through vLLM's KVConnectorFactory and the installed NIXL. The last stdout line
@@ -21,11 +27,13 @@ import importlib
 import importlib.metadata
 import json
 import os
+import subprocess
 import sys
 import types
 
 RESULT_PREFIX = "NARWHAL_INSPECT_RESULT "
-MODES = ("model-dimensions", "handshake-policy", "block-grouping")
+MODES = ("model-dimensions", "handshake-policy", "block-grouping", "cuda-devices")
+LIST_DEVICES = "--list-cuda-devices"
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "bfloat16": 2, "float16": 2}
 NIXL_DISTRIBUTIONS = ("nixl", "nixl-rocm")
@@ -158,7 +166,77 @@ def handshake(plan):
     }
 
 
-INSPECTIONS = {"model-dimensions": dimensions, "handshake-policy": handshake, "block-grouping": block_grouping}
+def format_uuid(raw):
+    h = bytes(raw).hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def driver_devices():
+    """(ordinal, uuid, pci_bus_id) of every device this process's CUDA driver enumerates, and the binding used."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        driver = None
+    if driver is not None:
+        def call(result, what):
+            if int(result[0]) != 0:
+                raise RuntimeError(f"{what} returned CUresult {int(result[0])}")
+            return result[1] if len(result) > 1 else None
+        call(driver.cuInit(0), "cuInit")
+        devices = []
+        for ordinal in range(call(driver.cuDeviceGetCount(), "cuDeviceGetCount")):
+            dev = call(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+            uuid = format_uuid(call(driver.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
+            bus = call(driver.cuDeviceGetPCIBusId(32, dev), "cuDeviceGetPCIBusId")
+            devices.append({"ordinal": ordinal, "uuid": uuid, "pci_bus_id": bytes(bus).rstrip(b"\0").decode()})
+        return "cuda.bindings.driver", devices
+    import ctypes  # only here: the cuda-python path, and every other inspection, need no libffi
+    lib = ctypes.CDLL("libcuda.so.1")
+    def check(code, what):
+        if code != 0:
+            raise RuntimeError(f"{what} returned CUresult {code}")
+    check(lib.cuInit(0), "cuInit")
+    count = ctypes.c_int()
+    check(lib.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
+    devices = []
+    for ordinal in range(count.value):
+        dev = ctypes.c_int()
+        check(lib.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+        raw = (ctypes.c_ubyte * 16)()
+        check(lib.cuDeviceGetUuid(raw, dev), "cuDeviceGetUuid")
+        bus = ctypes.create_string_buffer(32)
+        check(lib.cuDeviceGetPCIBusId(bus, 32, dev), "cuDeviceGetPCIBusId")
+        devices.append({"ordinal": ordinal, "uuid": format_uuid(raw), "pci_bus_id": bus.value.decode()})
+    return "libcuda.so.1", devices
+
+
+def cuda_devices(plan):
+    """Every device in the runtime's order, and the ones the recorded environment selects (see the docstring)."""
+    var = plan.get("visibility_env") or "CUDA_VISIBLE_DEVICES"
+    try:
+        binding, visible = driver_devices()
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise InspectionFailed("cuda", f"the runtime's CUDA driver does not enumerate devices: {exc}",
+                               "Run the engine's runtime where the NVIDIA driver is installed and its GPUs are "
+                               "visible (for a container: the NVIDIA container runtime).") from None
+    env = {k: v for k, v in os.environ.items() if k != var}
+    # The driver reads the visibility variable once per process: every device needs a process without it.
+    every = subprocess.run([sys.executable, os.path.abspath(__file__), LIST_DEVICES], env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+    lines = [l for l in every.stdout.splitlines() if l.startswith(RESULT_PREFIX)]
+    if every.returncode != 0 or not lines:
+        raise InspectionFailed("cuda", f"listing every device (without {var}) failed with exit {every.returncode}: "
+                               f"{(every.stderr or every.stdout).strip()[-500:]}",
+                               "Run the engine's runtime where the NVIDIA driver is installed.")
+    devices = json.loads(lines[-1][len(RESULT_PREFIX):])
+    say(f"ok   CUDA ({binding}) lists {len(devices)} device(s); {var}={os.environ.get(var)} makes {len(visible)} visible")
+    return {"binding": binding, "visibility_env": var, "visible_devices": os.environ.get(var),
+            "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST",
+            "devices": devices, "visible": visible}
+
+
+INSPECTIONS = {"model-dimensions": dimensions, "handshake-policy": handshake, "block-grouping": block_grouping,
+               "cuda-devices": cuda_devices}
 
 
 def emit(ok, result=None, failure=None):
@@ -166,6 +244,9 @@ def emit(ok, result=None, failure=None):
 
 
 def main(argv):
+    if argv[1:] == [LIST_DEVICES]:
+        print(RESULT_PREFIX + json.dumps(driver_devices()[1]), flush=True)
+        return 0
     try:
         with open(argv[1], encoding="utf-8") as handle:
             plan = json.load(handle)

@@ -13,11 +13,14 @@ import { lastFlagValue, type LaunchPlan } from "./plan.js";
 import { ActionError } from "./action-error.js";
 import { FRESH_RUN_FIX, loadCheckedRun, refuseExisting, type CheckedRun } from "./checked-run.js";
 import { writeFileExclusive } from "../state/atomic-file.js";
+import { checkScriptPath } from "../app.js";
 
 export const INSPECT_SCRIPT = "inspect_runtime.py";
+/** inspect_runtime.py ships beside check_runtime.py. */
+export const inspectScriptPath = (): string => path.join(path.dirname(checkScriptPath()), INSPECT_SCRIPT);
 const RESULT_PREFIX = "NARWHAL_INSPECT_RESULT ";
 
-export type InspectMode = "model-dimensions" | "handshake-policy" | "block-grouping";
+export type InspectMode = "model-dimensions" | "handshake-policy" | "block-grouping" | "cuda-devices";
 
 export interface RuntimeInspectOptions {
   backend: EngineBackend;
@@ -46,6 +49,7 @@ export function inspectInput(plan: LaunchPlan, planSha: string, mode: InspectMod
     kv_transfer_config: plan.kv_transfer_config,
     environment: plan.environment,
     model_rules: MODEL_RULES,
+    visibility_env: plan.gpu.visibility_env,
   };
 }
 

@@ -11,6 +11,7 @@ import type { EngineHandle, PreparedRun } from "./types.js";
 import type { LaunchPlan } from "./plan.js";
 import type { ListenerCheck } from "./listeners.js";
 import type { GpuMemoryReading } from "./gpu-memory.js";
+import type { RuntimeResolution } from "./runtime-devices.js";
 import { gpuByUuid } from "./gpu-memory.js";
 import { recordedHandle } from "./checked-run.js";
 import { stopNative } from "./stop-native.js";
@@ -41,7 +42,8 @@ export interface SharedStartRecord {
   /** 1-based position in the launch sequence, and every engine of the invocation in launch order. */
   launch_order: number;
   engines: string[];
-  gpu: { uuid: string; selected: string; index: number; total_mib: number };
+  /** index is nvidia-smi's; runtime is how the checked runtime resolved `selected` (seed 001's evidence). */
+  gpu: { uuid: string; selected: string; index: number; total_mib: number; runtime: RuntimeResolution };
   /** Decimal strings: the allowance, this engine's share, their sum, and allowance × total memory in MiB. */
   allowance: {
     device_allowance: string;

@@ -1,7 +1,9 @@
 // start-shared (seed 001 "Native shared startup"): start two to eight checked
 // plans on one GPU, one after another. Before anything runs: the shared budget
 // (shared-budget.ts), every planned listener, and that each selected device
-// resolves to shared_device.gpu_uuid in the GPU list the host reports. The
+// resolves to shared_device.gpu_uuid inside the checked runtime with its
+// recorded environment (runtime-devices.ts: CUDA's device order, not
+// nvidia-smi's, numbers the ordinals). The
 // first GPU reading is the baseline; before each launch the free headroom must
 // hold the engine's share; after each engine passes readiness (start) and
 // identity (probe, backend identity) the whole-device increase since the
@@ -22,8 +24,14 @@ import {
   sharedBudget,
   type SharedBudget,
 } from "./shared-budget.js";
-import { gpuByUuid, observedGpus, readGpuMemory, type GpuMemory, type GpuMemoryReading } from "./gpu-memory.js";
-import { resolveGpuId } from "./host/gpu-selection.js";
+import { gpuByUuid, readGpuMemory, type GpuMemory } from "./gpu-memory.js";
+import {
+  queryRuntimeDevices,
+  resolveRuntimeDevice,
+  selectedDeviceInput,
+  type RuntimeResolution,
+} from "./runtime-devices.js";
+import { inspectScriptPath } from "./runtime-inspect.js";
 import { blockedListeners, checkListeners, type ListenerCheck } from "./listeners.js";
 import { compareDecimals, formatDecimal, integerDecimal, multiplyDecimals, parseDecimal } from "./decimal.js";
 import { ActionError, refusal } from "./action-error.js";
@@ -43,6 +51,8 @@ export interface StartSharedOptions extends StartOptions {
   host: HostAccess;
   /** nvidia-smi for memory readings; default the plans' node.nvidia_smi. */
   nvidiaSmi?: string;
+  /** inspect_runtime.py, which lists the devices the checked runtime sees; default the one beside the check script. */
+  inspectScript?: string;
   toolTimeoutMs?: number;
   progress?: (message: string) => void;
 }
@@ -55,29 +65,34 @@ export interface SharedStartResult {
 
 const mib = (g: GpuMemory, at: string) => ({ at, used_mib: g.used_mib, total_mib: g.total_mib });
 
-/** Resolve each plan's selected device in the reading's GPU list; every one must be shared_device.gpu_uuid. */
-function resolveDevices(
+/**
+ * Resolve each plan's selected device inside its checked runtime; every one must be
+ * shared_device.gpu_uuid. The query creates no CUDA context, so it moves no memory reading.
+ */
+async function resolveDevices(
   members: CheckedRun[],
   budget: SharedBudget,
-  reading: GpuMemoryReading,
-): { selected: Map<string, GpuMemory>; problems: string[] } {
-  const selected = new Map<string, GpuMemory>();
-  const problems: string[] = [];
-  for (const { plan } of members) {
-    const id = plan.gpu.ids[0]!;
-    const r = resolveGpuId(id, observedGpus(reading));
-    const gpu = r.ok ? reading.gpus[r.gpu.index] : undefined;
-    if (!gpu)
-      problems.push(
-        `${plan.engine}: ${plan.gpu.visibility_env}=${id} ${r.ok ? "" : r.reason === "ambiguous" ? "matches several GPUs" : "is not a GPU the host lists"}`.trim(),
-      );
-    else if (gpu.uuid.toLowerCase() !== budget.gpu_uuid.toLowerCase())
-      problems.push(
-        `${plan.engine}: ${plan.gpu.visibility_env}=${id} resolves to ${gpu.uuid}, not shared_device.gpu_uuid ${budget.gpu_uuid}`,
-      );
-    else selected.set(plan.engine, gpu);
+  opts: StartSharedOptions,
+): Promise<Map<string, RuntimeResolution>> {
+  const selected = new Map<string, RuntimeResolution>();
+  for (const m of members) {
+    const { plan, run } = m;
+    const runtime = await queryRuntimeDevices(ACTION, m, {
+      backend: opts.backend,
+      scriptPath: opts.inspectScript ?? inspectScriptPath(),
+      signal: opts.signal,
+    });
+    const r = resolveRuntimeDevice(plan.gpu.ids[0]!, budget.gpu_uuid, runtime);
+    if (!r.ok)
+      throw refusal(ACTION, `on node ${plan.node.name}, ${plan.gpu.visibility_env}=${plan.gpu.ids[0]} ${r.problem}`, {
+        engine: plan.engine,
+        run: run.dir,
+        input: selectedDeviceInput(plan, run.dir),
+        fix: r.fix,
+      });
+    selected.set(plan.engine, r.resolution);
   }
-  return { selected, problems };
+  return selected;
 }
 
 export async function startShared(dirs: string[], opts: StartSharedOptions): Promise<SharedStartResult> {
@@ -117,17 +132,21 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
       fix: "Any existing listener blocks launch until ownership is resolved: find it with ss -ltnp and stop it, or prepare plans with other ports.",
     });
 
+  const devices = await resolveDevices(members, budget, opts);
   const nvidiaSmi = opts.nvidiaSmi ?? members[0]!.plan.node?.nvidia_smi ?? "nvidia-smi";
   const read = (signal = opts.signal) =>
     readGpuMemory(opts.host, nvidiaSmi, { signal, timeoutMs: opts.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS });
   const baselineReading = await read();
-  const devices = resolveDevices(members, budget, baselineReading);
-  if (devices.problems.length)
-    throw refusal(ACTION, devices.problems.join("; "), {
-      input: "gpu_ids / shared_device.gpu_uuid",
-      fix: "Select the shared GPU (its ordinal or UUID) in every plan's gpu_ids, or correct shared_device.gpu_uuid, and prepare fresh runs.",
-    });
-  const baselineGpu = gpuByUuid(baselineReading, budget.gpu_uuid)!;
+  const baselineGpu = gpuByUuid(baselineReading, budget.gpu_uuid);
+  if (!baselineGpu)
+    throw refusal(
+      ACTION,
+      `the runtime resolves every plan to ${budget.gpu_uuid}, which ${nvidiaSmi} on node ${members[0]!.plan.node.name} does not list`,
+      {
+        input: "node.nvidia_smi",
+        fix: "Point node.nvidia_smi at the node's own nvidia-smi (the readings of the shared GPU come from it), or correct shared_device.gpu_uuid.",
+      },
+    );
   const baseline = mib(baselineGpu, baselineReading.at);
   const totalMib = baselineGpu.total_mib;
   const limit = allowanceMib(budget.device_allowance, totalMib);
@@ -155,8 +174,9 @@ export async function startShared(dirs: string[], opts: StartSharedOptions): Pro
         gpu: {
           uuid: baselineGpu.uuid,
           selected: plan.gpu.ids[0]!,
-          index: devices.selected.get(plan.engine)!.index,
+          index: baselineGpu.index,
           total_mib: totalMib,
+          runtime: devices.get(plan.engine)!,
         },
         allowance: {
           device_allowance: budget.device_allowance,

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { engineFleet } from "./engine-fleet.js";
+import { engineFleet, SHARED_GPU } from "./engine-fleet.js";
 import { engineProcesses, runCli, status, teardown } from "./cli.js";
 import { editCheckedPlan, killAt } from "./campaign.js";
 
@@ -74,6 +74,66 @@ describe("reconcile with a shared GPU", () => {
       }
       expect(engines.some((e) => /allowance|MiB/.test(e.last_error!.message))).toBe(true);
       expect(await engineProcesses(fleet.stateDir)).toEqual([]); // start-shared removed what it started
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+
+  // The simulator's CUDA enumerates the H100s fastest-first as (2A:00.0, 18:00.0); nvidia-smi lists them by bus.
+  const OTHER_GPU = "GPU-9e8d7c6b-5a4f-4e2d-8c0b-a9f8e7d6c5b4";
+  const reordered = (gpu: string) => ({ gpus: [gpu], environment: { NARWHAL_SIM_CUDA_FASTEST_FIRST: "1,0" } });
+
+  it("starts on the GPU the runtime's device order selects: ordinal 1 is shared_device.gpu_uuid there, nvidia-smi's 0", async () => {
+    const fleet = await engineFleet({ engines: [reordered("1"), reordered("1")] });
+    try {
+      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], fleet.env);
+      expect(r.code, r.stderr.slice(-3000)).toBe(0);
+      const engines = (await status(fleet.stateDir)).engines;
+      expect(engines.map((e) => e.phase)).toEqual(["captured", "captured"]);
+      const records = await Promise.all(
+        engines.map(async (e) => JSON.parse(await fs.readFile(path.join(e.run_dir!, "shared-start.json"), "utf8"))),
+      );
+      for (const x of records) {
+        expect(x.gpu).toMatchObject({ uuid: SHARED_GPU, selected: "1", index: 0 });
+        expect(x.gpu.runtime).toMatchObject({
+          binding: "cuda.bindings.driver",
+          cuda_device_order: "FASTEST_FIRST",
+          visible_devices: "1",
+          ordinal: 1,
+          uuid: SHARED_GPU,
+          devices: [
+            { ordinal: 0, uuid: OTHER_GPU },
+            { ordinal: 1, uuid: SHARED_GPU },
+          ],
+          visible: [{ ordinal: 0, uuid: SHARED_GPU }],
+        });
+      }
+      // Both engines hold their share of the shared GPU (nvidia-smi's reading of it): they run where narwhal resolved.
+      const last = records.find((x) => x.launch_order === 2)!;
+      expect(last.increase_mib.aggregate).toBe(Math.floor(0.1 * 81559) + Math.floor(0.2 * 81559));
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+
+  it("refuses an ordinal that is shared_device.gpu_uuid in nvidia-smi's order but another GPU in the runtime's, before launching", async () => {
+    const fleet = await engineFleet({ engines: [reordered("0"), reordered("0")] });
+    try {
+      const [one, two] = [await fleet.prepared("e1", "engine-1"), await fleet.prepared("e2", "engine-2")];
+      const r = await fleet.engine(["start-shared", "--backend", "native", "--run", one, "--run", two]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(JSON.parse(r.stderr).error).toMatchObject({
+        name: "ActionError",
+        action: "start-shared",
+        engine: "engine-1",
+        retryable: false,
+        run: one,
+        message: `on node local, CUDA_VISIBLE_DEVICES=0 resolves to ${OTHER_GPU} (runtime ordinal 0, CUDA_DEVICE_ORDER=FASTEST_FIRST; the runtime lists 0=${OTHER_GPU}, 1=${SHARED_GPU}), not shared_device.gpu_uuid ${SHARED_GPU}`,
+        input: `CUDA_VISIBLE_DEVICES=0 (gpu_ids in ${path.join(one, "launch.json")})`,
+        fix: expect.stringContaining(`select the GPU by its full UUID (GPU-…), which no device order renumbers`),
+      });
+      for (const dir of [one, two]) expect(await fs.readdir(dir)).not.toContain("native-process.json");
+      expect(await engineProcesses(fleet.stateDir)).toEqual([]);
     } finally {
       await teardown(fleet.stateDir);
     }

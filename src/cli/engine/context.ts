@@ -1,12 +1,11 @@
 // What every `narwhal engine` action gets: configuration, both backends, the
 // scripts it runs in the engine's runtime, and a signal that SIGINT/SIGTERM
 // abort (start-shared then cleans up what it started before exiting).
-import path from "node:path";
 import type { Config } from "../../config.js";
 import type { EngineBackend } from "../../backends/types.js";
 import type { EngineSpec } from "../../desired/types.js";
 import type { AppIdentity } from "../../phases/plan.js";
-import { INSPECT_SCRIPT } from "../../phases/runtime-inspect.js";
+import { inspectScriptPath } from "../../phases/runtime-inspect.js";
 import { appIdentity, checkScriptPath } from "../../app.js";
 import { backendsFor, configFrom } from "../runtime.js";
 import { NodeHosts } from "../../hosts/node-hosts.js";
@@ -45,7 +44,7 @@ export async function withActionContext<T>(
       signal: controller.signal,
       app: appIdentity(),
       checkScript,
-      inspectScript: path.join(path.dirname(checkScript), INSPECT_SCRIPT),
+      inspectScript: inspectScriptPath(),
       env: config.startupEnv,
     });
   } finally {
