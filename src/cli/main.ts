@@ -10,6 +10,8 @@ import { EXIT, reportError } from "./exit-codes.js";
 import { cliOutput } from "./output.js";
 import { configFrom, loggerFor, type GlobalOptions } from "./runtime.js";
 import { reconcileOnce, reconcileWatch } from "./reconcile.js";
+import { liveView } from "./progress-tty.js";
+import { paintFor, watchStatus } from "./status-watch.js";
 import { readStatus } from "./status-read.js";
 import { renderStatusText } from "./status-render.js";
 import { down } from "./down.js";
@@ -19,7 +21,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
-import type { ValidationIssue } from "../errors.js";
+import { NarwhalError, type ValidationIssue } from "../errors.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -28,9 +30,13 @@ const { out, err } = output;
  * Commands that act log to the console, and to the state directory's narwhal.log once they hold
  * its lock (the controller and `down` call log.recordTo); the logger is flushed however they end.
  */
-async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger) => Promise<number>): Promise<number> {
+async function withLogger(
+  opts: GlobalOptions,
+  fn: (config: Config, log: Logger) => Promise<number>,
+  consoleStream?: NodeJS.WritableStream,
+): Promise<number> {
   const config = configFrom(opts);
-  const log = loggerFor(config);
+  const log = loggerFor(config, consoleStream);
   try {
     return await fn(config, log);
   } finally {
@@ -102,11 +108,16 @@ async function run(argv: string[]): Promise<number> {
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
-      act((opts) =>
-        withLogger(opts, (config, log) =>
-          opts.once ? reconcileOnce(config, log, String(opts.format), out) : reconcileWatch(config, log),
-        ),
-      ),
+      act((opts) => {
+        // On a terminal: one live line per engine in a step, below the log lines (progress-tty.ts).
+        const live = liveView(process.stderr);
+        return withLogger(
+          opts,
+          (config, log) =>
+            opts.once ? reconcileOnce(config, log, String(opts.format), out, live) : reconcileWatch(config, log, live),
+          live?.logStream,
+        ).finally(() => live?.close());
+      }),
     );
 
   program
@@ -119,9 +130,30 @@ async function run(argv: string[]): Promise<number> {
     .addOption(desiredOpt())
     .addOption(stateOpt())
     .addOption(formatOpt())
+    .option(
+      "-w, --watch",
+      "show it again every --interval until SIGINT (in place on a terminal; into a pipe, each change once)",
+    )
+    .option("--interval <seconds>", "seconds between two looks with --watch", "2")
+    .option("--no-color", "no colour on a terminal (also NO_COLOR=1)")
     .action(
       act(async (opts, engine) => {
         const config = configFrom(opts);
+        if (opts.watch) {
+          const intervalMs = Number(opts.interval) * 1000;
+          if (!(intervalMs > 0))
+            throw new NarwhalError(`status --interval ${String(opts.interval)} is not a positive number of seconds`, {
+              input: "--interval",
+              fix: "Give --interval a number of seconds above 0, e.g. --interval 5.",
+              retryable: false,
+            });
+          const stop = new AbortController();
+          const abort = () => stop.abort();
+          process.once("SIGINT", abort).once("SIGTERM", abort);
+          const watch = { intervalMs, noColor: opts.color === false, tty: process.stdout, signal: stop.signal };
+          await watchStatus(config, { ...watch, ...(engine ? { engine: engine as string } : {}) }, out);
+          return EXIT.ok;
+        }
         const view = await readStatus(config, engine as string | undefined);
         if (engine && view.engines.length === 0) {
           err(
@@ -129,7 +161,10 @@ async function run(argv: string[]): Promise<number> {
           );
           return EXIT.invalid;
         }
-        out(opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine));
+        const paint = paintFor(process.stdout, config, opts.color === false);
+        out(
+          opts.format === "json" ? JSON.stringify(view, null, 2) : renderStatusText(view, !!engine, Date.now(), paint),
+        );
         return EXIT.ok;
       }),
     );

@@ -5,6 +5,7 @@ import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
+import type { ControllerHooks } from "../controller/controller-options.js";
 
 export { backendsFor, nodeHostsFor };
 
@@ -19,11 +20,20 @@ export function configFrom(opts: GlobalOptions): Config {
 }
 
 /** Console only: the holder of the state lock adds narwhal.log (Logger.recordTo) once it has the lock. */
-export function loggerFor(config: Config): Logger {
-  return createLogger({ level: config.logLevel, rotation: config.logRotation });
+export function loggerFor(config: Config, consoleStream?: NodeJS.WritableStream): Logger {
+  return createLogger({
+    level: config.logLevel,
+    rotation: config.logRotation,
+    ...(consoleStream ? { consoleStream } : {}),
+  });
 }
 
-export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {
+export function controllerFor(
+  config: Config,
+  log: Logger,
+  mode: "once" | "watch" = "watch",
+  hooks?: ControllerHooks,
+): Controller {
   const failpoint = failpoints(config.failpoints);
   const hosts = nodeHostsFor(config);
   return new Controller({
@@ -35,5 +45,6 @@ export function controllerFor(config: Config, log: Logger, mode: "once" | "watch
     hosts,
     failpoint,
     mode,
+    ...(hooks ? { hooks } : {}),
   });
 }
