@@ -76,8 +76,8 @@ describe("status tells the truth", () => {
     }
     const cells = (line: string) => line.split(/ {2,}/);
     const out = await text();
-    const [, , , d1, a1] = cells(row(out, "engine-1"));
-    const [, , , d2, a2] = cells(row(out, "engine-2"));
+    const [, , , , d1, a1] = cells(row(out, "engine-1")); // ENGINE PHASE AGE LIVE DESIRED APPLIED
+    const [, , , , d2, a2] = cells(row(out, "engine-2"));
     expect(d1).toBe(a1);
     expect(d2).not.toBe(a2);
     expect(d2).toBe(now["engine-2"]!.desired_hash_now!.slice(0, 12));
