@@ -7,6 +7,8 @@ export interface Config {
   desiredDir: string;
   stateDir: string;
   logLevel: string;
+  /** NO_COLOR set to anything but "" (no-color.org): no colour on a terminal either. */
+  noColor: boolean;
   /** narwhal.log is rotated past maxBytes (NARWHAL_LOG_MAX_BYTES), keeping `keep` old files (NARWHAL_LOG_KEEP). */
   logRotation: LogRotation;
   /** Base environment handed to native engine processes (PATH, HOME, LANG). */
@@ -99,6 +101,7 @@ export function loadConfig(
     desiredDir: path.resolve(cwd, overrides.desired ?? env.NARWHAL_DESIRED ?? "desired"),
     stateDir: path.resolve(cwd, overrides.state ?? env.NARWHAL_STATE ?? "state"),
     logLevel: env.NARWHAL_LOG_LEVEL ?? "info",
+    noColor: (env.NO_COLOR ?? "") !== "",
     logRotation: {
       maxBytes: intFrom(env, "NARWHAL_LOG_MAX_BYTES", DEFAULT_LOG_ROTATION.maxBytes),
       keep: intFrom(env, "NARWHAL_LOG_KEEP", DEFAULT_LOG_ROTATION.keep),

@@ -52,6 +52,8 @@ export interface LoggerOptions {
   /** Directory for narwhal.log (JSON lines) from the start; omitted = console only until recordTo(). */
   stateDir?: string;
   console?: boolean;
+  /** Where console lines go instead of stderr (the terminal's live view, which draws below them). */
+  consoleStream?: NodeJS.WritableStream;
   rotation?: LogRotation;
 }
 
@@ -66,17 +68,17 @@ export function createLogger(opts: LoggerOptions): Logger {
   });
   const transports: winston.transport[] = [];
   if (opts.console !== false) {
-    transports.push(
-      new winston.transports.Console({
-        stderrLevels: ["error", "warn", "info", "debug"],
-        format: winston.format.combine(
-          winston.format.timestamp({ format: "HH:mm:ss" }),
-          winston.format.printf(({ timestamp, level, message, engine, step }) => {
-            const where = [engine, step].filter(Boolean).join(" ");
-            return `${timestamp} ${level.padEnd(5)} ${where ? `[${where}] ` : ""}${message}`;
-          }),
-        ),
+    const format = winston.format.combine(
+      winston.format.timestamp({ format: "HH:mm:ss" }),
+      winston.format.printf(({ timestamp, level, message, engine, step }) => {
+        const where = [engine, step].filter(Boolean).join(" ");
+        return `${timestamp} ${level.padEnd(5)} ${where ? `[${where}] ` : ""}${message}`;
       }),
+    );
+    transports.push(
+      opts.consoleStream
+        ? new winston.transports.Stream({ stream: opts.consoleStream, format })
+        : new winston.transports.Console({ stderrLevels: ["error", "warn", "info", "debug"], format }),
     );
   }
   const root = winston.createLogger({ level: opts.level, format: redact(), transports });

@@ -5,6 +5,7 @@ import { Command, Option } from "commander";
 import { EXIT, reportError } from "./exit-codes.js";
 import { cliOutput } from "./output.js";
 import { configFrom, type GlobalOptions } from "./config-from.js";
+import { liveView } from "./progress-tty.js";
 import { renderStatusText } from "./status-render.js";
 import { engineCommand } from "./engine/command.js";
 import { appIdentity } from "../app.js";
@@ -37,9 +38,13 @@ const { out, err } = output;
  * Commands that act log to the console, and to the state directory's narwhal.log once they hold
  * its lock (the controller and `down` call log.recordTo); the logger is flushed however they end.
  */
-async function withLogger(opts: GlobalOptions, fn: (config: Config, log: Logger) => Promise<number>): Promise<number> {
+async function withLogger(
+  opts: GlobalOptions,
+  fn: (config: Config, log: Logger) => Promise<number>,
+  consoleStream?: NodeJS.WritableStream,
+): Promise<number> {
   const config = configFrom(opts);
-  const log = await loggerFor(config);
+  const log = await loggerFor(config, consoleStream);
   try {
     return await fn(config, log);
   } finally {
@@ -116,11 +121,16 @@ async function run(argv: string[]): Promise<number> {
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
-      act((opts) =>
-        withLogger(opts, (config, log) =>
-          opts.once ? reconcileOnce(config, log, String(opts.format), out) : reconcileWatch(config, log),
-        ),
-      ),
+      act((opts) => {
+        // On a terminal: one live line per engine in a step, below the log lines (progress-tty.ts).
+        const live = liveView(process.stderr);
+        return withLogger(
+          opts,
+          (config, log) =>
+            opts.once ? reconcileOnce(config, log, String(opts.format), out, live) : reconcileWatch(config, log, live),
+          live?.logStream,
+        ).finally(() => live?.close());
+      }),
     );
 
   program
@@ -133,9 +143,31 @@ async function run(argv: string[]): Promise<number> {
     .addOption(desiredOpt())
     .addOption(stateOpt())
     .addOption(formatOpt())
+    .option(
+      "-w, --watch",
+      "show it again every --interval until SIGINT (in place on a terminal; into a pipe, each change once)",
+    )
+    .option("--interval <seconds>", "seconds between two looks with --watch", "2")
+    .option("--no-color", "no colour on a terminal (also NO_COLOR=1)")
     .action(
       act(async (opts, engine) => {
         const config = configFrom(opts);
+        if (opts.watch) {
+          const intervalMs = Number(opts.interval) * 1000;
+          if (!(intervalMs > 0))
+            throw new NarwhalError(`status --interval ${String(opts.interval)} is not a positive number of seconds`, {
+              input: "--interval",
+              fix: "Give --interval a number of seconds above 0, e.g. --interval 5.",
+              retryable: false,
+            });
+          const stop = new AbortController();
+          const abort = () => stop.abort();
+          process.once("SIGINT", abort).once("SIGTERM", abort);
+          const { watchStatus } = await import("./status-watch.js");
+          const watch = { intervalMs, noColor: opts.color === false, tty: process.stdout, signal: stop.signal };
+          await watchStatus(config, { ...watch, ...(engine ? { engine: engine as string } : {}) }, out);
+          return EXIT.ok;
+        }
         const view = await readStatus(config, engine as string | undefined);
         if (engine && view.engines.length === 0) {
           // Thrown, so --format json|yaml reports it as an Error document: a script can tell it from a status.
@@ -148,10 +180,12 @@ async function run(argv: string[]): Promise<number> {
             },
           );
         }
+        const { paintFor } = await import("./status-watch.js");
+        const paint = paintFor(process.stdout, config, opts.color === false);
         out(
           isMachineFormat(opts.format)
             ? renderDocument(document(engine ? "EngineStatus" : "Status", view), format)
-            : renderStatusText(view, !!engine),
+            : renderStatusText(view, !!engine, Date.now(), paint),
         );
         return EXIT.ok;
       }),

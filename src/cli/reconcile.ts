@@ -8,6 +8,9 @@ import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
 import { watchPruner } from "./prune.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
+import type { ControllerHooks } from "../controller/controller-options.js";
+import type { LiveView } from "./progress-tty.js";
+import { convergedSummary } from "./progress-view.js";
 import type { DesiredState } from "../desired/types.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -163,16 +166,24 @@ export async function reconcileOnce(
   log: Logger,
   format: string,
   write: (s: string) => void,
+  live: LiveView | null = null,
 ): Promise<number> {
+  const began = Date.now();
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
   const desired = await loadDesiredExplained(config);
-  const controller = controllerFor(config, log, "once");
+  const controller = controllerFor(config, log, "once", liveHooks(live));
   await controller.open();
-  return convergeOnce(controller, config, desired, format, write);
+  // The live block is erased before the result is written below it.
+  const code = await convergeOnce(controller, config, desired, format, (s) => (live?.close(), write(s)));
+  log.info(convergedSummary(await readState(config.stateDir), desired, Date.now() - began, code === EXIT.ok));
+  return code;
 }
 
-export async function reconcileWatch(config: Config, log: Logger): Promise<number> {
-  const controller = controllerFor(config, log);
+const liveHooks = (live: LiveView | null): ControllerHooks | undefined =>
+  live ? { progress: (engine, p) => live.update(engine, p) } : undefined;
+
+export async function reconcileWatch(config: Config, log: Logger, live: LiveView | null = null): Promise<number> {
+  const controller = controllerFor(config, log, "watch", liveHooks(live));
   await controller.open();
   const shutdown = onShutdown();
   // Reloads are read one after another so an older read never overrides a newer one; each only

@@ -5,16 +5,26 @@ import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
+import type { ControllerHooks } from "../controller/controller-options.js";
 
 export { backendsFor, nodeHostsFor };
 export { configFrom, type GlobalOptions } from "./config-from.js";
 
 /** Console only: the holder of the state lock adds narwhal.log (Logger.recordTo) once it has the lock. */
-export function loggerFor(config: Config): Logger {
-  return createLogger({ level: config.logLevel, rotation: config.logRotation });
+export function loggerFor(config: Config, consoleStream?: NodeJS.WritableStream): Logger {
+  return createLogger({
+    level: config.logLevel,
+    rotation: config.logRotation,
+    ...(consoleStream ? { consoleStream } : {}),
+  });
 }
 
-export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {
+export function controllerFor(
+  config: Config,
+  log: Logger,
+  mode: "once" | "watch" = "watch",
+  hooks?: ControllerHooks,
+): Controller {
   const failpoint = failpoints(config.failpoints);
   const hosts = nodeHostsFor(config);
   return new Controller({
@@ -26,5 +36,6 @@ export function controllerFor(config: Config, log: Logger, mode: "once" | "watch
     hosts,
     failpoint,
     mode,
+    ...(hooks ? { hooks } : {}),
   });
 }

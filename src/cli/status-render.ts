@@ -5,16 +5,43 @@ import type { ControllerView, DesiredNow, Live, StatusEngine, StatusView } from 
 
 const short = (s: string | null | undefined, n = 12) => (s ? s.slice(0, n) : "-");
 
-/** "12s ago", "5m ago", "3h ago", "2d ago"; "-" when never. A time ahead of the clock (skew) reads as now. */
-export function age(iso: string | null | undefined, now: number): string {
+/** "12s", "5m", "3h", "2d" since `iso`, as kubectl's AGE; "-" when never. A time ahead of the clock (skew) reads as now. */
+export function since(iso: string | null | undefined, now: number): string {
   if (!iso) return "-";
   const at = Date.parse(iso);
   if (!Number.isFinite(at)) return "-";
   const s = Math.max(0, Math.floor((now - at) / 1000));
-  if (s < 120) return `${s}s ago`;
-  if (s < 120 * 60) return `${Math.floor(s / 60)}m ago`;
-  if (s < 48 * 3600) return `${Math.floor(s / 3600)}h ago`;
-  return `${Math.floor(s / 86400)}d ago`;
+  if (s < 120) return `${s}s`;
+  if (s < 120 * 60) return `${Math.floor(s / 60)}m`;
+  if (s < 48 * 3600) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+/** "12s ago", "5m ago", "3h ago", "2d ago"; "-" when never. */
+export function age(iso: string | null | undefined, now: number): string {
+  const s = since(iso, now);
+  return s === "-" ? s : `${s} ago`;
+}
+
+/** When the engine entered the phase it is in: its last transition there (else its record's last write). */
+export function phaseSince(e: Pick<StatusEngine, "phase" | "history" | "updated_at">): string | null {
+  const entered = e.history.findLast((h) => h.to === e.phase);
+  return entered?.at ?? e.updated_at;
+}
+
+/** SGR colours for a terminal; `plain` paints nothing (a pipe, NO_COLOR, --no-color). */
+export interface Paint {
+  ok(s: string): string;
+  warn(s: string): string;
+  bad(s: string): string;
+}
+const sgr = (code: number) => (s: string) => `\x1b[${code}m${s}\x1b[0m`;
+export const colours: Paint = { ok: sgr(32), warn: sgr(33), bad: sgr(31) };
+export const plain: Paint = { ok: (s) => s, warn: (s) => s, bad: (s) => s };
+
+/** A phase cell: captured is done, failed needs the operator, anything else is on its way. */
+function phaseColour(phase: string, paint: Paint): (s: string) => string {
+  return phase === "captured" ? paint.ok : phase === "failed" ? paint.bad : paint.warn;
 }
 
 export function controllerLine(c: ControllerView): string {
@@ -69,12 +96,13 @@ export function headerLines(view: StatusView): string[] {
   return lines;
 }
 
-function table(view: StatusView, now: number): string[] {
+function table(view: StatusView, now: number, paint: Paint): string[] {
   // A view built without reading desired/ (the report after `reconcile --once`, which has just applied it) has no DESIRED column.
   const withDesired = view.desired !== null;
   const head = [
     "ENGINE",
     "PHASE",
+    "AGE",
     "LIVE",
     ...(withDesired ? ["DESIRED"] : []),
     "APPLIED",
@@ -91,6 +119,7 @@ function table(view: StatusView, now: number): string[] {
     rows.push([
       e.engine,
       e.phase,
+      since(phaseSince(e), now),
       liveCell(e.live),
       ...(withDesired ? [desiredCell(e, view.desired)] : []),
       short(e.applied_hash),
@@ -103,14 +132,39 @@ function table(view: StatusView, now: number): string[] {
     ]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  "));
+  // Painted after padding: escape sequences take no columns.
+  const painted = (r: string[], row: number) => (c: string, i: number) => {
+    if (row === 0) return c;
+    const e = view.engines[row - 1]!;
+    if (i === 1) return phaseColour(e.phase, paint)(c);
+    if (i === 3 && e.live && e.live.liveness !== "alive") return paint.bad(c);
+    if (i === r.length - 1 && e.last_error) return paint.bad(c);
+    return c;
+  };
+  return rows.map((r, row) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+      .map(painted(r, row))
+      .join("  "),
+  );
+}
+
+/** Where the operator reads the engine's own log: a container's is the daemon's, a native engine's is in its run directory. */
+export function engineLogWhere(e: Pick<StatusEngine, "run_dir" | "handle">): string | null {
+  const h = e.handle;
+  if (h?.kind === "container")
+    return `docker logs ${h.container_id.slice(0, 12)} on the engine's node (copied into the run directory as engine.log when it fails)`;
+  if (!e.run_dir) return null;
+  return `${e.run_dir}/engine.log${h?.kind === "native" && h.node ? ` (node ${h.node}: that run directory on the node)` : ""}`;
 }
 
 function details(e: StatusEngine, view: StatusView, now: number): string[] {
   const lines = [
     "",
     `${e.engine}:`,
+    `  phase:         ${e.phase} for ${since(phaseSince(e), now)}`,
     `  run directory: ${e.run_dir ?? "-"}`,
+    `  engine log:    ${engineLogWhere(e) ?? "- (no run yet)"}`,
     `  plan sha256:   ${e.plan_sha256 ?? "-"}`,
   ];
   if (e.launcher)
@@ -171,8 +225,8 @@ function pairLines(view: StatusView, now: number): string[] {
   ];
 }
 
-export function renderStatusText(view: StatusView, detail: boolean, now = Date.now()): string {
-  const lines = [...headerLines(view), ...table(view, now), ...pairLines(view, now)];
+export function renderStatusText(view: StatusView, detail: boolean, now = Date.now(), paint: Paint = plain): string {
+  const lines = [...headerLines(view), ...table(view, now, paint), ...pairLines(view, now)];
   if (detail) for (const e of view.engines) lines.push(...details(e, view, now));
   return lines.join("\n");
 }

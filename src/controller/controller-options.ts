@@ -16,12 +16,15 @@ import type { Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { ServingFleet } from "./plan-types.js";
 import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
+import type { StepProgress } from "../phases/progress.js";
 
 export interface ControllerHooks {
   /** After a transition is persisted. */
   transition?(engine: string, from: string, to: string): void;
   /** After state/serving-fleet.json was written. */
   serving?(fleet: ServingFleet): void;
+  /** A step of an engine began, waits on something, or ended (the operator's live view). */
+  progress?(engine: string, p: StepProgress): void;
 }
 
 export interface ControllerOptions {
@@ -83,6 +86,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),
       checkpointPeers: (engine) => checkpointPeers(access.actors, engine),
+      progress: (engine, p) => opts.hooks?.progress?.(engine, p),
       sharedStarts: new SharedStarts({
         specs: () => [...access.applied.values()],
         running: (engine) => access.actors.get(engine)?.getSnapshot().context.handle != null,

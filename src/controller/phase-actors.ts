@@ -20,6 +20,7 @@ import type { Logger } from "../log.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { Failpoint } from "../failpoints.js";
 import { attestAndServe, stopEngineAndSidecar } from "../phases/attestation-sidecar.js";
+import type { ProgressSink, StepProgress } from "../phases/progress.js";
 
 export interface PhaseDeps {
   stateDir: string;
@@ -42,6 +43,8 @@ export interface PhaseDeps {
   /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
   checkpointPeers(engine: string): CheckpointObservation[];
   failpoint?: Failpoint;
+  /** Each step's beginning, awaited conditions and end, for the operator's view (absent: not shown). */
+  progress?(engine: string, p: StepProgress): void;
 }
 
 async function planPorts(runDir: string): Promise<number[]> {
@@ -74,13 +77,24 @@ export function phaseActors(deps: PhaseDeps) {
       await deps.persisted();
       signal.throwIfAborted();
       deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
+      deps.progress?.(input.engine, { kind: "begin", step: name });
       const out = await body(input, signal).catch((err: unknown) => {
+        deps.progress?.(input.engine, { kind: "end", step: name, ok: false });
         throw inStep(err, input.engine, name);
       });
       deps.log.info(`${name} done`, { engine: input.engine, step: name });
+      deps.progress?.(input.engine, { kind: "end", step: name, ok: true });
       return out;
     });
   const backendOf = (handle: EngineHandle) => deps.backend(handle.kind);
+  /** A step's awaited condition: a plain log line (what a pipe shows), and the live view's line. */
+  const waits =
+    (engine: string, name: Step): ProgressSink =>
+    (wait) => {
+      const bound = wait.limitMs === null ? "" : `, up to ${Math.round(wait.limitMs / 1000)} s`;
+      deps.log.info(`waiting for ${wait.awaiting}${wait.at ? ` at ${wait.at}` : ""}${bound}`, { engine, step: name });
+      deps.progress?.(engine, { kind: "wait", step: name, wait });
+    };
 
   return {
     inspect: step("inspect", async (input, signal) => {
@@ -122,6 +136,7 @@ export function phaseActors(deps: PhaseDeps) {
         readySeconds: spec.ready_seconds,
         stopGraceMs: deps.stopGraceMs,
         secrets: deps.secrets(),
+        waits: waits(input.engine, "start"),
       });
     }),
     probe: step("probe", async (input, signal) => {

@@ -7,6 +7,7 @@ import { readVerifiedPlan } from "./plan-binding.js";
 import { NarwhalError, nodeFaultOf, PhaseError, type FailureClass } from "../errors.js";
 import { httpRequest, joinUrl, sleep } from "./http.js";
 import { redactText } from "../log.js";
+import type { ProgressSink } from "./progress.js";
 
 export interface StartOptions {
   backend: EngineBackend;
@@ -17,6 +18,8 @@ export interface StartOptions {
   secrets?: string[];
   /** Stop what this start created when it fails (default); start-shared does its own ordered cleanup. */
   stopOnFailure?: boolean;
+  /** Told what the start waits for (its /health, within readySeconds), for the operator's view. */
+  waits?: ProgressSink;
 }
 
 /**
@@ -125,6 +128,7 @@ function withKept(err: NarwhalError, kept: string): NarwhalError {
 async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandle, opts: StartOptions): Promise<void> {
   const deadline = Date.now() + opts.readySeconds * 1000;
   const health = joinUrl(endpoint, "/health");
+  opts.waits?.({ awaiting: "/health to answer 200", at: health, limitMs: opts.readySeconds * 1000 });
   for (;;) {
     if (!(await opts.backend.isAlive(handle))) {
       const log = await opts.backend.startupLog(run, handle);

@@ -2,7 +2,15 @@
 // when each engine was last observed, and the one-engine details.
 import { describe, expect, it } from "vitest";
 import { statusView, type ControllerView } from "../../src/cli/status-view.js";
-import { age, controllerLine, renderStatusText } from "../../src/cli/status-render.js";
+import {
+  age,
+  colours,
+  controllerLine,
+  engineLogWhere,
+  phaseSince,
+  renderStatusText,
+  since,
+} from "../../src/cli/status-render.js";
 import { record, stateFile } from "../controller/records.js";
 
 const NOW = Date.parse("2026-12-01T12:00:00.000Z");
@@ -57,9 +65,9 @@ describe("status render", () => {
     const lines = renderStatusText(statusView(state, { controller: free, live }), false, NOW).split("\n");
     expect(lines[0]).toMatch(/^controller: not running/);
     expect(lines[1]).toBe("no controller is running; checked 2 engines just now");
-    expect(lines.find((l) => l.startsWith("engine-1"))).toMatch(/engine-1 +captured +alive +.* 12s ago /);
+    expect(lines.find((l) => l.startsWith("engine-1"))).toMatch(/engine-1 +captured +\S+ +alive +.* 12s ago /);
     expect(lines.find((l) => l.startsWith("engine-2"))).toMatch(
-      /engine-2 +captured +gone: pid 4242 not running +.* - +aaaaaaaaaaaaaaaa/,
+      /engine-2 +captured +\S+ +gone: pid 4242 not running +.* - +aaaaaaaaaaaaaaaa/,
     );
   });
 
@@ -78,7 +86,7 @@ describe("status render", () => {
     expect(view.checked).toBeNull();
     const text = renderStatusText(view, false, NOW);
     expect(text).not.toContain("checked");
-    expect(text).toMatch(/engine-1 +captured +- +.* 2s ago /);
+    expect(text).toMatch(/engine-1 +captured +\S+ +- +.* 2s ago /);
   });
 
   it("shows the lock holder, the three hashes, the observation and the check in one engine's details", () => {
@@ -114,7 +122,7 @@ describe("status render", () => {
 
   it("has no DESIRED column when desired/ was not read (the report after reconcile --once, which just applied it)", () => {
     const text = renderStatusText(statusView(stateFile([record("engine-1")])), true, NOW);
-    expect(text.split("\n")[0]).toMatch(/^ENGINE +PHASE +LIVE +APPLIED +RUNNING +OBSERVED /);
+    expect(text.split("\n")[0]).toMatch(/^ENGINE +PHASE +AGE +LIVE +APPLIED +RUNNING +OBSERVED /);
     expect(text).not.toContain("desired");
     expect(text).toContain(`  input hash:    applied ${"1".repeat(64)}`);
   });
@@ -171,5 +179,58 @@ describe("status of engines whose node cannot be used", () => {
   it("says nothing of nodes when every node answers", () => {
     const text = renderStatusText(statusView(stateFile([record("engine-1"), record("engine-4")])), false, NOW);
     expect(text).not.toContain("NodeReachable");
+  });
+});
+
+describe("status render: AGE, colour and the engine's log", () => {
+  const history = [
+    { at: "2026-12-01T11:00:00.000Z", from: "pending", to: "captured" },
+    { at: "2026-12-01T11:30:00.000Z", from: "captured", to: "failed" },
+    { at: "2026-12-01T11:58:00.000Z", from: "failed", to: "captured" },
+  ];
+
+  it("shows in AGE how long each engine has been in its phase (its last transition there)", () => {
+    expect(phaseSince(record("e", { history }))).toBe("2026-12-01T11:58:00.000Z");
+    // No transition recorded into it: the record's last write.
+    expect(phaseSince(record("e", { history: [], updated_at: "2026-12-01T10:00:00.000Z" }))).toBe(
+      "2026-12-01T10:00:00.000Z",
+    );
+    const text = renderStatusText(statusView(stateFile([record("engine-1", { history })])), false, NOW);
+    expect(text).toMatch(/^ENGINE +PHASE +AGE +LIVE /m);
+    expect(text).toMatch(/^engine-1 +captured +2m +- /m);
+    expect(since("2026-12-01T09:00:00.000Z", NOW)).toBe("3h");
+  });
+
+  it("paints the phase, a dead process and the last error on a terminal, keeping the columns aligned", () => {
+    const state = stateFile([
+      record("engine-1"),
+      record("engine-2", { phase: "failed", last_error: { step: "start", message: "boom", at: "x" } as never }),
+    ]);
+    const view = statusView(state);
+    const bare = renderStatusText(view, false, NOW);
+    const painted = renderStatusText(view, false, NOW, colours);
+    expect(bare).not.toContain("\x1b[");
+    expect(painted).toContain("\x1b[32mcaptured");
+    expect(painted).toContain("\x1b[31mfailed");
+    expect(painted).toMatch(/\x1b\[31mstart: boom\x1b\[0m/);
+    // Without the escapes, the painted table is the plain one: colour takes no columns.
+    expect(painted.replace(/\x1b\[[0-9;]*m/g, "")).toBe(bare);
+  });
+
+  it("names where the engine's own log is, in status ENGINE", () => {
+    expect(engineLogWhere(record("e"))).toBe("/state/runs/e/20250101T000000Z-11111111/engine.log");
+    const remote = record("e", {
+      handle: { kind: "native", pid: 1, pgid: 1, boot_id: "b", start_ticks: 1, launch_token: "t", node: "gpu-2" },
+    });
+    expect(engineLogWhere(remote)).toMatch(/engine\.log \(node gpu-2: that run directory on the node\)$/);
+    const container = record("e", {
+      backend: "container",
+      handle: { kind: "container", container_id: "c".repeat(64), launch_token: "t" } as never,
+    });
+    expect(engineLogWhere(container)).toMatch(/^docker logs cccccccccccc on the engine's node/);
+    expect(engineLogWhere(record("e", { run_dir: null, handle: null }))).toBeNull();
+    const details = renderStatusText(statusView(stateFile([record("engine-1", { history })])), true, NOW);
+    expect(details).toContain("  phase:         captured for 2m");
+    expect(details).toContain("  engine log:    /state/runs/engine-1/20250101T000000Z-11111111/engine.log");
   });
 });

@@ -43,7 +43,7 @@ describe("status tells the truth", () => {
     const before = await text();
     expect(before).toMatch(/^controller: not running \(state last written \d{4}-/m);
     expect(before).toContain("no controller is running; checked 2 engines just now");
-    expect(row(before, "engine-1")).toMatch(/^engine-1 +captured +alive /);
+    expect(row(before, "engine-1")).toMatch(/^engine-1 +captured +\S+ +alive /);
 
     const { pid } = (await byEngine())["engine-1"]!;
     process.kill(-pid!, "SIGKILL");
@@ -53,8 +53,8 @@ describe("status tells the truth", () => {
     });
     expect(gone).toMatchObject({ phase: "captured", live: { liveness: "gone", problem: `pid ${pid} not running` } });
     const after = await text();
-    expect(row(after, "engine-1")).toMatch(new RegExp(`^engine-1 +captured +gone: pid ${pid} not running `));
-    expect(row(after, "engine-2")).toMatch(/^engine-2 +captured +alive /);
+    expect(row(after, "engine-1")).toMatch(new RegExp(`^engine-1 +captured +\\S+ +gone: pid ${pid} not running `));
+    expect(row(after, "engine-2")).toMatch(/^engine-2 +captured +\S+ +alive /);
     const detail = await runCli(["status", "engine-1", "--desired", fleet.dir, "--state", fleet.stateDir]);
     expect(detail.stdout).toContain(`checked now:   gone: pid ${pid} not running`);
     expect(detail.stdout).toMatch(/^controller: not running/m);
@@ -76,8 +76,8 @@ describe("status tells the truth", () => {
     }
     const cells = (line: string) => line.split(/ {2,}/);
     const out = await text();
-    const [, , , d1, a1] = cells(row(out, "engine-1"));
-    const [, , , d2, a2] = cells(row(out, "engine-2"));
+    const [, , , , d1, a1] = cells(row(out, "engine-1")); // ENGINE PHASE AGE LIVE DESIRED APPLIED
+    const [, , , , d2, a2] = cells(row(out, "engine-2"));
     expect(d1).toBe(a1);
     expect(d2).not.toBe(a2);
     expect(d2).toBe(now["engine-2"]!.desired_hash_now!.slice(0, 12));
@@ -90,7 +90,7 @@ describe("status tells the truth", () => {
     try {
       const out = await text();
       expect(out.match(/is invalid \(\d+ errors?\): run narwhal validate/g)).toHaveLength(1);
-      expect(row(out, "engine-2")).toMatch(/^engine-2 +captured +alive +\? +[0-9a-f]{12} /);
+      expect(row(out, "engine-2")).toMatch(/^engine-2 +captured +\S+ +alive +\? +[0-9a-f]{12} /);
       const json = await status(fleet.stateDir, fleet.dir);
       expect(json.desired).toMatchObject({ valid: false, engines: null });
       expect(json.engines.every((e) => e.desired_hash_now === null)).toBe(true);
@@ -128,7 +128,7 @@ describe("status tells the truth", () => {
     const stale = await text();
     expect(stale).toMatch(new RegExp(`^controller: not running \\(stale lock of pid ${pid} on host `, "m"));
     expect(stale).toContain("no controller is running; checked 2 engines just now");
-    expect(row(stale, "engine-1")).toMatch(/^engine-1 +captured +alive /);
+    expect(row(stale, "engine-1")).toMatch(/^engine-1 +captured +\S+ +alive /);
   });
 
   it("loads no Docker client when no record is a container engine, and does for one that is", async () => {
