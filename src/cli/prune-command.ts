@@ -51,4 +51,3 @@ watch mode prunes by itself) or error. A run whose kept container cannot be remo
       }),
     );
 }
-
