@@ -20,6 +20,7 @@ import type { Logger } from "../log.js";
 import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
 import type { ValidationIssue } from "../errors.js";
+import { registerLogs } from "./logs.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -216,6 +217,8 @@ async function run(argv: string[]): Promise<number> {
         return withLogger(dirs, (config, log) => applyCommand(config, log, planFile, saved, String(opts.format), out));
       }),
     );
+
+  registerLogs(program, act, err);
 
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
