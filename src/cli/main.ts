@@ -21,6 +21,7 @@ import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
 import type { ValidationIssue } from "../errors.js";
 import { registerLogs } from "./logs.js";
+import { registerSuspend } from "./suspend.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -219,6 +220,7 @@ async function run(argv: string[]): Promise<number> {
     );
 
   registerLogs(program, act, err);
+  registerSuspend(program, act, out);
 
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));

@@ -5,6 +5,7 @@ import { DesiredStateError, StalePlanError } from "../errors.js";
 import { readState, type StateFile } from "../state/store.js";
 import { KV_CONDITION } from "../controller/kv-condition.js";
 import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
+import { serveRequests } from "../controller/request-server.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
 import type { DesiredState } from "../desired/types.js";
@@ -168,6 +169,8 @@ export async function reconcileOnce(
 export async function reconcileWatch(config: Config, log: Logger): Promise<number> {
   const controller = controllerFor(config, log);
   await controller.open();
+  // narwhal suspend|resume|retry while this controller holds the lock: request files, answered here.
+  const requests = await serveRequests(config.stateDir, (req) => controller.request(req), log);
   const shutdown = onShutdown();
   // Reloads are read one after another so an older read never overrides a newer one; each only
   // hands the controller a desired state (its queue coalesces the work), so they cannot pile up.
@@ -207,6 +210,7 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
     clearTimeout(kvTimer);
     shutdown.dispose();
     await watcher.close();
+    await requests.close();
     await reloads;
     await controller.close();
     log.info("controller stopped; engines keep running");
