@@ -30,6 +30,8 @@ const down = lazy(async () => (await import("./down.js")).down);
 const planCommand = lazy(async () => (await import("./plan.js")).planCommand);
 const applyCommand = lazy(async () => (await import("./apply.js")).applyCommand);
 const readPlanForApply = lazy(async () => (await import("./apply.js")).readPlanForApply);
+import { registerLogs } from "./logs-command.js";
+import { registerSuspend } from "./suspend-command.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -287,6 +289,8 @@ async function run(argv: string[]): Promise<number> {
 
   registerSchemaCommand(program, act, out);
   registerPruneCommand(program, act, out);
+  registerLogs(program, act, err);
+  registerSuspend(program, act, out);
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
   inheritUsageErrors(program);

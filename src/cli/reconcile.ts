@@ -6,6 +6,7 @@ import { readState, type StateFile } from "../state/store.js";
 import { KV_CONDITION } from "../controller/kv-condition.js";
 import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
 import { watchPruner } from "./prune.js";
+import { serveRequests } from "../controller/request-server.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
 import type { ControllerHooks } from "../controller/controller-options.js";
@@ -185,6 +186,8 @@ const liveHooks = (live: LiveView | null): ControllerHooks | undefined =>
 export async function reconcileWatch(config: Config, log: Logger, live: LiveView | null = null): Promise<number> {
   const controller = controllerFor(config, log, "watch", liveHooks(live));
   await controller.open();
+  // narwhal suspend|resume|retry while this controller holds the lock: request files, answered here.
+  const requests = await serveRequests(config.stateDir, (req) => controller.request(req), log);
   const shutdown = onShutdown();
   // Reloads are read one after another so an older read never overrides a newer one; each only
   // hands the controller a desired state (its queue coalesces the work), so they cannot pile up.
@@ -236,6 +239,7 @@ export async function reconcileWatch(config: Config, log: Logger, live: LiveView
     clearTimeout(kvTimer);
     shutdown.dispose();
     await watcher.close();
+    await requests.close();
     await reloads;
     await pruner.idle();
     await controller.close();

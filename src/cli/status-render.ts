@@ -118,7 +118,7 @@ function table(view: StatusView, now: number, paint: Paint): string[] {
     const proc = e.pid !== null ? String(e.pid) : short(e.container_id);
     rows.push([
       e.engine,
-      e.phase,
+      e.phase + (e.suspended_since ? " SUSPENDED" : ""),
       since(phaseSince(e), now),
       liveCell(e.live),
       ...(withDesired ? [desiredCell(e, view.desired)] : []),
@@ -187,6 +187,8 @@ function details(e: StatusEngine, view: StatusView, now: number): string[] {
     `  observed:      ${e.observed_at ? `${age(e.observed_at, now)} (${e.observed_at})` : "never by a controller"}`,
   );
   if (e.live) lines.push(`  checked now:   ${liveCell(e.live)}`);
+  if (e.suspended_since)
+    lines.push(`  suspended:     since ${e.suspended_since}: observed, never changed (narwhal resume ${e.engine})`);
   for (const c of e.conditions)
     lines.push(
       `  ${c.type}=${c.status} (${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`,

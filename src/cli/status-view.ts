@@ -68,6 +68,8 @@ export interface StatusEngine extends Omit<
   live: Live | null;
   /** The launcher that made the run's plan (read for `status ENGINE` only; null: not read or no plan). */
   launcher: StatusLauncher | null;
+  /** When `narwhal suspend` suspended it (null: not suspended): observed, never changed. */
+  suspended_since: string | null;
 }
 
 /** A plan's launcher beside this narwhal's: a differing one means the next plan replaces the engine. */
@@ -170,6 +172,7 @@ function notCreated(engine: string, spec: { input_hash: string; backend: string;
     layout_matches_group: null,
     live: null,
     launcher: null,
+    suspended_since: null,
   };
 }
 
@@ -198,9 +201,12 @@ export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusV
       layout_matches_group: r.layout ? !differing.has(r.engine) : null,
       live: live?.engines[r.engine] ?? null,
       launcher: launchers[r.engine] ?? null,
+      suspended_since: state.suspended?.[r.engine] ?? null,
     };
   });
-  for (const [name, spec] of Object.entries(wanted)) if (!state.engines[name]) rows.push(notCreated(name, spec));
+  for (const [name, spec] of Object.entries(wanted))
+    if (!state.engines[name])
+      rows.push({ ...notCreated(name, spec), suspended_since: state.suspended?.[name] ?? null });
   rows.sort((a, b) => a.engine.localeCompare(b.engine));
   return {
     engines: rows.filter((r) => !engine || r.engine === engine),

@@ -29,6 +29,8 @@ import { providedMachine, retryPolicy, type ControllerOptions } from "./controll
 import { DecodeScrapes, type KvIo } from "./kv-proofs.js";
 import { proveKvTransfer } from "../phases/kv-proof.js";
 import { scrapeKvCounters } from "../phases/kv-watch.js";
+import { applyRequest, type RequestResult } from "./operator-requests.js";
+import type { OperatorRequest } from "../state/requests.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
@@ -77,6 +79,8 @@ export class Controller {
   refused: string[] | null = null;
   /** Actions the last plan gave each queue key, waiting for that key's turn (the latest plan wins). */
   private readonly pending = new Map<string, Action[]>();
+  /** Engines `narwhal retry` asked a fresh attempt for: marked on the next observation, then forgotten. */
+  private readonly retries = new Set<string>();
 
   constructor(private readonly opts: ControllerOptions) {
     // The KV proofs' and scrapes' IO (src/phases).
@@ -242,6 +246,8 @@ export class Controller {
       serving: this.serving.current,
       proofs: this.store.proofs(),
       atStart: this.startup,
+      suspended: this.store.suspended(),
+      retry: this.retries,
     });
   }
 
@@ -275,6 +281,7 @@ export class Controller {
     const observed = await this.observeNow(full, desired.secrets);
     if (signal.aborted) return;
     const plan = planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup });
+    this.retries.clear();
     const guard = this.guard;
     this.guard = null;
     const refused = guard?.(observed, plan) ?? [];
@@ -305,6 +312,26 @@ export class Controller {
     }
     this.startup = false;
     void this.queue.idle().then(() => this.notify());
+  }
+
+  /** An operator's suspend, resume or retry (operator-requests.ts): applied, planned on, one result per engine. */
+  request(req: OperatorRequest): Promise<RequestResult[]> {
+    return applyRequest(
+      {
+        store: this.store,
+        known: () => [...(this.desired?.specs.map((s) => s.name) ?? []), ...Object.keys(this.store.data.engines)],
+        actor: (engine) => {
+          const s = this.actors.get(engine)?.getSnapshot();
+          return s ? { phase: String(s.value), terminal: !!(s.context as { terminal?: boolean }).terminal } : null;
+        },
+        retries: this.retries,
+        replan: async () => {
+          await this.fleetPlannedAfterNow();
+          await this.queue.idle();
+        },
+      },
+      req,
+    );
   }
 
   private async reconcileKey(key: string, signal: AbortSignal): Promise<void> {

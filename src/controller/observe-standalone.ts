@@ -28,6 +28,7 @@ export async function observeStandalone(config: Config, log: Logger, desired: De
       secrets: desired.secrets,
       serving: await readServingFleet(config.stateDir),
       proofs: state.proofs ?? {},
+      ...(state.suspended ? { suspended: state.suspended } : {}),
     });
   } finally {
     // No SSH master outlives the command (ControlPersist would keep one per node for a minute).

@@ -51,6 +51,10 @@ export interface ObserveOptions {
   proofs?: Record<string, ObservedProof>;
   /** The controller has just started: what is found wrong was found at its start (the operator reads it so). */
   atStart?: boolean;
+  /** Engines `narwhal suspend` holds, with since when (state `suspended`); absent: none. */
+  suspended?: Record<string, string>;
+  /** Engines `narwhal retry` asked a fresh attempt budget for; absent: none. */
+  retry?: ReadonlySet<string>;
 }
 
 /** What the state file knows, as KnownEngine (no controller: `narwhal plan`). */
@@ -211,7 +215,7 @@ export async function observe(
   const listed = listedContainers(opts.owned);
   const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told, listed)));
   world.report(told);
-  for (const e of observed) engines[e.engine] = e;
+  for (const e of observed) engines[e.engine] = opts.retry?.has(e.engine) ? { ...e, retry_requested: true } : e;
   const owned = opts.owned === null ? lastOwned : await ownedObserved(opts.owned);
   const claimed = claimedTokens(
     known.flatMap((k) => [k.context, recordContext(k.record)]),
@@ -226,5 +230,6 @@ export async function observe(
     serving: opts.serving,
     proofs: opts.proofs ?? {},
     ...(unlisted.length ? { unlisted } : {}),
+    ...(opts.suspended && Object.keys(opts.suspended).length ? { suspended: opts.suspended } : {}),
   };
 }

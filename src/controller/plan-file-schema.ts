@@ -75,7 +75,7 @@ const ActionSchema = z
       kind: z.literal("wait"),
       engine,
       why: reason,
-      until: z.enum(["rollout", "step", "observation", "halted", "backoff"]).describe("what it waits for"),
+      until: z.enum(["rollout", "step", "observation", "halted", "backoff", "suspended"]).describe("what it waits for"),
     }),
     z.looseObject({
       kind: z.literal("prove"),

@@ -97,6 +97,8 @@ export interface ObservedEngine {
    * Optional until observe fills it: absent reads as null (not recorded).
    */
   nixl_hash?: string | null;
+  /** `narwhal retry` asked for a fresh attempt budget (a terminal failure is retried now). Absent: not asked. */
+  retry_requested?: boolean;
 }
 
 /** Something this state directory started that runs (containers by label, processes by recorded identity). */
@@ -180,6 +182,11 @@ export interface Observed {
    * observe fills it: absent reads as no proofs (nothing is proven on a guess).
    */
   proofs?: Record<string, ObservedProof>;
+  /**
+   * Engines `narwhal suspend` holds, each with the ISO time it was suspended: observed, never changed
+   * (no start, stop, replace, restart, removal, adoption, sweep, or proof through it). Absent: none.
+   */
+  suspended?: Record<string, string>;
 }
 
 /** One input field a change touches: a JSON path into the engine's inputs. */
@@ -215,7 +222,13 @@ export type Action =
   /** A retiring engine found gone: the replacement goes on without it. */
   | { kind: "forget-retiring"; engine: string; reason: string }
   /** Nothing is done for this engine now, and why (a held rollout, a step that cannot be abandoned, an unobservable engine). */
-  | { kind: "wait"; engine: string; why: string; until: "rollout" | "step" | "observation" | "halted" | "backoff" }
+  | {
+      kind: "wait";
+      engine: string;
+      why: string;
+      /** "suspended": `narwhal suspend` holds it; nothing is done for it until `narwhal resume`. */
+      until: "rollout" | "step" | "observation" | "halted" | "backoff" | "suspended";
+    }
   /** A transfer proof of the pair prefill → engine (the decode; its queue key: proofs of one decode never overlap). */
   | { kind: "prove"; engine: string; prefill: string; reason: string }
   /** The decode restarted because its pair with `prefill` is not proven (a failed proof, or policy on a prefill restart). */

@@ -18,6 +18,7 @@ import { compareNames, servingFleet } from "./serving-fleet.js";
 import { proofActions, proofRestarts } from "./kv-plan.js";
 import { kvPairWarnings, pairingWarnings } from "./pairing-warnings.js";
 import type { NodeFault } from "../errors.js";
+import { holdSuspended, isSuspended } from "./suspension.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 
@@ -122,11 +123,13 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
     });
   }
   if (o.applied_hash !== d.input_hash) return { actions, disrupts, pending: change() };
-  if (policy.startup && !o.has_actor && o.phase === "failed" && o.terminal) {
+  if (((policy.startup && !o.has_actor) || o.retry_requested) && o.phase === "failed" && o.terminal) {
     actions.push({
       kind: "retry",
       engine: d.engine,
-      reason: "failed with no attempts left in an earlier controller run; this run gives it a fresh attempt budget",
+      reason: o.retry_requested
+        ? "failed with no attempts left; narwhal retry gives it a fresh attempt budget"
+        : "failed with no attempts left in an earlier controller run; this run gives it a fresh attempt budget",
     });
   }
   return { actions, disrupts };
@@ -230,8 +233,17 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
   actions.push(...restarts.actions);
   for (const a of restarts.actions) disrupted.add(a.engine);
 
-  const rollout = decideRollout(engines, observed, pending, desired.rollout, disrupted, desired.kv);
-  for (const p of pending.filter((x) => !x.held)) {
+  // A suspended engine's change is held out of the rollout: its partners' changes go on without it.
+  const held = pending.filter((p) => isSuspended(observed, p.engine));
+  const rollout = decideRollout(
+    engines,
+    observed,
+    pending.filter((p) => !isSuspended(observed, p.engine)),
+    desired.rollout,
+    disrupted,
+    desired.kv,
+  );
+  for (const p of pending.filter((x) => !x.held && !isSuspended(observed, x.engine))) {
     const d = engines.find((e) => e.engine === p.engine)!;
     const o = observed.engines[p.engine]!;
     const wait = rollout.waits.get(p.engine);
@@ -272,9 +284,20 @@ export function plan(desired: DesiredForPlan, observed: Observed, policy: PlanPo
     if (!actions.some((a) => a.engine === w.decode))
       actions.push({ kind: "wait", engine: w.decode, why: w.why, until: w.until });
 
+  const kept = holdSuspended(
+    actions,
+    observed,
+    [...desiredNames, ...Object.keys(observed.engines)],
+    held.map((p) => ({
+      engine: p.engine,
+      from: observed.engines[p.engine]?.applied_hash ?? null,
+      to: engines.find((e) => e.engine === p.engine)!.input_hash,
+      fields: describeFields(p.change),
+    })),
+  );
   // Stable sort: within a kind, engines keep their name order (replaces: rollout order).
   const rank = new Map(rollout.steps.flatMap((s) => s.engines).map((e, i) => [e, i]));
-  const ordered = actions
+  const ordered = kept
     .map((a, i) => ({ a, i }))
     .sort(
       (x, y) =>

@@ -90,6 +90,7 @@ const StateFileSchema = z
     version: z.number().describe("state file format version"),
     engines: z.record(z.string(), EngineRecordSchema).describe("one record per engine, keyed by engine name"),
     proofs: z.record(z.string(), ProofSchema).optional().describe("the latest KV-transfer proof of each prefill → decode pair, keyed prefill>decode"),
+    suspended: z.record(z.string(), z.string()).optional().describe("engines suspended by narwhal suspend, each with the ISO time it was suspended: observed, never changed"),
   })
   .superRefine((state, ctx) => {
     for (const [key, record] of Object.entries(state.engines)) {

@@ -74,6 +74,8 @@ export interface StateFile {
   engines: Record<string, EngineRecord>;
   /** The latest KV-transfer proof of each prefill → decode pair, by pairKey (absent: none yet). */
   proofs?: Record<string, ObservedProof>;
+  /** Engines `narwhal suspend` suspended, each with when (absent: none): observed, never changed. */
+  suspended?: Record<string, string>;
 }
 
 class AtomicJsonFile implements Adapter<StateFile> {
@@ -169,6 +171,23 @@ export class StateStore {
     if (proof === null) delete proofs[key];
     else proofs[key] = proof;
     this.db.data.proofs = proofs;
+    return this.flush();
+  }
+
+  /** Suspended engines and since when (empty: none). */
+  suspended(): Record<string, string> {
+    return this.db.data.suspended ?? {};
+  }
+
+  /** Suspend (since `at`) or resume engines, and persist; an engine already so keeps its time. */
+  setSuspended(names: readonly string[], on: boolean, at = new Date().toISOString()): Promise<void> {
+    // A new object, as setProof does: an observation holds the map it read.
+    const next = { ...this.suspended() };
+    for (const n of names) {
+      if (!on) delete next[n];
+      else next[n] ??= at;
+    }
+    this.db.data.suspended = next;
     return this.flush();
   }
 

@@ -1,0 +1,59 @@
+// `narwhal suspend|resume|retry`'s command lines; what they run (suspend.ts: the state, the lock, the
+// request channel) loads only when one runs.
+import { Option, type Command } from "commander";
+import { configFrom } from "./config-from.js";
+import type { Kind } from "./suspend.js";
+import type { Act } from "./engine/command.js";
+
+const EXIT_HELP =
+  "\nExit codes: 0 done (or already so), 1 an unknown engine, an engine it cannot be done to, or no answer from the running controller in time.";
+
+/** Register suspend, resume and retry on the program. */
+export function registerSuspend(program: Command, act: Act, out: (s: string) => void): void {
+  const words: Record<Kind, string> = {
+    suspend:
+      "Suspend engines: observed, never changed (no start, stop, replace, restart, removal, adoption, nor a proof or restart through a P/D partner) until resumed; persisted in the state",
+    resume: "Resume suspended engines: planned and converged again",
+    retry: "Give terminally failed engines a fresh attempt budget, without restarting the controller",
+  };
+  for (const kind of ["suspend", "resume", "retry"] as const) {
+    const cmd = program
+      .command(kind)
+      .description(`${words[kind]} (through the running watch-mode controller, or in the state when none runs)`)
+      .argument("[engines...]", "engine names (as narwhal status lists them)");
+    if (kind !== "retry") cmd.option("--all", "every engine the state or desired/ knows");
+    cmd
+      .addOption(
+        new Option("--timeout <seconds>", "how long to wait for the running controller's answer").default("30"),
+      )
+      .addOption(
+        new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired"),
+      )
+      .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
+      .addOption(new Option("--format <format>", "output format").choices(["text", "json"]).default("text"))
+      .addHelpText("after", EXIT_HELP)
+      .action(
+        act(async (opts, engines) => {
+          const { operatorRequest, usage } = await import("./suspend.js");
+          const seconds = Number(opts.timeout);
+          if (!Number.isFinite(seconds) || seconds <= 0)
+            throw usage(
+              `--timeout must be a positive number of seconds, not ${String(opts.timeout)}`,
+              "--timeout",
+              "Give e.g. --timeout 30.",
+            );
+          return operatorRequest(
+            configFrom(opts),
+            kind,
+            {
+              engines: (engines as string[]) ?? [],
+              all: !!opts.all,
+              timeoutMs: seconds * 1000,
+              format: String(opts.format),
+            },
+            out,
+          );
+        }),
+      );
+  }
+}
