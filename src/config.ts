@@ -37,6 +37,12 @@ export interface Config {
   engineLogCapBytes: number;
   /** Deadline of one KV-transfer proof of a prefill → decode pair (NARWHAL_KV_PROOF_TIMEOUT_MS). */
   kvProofTimeoutMs: number;
+  /**
+   * Watch mode's Prometheus endpoint: where /metrics and /healthz listen (NARWHAL_METRICS_ADDRESS,
+   * HOST:PORT or a bare PORT on loopback; undefined: off), and how recently the controller loop must
+   * have ended for /healthz to answer 200 (NARWHAL_HEALTHZ_WITHIN_MS, default 3 resync periods, at least 30 s).
+   */
+  metrics: { address?: string; aliveWithinMs: number };
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
   /**
@@ -115,6 +121,14 @@ export function loadConfig(
       shutdownGraceMs: intFrom(env, "NARWHAL_SHUTDOWN_GRACE_MS", 3_000),
     },
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
+    metrics: {
+      address: env.NARWHAL_METRICS_ADDRESS || undefined,
+      aliveWithinMs: intFrom(
+        env,
+        "NARWHAL_HEALTHZ_WITHIN_MS",
+        Math.max(30_000, 3 * intFrom(env, "NARWHAL_RESYNC_MS", 10_000)),
+      ),
+    },
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
     engineLogCapBytes: intFrom(env, "NARWHAL_ENGINE_LOG_CAP_BYTES", 16 * 1024 * 1024),
     kvProofTimeoutMs: intFrom(env, "NARWHAL_KV_PROOF_TIMEOUT_MS", 60_000),

@@ -20,6 +20,7 @@ import type { Logger } from "../log.js";
 import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
 import type { ValidationIssue } from "../errors.js";
+import { metricsAddressFlag, metricsAddressHelp, metricsAddressOption } from "../metrics/address.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -101,12 +102,19 @@ async function run(argv: string[]): Promise<number> {
     .addOption(desiredOpt())
     .addOption(stateOpt())
     .addOption(formatOpt())
+    .option(metricsAddressFlag, metricsAddressHelp)
     .action(
-      act((opts) =>
-        withLogger(opts, (config, log) =>
-          opts.once ? reconcileOnce(config, log, String(opts.format), out) : reconcileWatch(config, log),
-        ),
-      ),
+      act((opts) => {
+        const metricsAddress = metricsAddressOption(opts);
+        return withLogger(opts, (config, log) =>
+          opts.once
+            ? reconcileOnce(config, log, String(opts.format), out)
+            : reconcileWatch(
+                { ...config, metrics: { ...config.metrics, address: metricsAddress ?? config.metrics.address } },
+                log,
+              ),
+        );
+      }),
     );
 
   program

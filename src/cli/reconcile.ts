@@ -166,8 +166,17 @@ export async function reconcileOnce(
 }
 
 export async function reconcileWatch(config: Config, log: Logger): Promise<number> {
-  const controller = controllerFor(config, log);
-  await controller.open();
+  // Bound before the state lock is taken: an address that cannot be served changes nothing.
+  // prom-client is loaded only when metrics are on.
+  const metrics = config.metrics.address ? await (await import("../metrics/start.js")).startMetrics(config, log) : null;
+  const controller = controllerFor(config, log, "watch", metrics?.observer);
+  try {
+    await controller.open();
+  } catch (err) {
+    await metrics?.close();
+    throw err;
+  }
+  metrics?.watch(controller);
   const shutdown = onShutdown();
   // Reloads are read one after another so an older read never overrides a newer one; each only
   // hands the controller a desired state (its queue coalesces the work), so they cannot pile up.
@@ -208,7 +217,11 @@ export async function reconcileWatch(config: Config, log: Logger): Promise<numbe
     shutdown.dispose();
     await watcher.close();
     await reloads;
-    await controller.close();
+    try {
+      await controller.close();
+    } finally {
+      await metrics?.close();
+    }
     log.info("controller stopped; engines keep running");
   }
   return EXIT.ok;

@@ -5,6 +5,7 @@ import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
+import type { ControllerObserver } from "../controller/observer.js";
 
 export { backendsFor, nodeHostsFor };
 
@@ -23,7 +24,12 @@ export function loggerFor(config: Config): Logger {
   return createLogger({ level: config.logLevel, rotation: config.logRotation });
 }
 
-export function controllerFor(config: Config, log: Logger, mode: "once" | "watch" = "watch"): Controller {
+export function controllerFor(
+  config: Config,
+  log: Logger,
+  mode: "once" | "watch" = "watch",
+  observer?: ControllerObserver,
+): Controller {
   const failpoint = failpoints(config.failpoints);
   const hosts = nodeHostsFor(config);
   return new Controller({
@@ -35,5 +41,6 @@ export function controllerFor(config: Config, log: Logger, mode: "once" | "watch
     hosts,
     failpoint,
     mode,
+    ...(observer ? { observer } : {}),
   });
 }
