@@ -20,6 +20,7 @@ import type { Logger } from "../log.js";
 import { planCommand } from "./plan.js";
 import { applyCommand, readPlanForApply } from "./apply.js";
 import type { ValidationIssue } from "../errors.js";
+import { completionCommand } from "./completion.js";
 import { metricsAddressFlag, metricsAddressHelp, metricsAddressOption } from "../metrics/address.js";
 
 const output = cliOutput();
@@ -224,6 +225,8 @@ async function run(argv: string[]): Promise<number> {
         return withLogger(dirs, (config, log) => applyCommand(config, log, planFile, saved, String(opts.format), out));
       }),
     );
+
+  completionCommand(program, act, out);
 
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
