@@ -8,11 +8,14 @@ import { fileURLToPath } from "node:url";
 import type { AppIdentity } from "./phases/plan.js";
 import { readLauncher, type LauncherIdentity } from "./launcher.js";
 
+/** The npm package narwhal is published as (scoped: the unscoped name `narwhal` is an unrelated package). */
+export const PACKAGE_NAME = "@narwhal-fleet/narwhal";
+
 export function packageRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const pkg = path.join(dir, "package.json");
-    if (fs.existsSync(pkg) && JSON.parse(fs.readFileSync(pkg, "utf8")).name === "narwhal") return dir;
+    if (fs.existsSync(pkg) && JSON.parse(fs.readFileSync(pkg, "utf8")).name === PACKAGE_NAME) return dir;
     const parent = path.dirname(dir);
     if (parent === dir) throw new Error("cannot find narwhal's package.json above " + fileURLToPath(import.meta.url));
     dir = parent;

@@ -44,6 +44,12 @@ export interface Config {
    * `narwhal prune` and watch mode (after converging) remove older ones.
    */
   keepRuns: number;
+  /**
+   * Watch mode's Prometheus endpoint: where /metrics and /healthz listen (NARWHAL_METRICS_ADDRESS,
+   * HOST:PORT or a bare PORT on loopback; undefined: off), and how recently the controller loop must
+   * have ended for /healthz to answer 200 (NARWHAL_HEALTHZ_WITHIN_MS, default 3 resync periods, at least 30 s).
+   */
+  metrics: { address?: string; aliveWithinMs: number };
   /** Crash-test kill points (NARWHAL_FAILPOINTS); empty in production. */
   failpoints?: string;
   /**
@@ -124,6 +130,14 @@ export function loadConfig(
     },
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     keepRuns: intFrom(env, "NARWHAL_KEEP_RUNS", 5),
+    metrics: {
+      address: env.NARWHAL_METRICS_ADDRESS || undefined,
+      aliveWithinMs: intFrom(
+        env,
+        "NARWHAL_HEALTHZ_WITHIN_MS",
+        Math.max(30_000, 3 * intFrom(env, "NARWHAL_RESYNC_MS", 10_000)),
+      ),
+    },
     failpoints: env.NARWHAL_FAILPOINTS || undefined,
     engineLogCapBytes: intFrom(env, "NARWHAL_ENGINE_LOG_CAP_BYTES", 16 * 1024 * 1024),
     kvProofTimeoutMs: intFrom(env, "NARWHAL_KV_PROOF_TIMEOUT_MS", 60_000),

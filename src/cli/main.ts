@@ -32,6 +32,8 @@ const applyCommand = lazy(async () => (await import("./apply.js")).applyCommand)
 const readPlanForApply = lazy(async () => (await import("./apply.js")).readPlanForApply);
 import { registerLogs } from "./logs-command.js";
 import { registerSuspend } from "./suspend-command.js";
+import { completionCommand } from "./completion.js";
+import { metricsAddressFlag, metricsAddressHelp, metricsAddressOption } from "../metrics/address.js";
 
 const output = cliOutput();
 const { out, err } = output;
@@ -122,14 +124,22 @@ async function run(argv: string[]): Promise<number> {
     .addOption(desiredOpt())
     .addOption(stateOpt())
     .addOption(formatOpt())
+    .option(metricsAddressFlag, metricsAddressHelp)
     .action(
       act((opts) => {
+        const metricsAddress = metricsAddressOption(opts);
         // On a terminal: one live line per engine in a step, below the log lines (progress-tty.ts).
         const live = liveView(process.stderr);
         return withLogger(
           opts,
           (config, log) =>
-            opts.once ? reconcileOnce(config, log, String(opts.format), out, live) : reconcileWatch(config, log, live),
+            opts.once
+              ? reconcileOnce(config, log, String(opts.format), out, live)
+              : reconcileWatch(
+                  { ...config, metrics: { ...config.metrics, address: metricsAddress ?? config.metrics.address } },
+                  log,
+                  live,
+                ),
           live?.logStream,
         ).finally(() => live?.close());
       }),
@@ -291,6 +301,7 @@ async function run(argv: string[]): Promise<number> {
   registerPruneCommand(program, act, out);
   registerLogs(program, act, err);
   registerSuspend(program, act, out);
+  completionCommand(program, act, out);
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
   inheritUsageErrors(program);

@@ -184,8 +184,17 @@ const liveHooks = (live: LiveView | null): ControllerHooks | undefined =>
   live ? { progress: (engine, p) => live.update(engine, p) } : undefined;
 
 export async function reconcileWatch(config: Config, log: Logger, live: LiveView | null = null): Promise<number> {
-  const controller = controllerFor(config, log, "watch", liveHooks(live));
-  await controller.open();
+  // Bound before the state lock is taken: an address that cannot be served changes nothing.
+  // prom-client is loaded only when metrics are on.
+  const metrics = config.metrics.address ? await (await import("../metrics/start.js")).startMetrics(config, log) : null;
+  const controller = controllerFor(config, log, "watch", liveHooks(live), metrics?.observer);
+  try {
+    await controller.open();
+  } catch (err) {
+    await metrics?.close();
+    throw err;
+  }
+  metrics?.watch(controller);
   // narwhal suspend|resume|retry while this controller holds the lock: request files, answered here.
   const requests = await serveRequests(config.stateDir, (req) => controller.request(req), log);
   const shutdown = onShutdown();
@@ -242,7 +251,11 @@ export async function reconcileWatch(config: Config, log: Logger, live: LiveView
     await requests.close();
     await reloads;
     await pruner.idle();
-    await controller.close();
+    try {
+      await controller.close();
+    } finally {
+      await metrics?.close();
+    }
     log.info("controller stopped; engines keep running");
   }
   return EXIT.ok;

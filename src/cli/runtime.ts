@@ -6,6 +6,7 @@ import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
 import type { ControllerHooks } from "../controller/controller-options.js";
+import type { ControllerObserver } from "../controller/observer.js";
 
 export { backendsFor, nodeHostsFor };
 export { configFrom, type GlobalOptions } from "./config-from.js";
@@ -24,6 +25,7 @@ export function controllerFor(
   log: Logger,
   mode: "once" | "watch" = "watch",
   hooks?: ControllerHooks,
+  observer?: ControllerObserver,
 ): Controller {
   const failpoint = failpoints(config.failpoints);
   const hosts = nodeHostsFor(config);
@@ -37,5 +39,6 @@ export function controllerFor(
     failpoint,
     mode,
     ...(hooks ? { hooks } : {}),
+    ...(observer ? { observer } : {}),
   });
 }

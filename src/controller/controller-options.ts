@@ -17,6 +17,7 @@ import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { ServingFleet } from "./plan-types.js";
 import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
 import type { StepProgress } from "../phases/progress.js";
+import type { ControllerObserver } from "./observer.js";
 
 export interface ControllerHooks {
   /** After a transition is persisted. */
@@ -44,6 +45,8 @@ export interface ControllerOptions {
   hooks?: ControllerHooks;
   /** Most queue keys worked on at once (default config.queue.concurrency). */
   concurrency?: number;
+  /** Told of transitions, steps, proofs, reconciles and state writes (watch mode's metrics). */
+  observer?: ControllerObserver;
 }
 
 /** The engines' retry policy for this controller: its configuration, not history. */
@@ -82,6 +85,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       backend: (kind) => opts.backends[kind],
       hosts: opts.hosts,
       ...(opts.failpoint ? { failpoint: opts.failpoint } : {}),
+      ...(opts.observer ? { observer: opts.observer } : {}),
       persisted: () => access.persisted(),
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),

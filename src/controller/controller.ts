@@ -31,6 +31,8 @@ import { proveKvTransfer } from "../phases/kv-proof.js";
 import { scrapeKvCounters } from "../phases/kv-watch.js";
 import { applyRequest, type RequestResult } from "./operator-requests.js";
 import type { OperatorRequest } from "../state/requests.js";
+import { observedKv, timed } from "./observer.js";
+import type { EngineRecord } from "../state/store.js";
 
 export { retryPolicy, type ControllerHooks, type ControllerOptions } from "./controller-options.js";
 
@@ -84,7 +86,7 @@ export class Controller {
 
   constructor(private readonly opts: ControllerOptions) {
     // The KV proofs' and scrapes' IO (src/phases).
-    const kv: KvIo = { prove: proveKvTransfer, scrape: scrapeKvCounters };
+    const kv: KvIo = observedKv({ prove: proveKvTransfer, scrape: scrapeKvCounters }, opts.observer);
     this.scrapes = new DecodeScrapes({ io: kv, log: opts.log, timeoutMs: opts.config.kvProofTimeoutMs });
     this.world = new World(opts.backends, opts.log, opts.config.stopGraceMs, {
       hosts: opts.hosts,
@@ -121,11 +123,13 @@ export class Controller {
     const retryBaseMs = Math.max(1, Math.min(1000, opts.config.retry.baseMs));
     this.queue = new WorkQueue(
       (key, signal) =>
-        key === FLEET
-          ? this.reconcileFleet(signal)
-          : key === KV_WATCH
-            ? this.scrapeDecodes(signal)
-            : this.reconcileKey(key, signal),
+        timed(opts.observer, key === FLEET ? "fleet" : key === KV_WATCH ? "kv-watch" : "engine", () =>
+          key === FLEET
+            ? this.reconcileFleet(signal)
+            : key === KV_WATCH
+              ? this.scrapeDecodes(signal)
+              : this.reconcileKey(key, signal),
+        ),
       {
         concurrency: opts.concurrency ?? opts.config.queue.concurrency,
         retry: { baseMs: retryBaseMs, capMs: Math.max(retryBaseMs, opts.config.watch.resyncMs) },
@@ -142,6 +146,7 @@ export class Controller {
       this.opts.config.stateDir,
       this.opts.log,
       this.opts.failpoint,
+      this.opts.observer && ((seconds, ok) => this.opts.observer?.stateWritten(seconds, ok)),
     ));
     // Never throws: an unreadable serving-fleet.json is rewritten from the first plan.
     await this.serving.load();
@@ -346,6 +351,7 @@ export class Controller {
     if (to !== "error") this.unplanned--;
     this.launchConfig.transitioned(to);
     this.opts.hooks?.transition?.(engine, from, to);
+    this.opts.observer?.transition(engine, from, to);
     // Every transition may release the next rollout step or change what may be paired.
     this.queue.add(FLEET);
     this.notify();
@@ -368,6 +374,16 @@ export class Controller {
       if (s.status === "active" && !isSettled(String(s.value), s.context)) return false;
     }
     return true;
+  }
+
+  /** The engines the state records (empty before open()): what the metrics' gauges count. */
+  records(): EngineRecord[] {
+    return this.store ? Object.values(this.store.data.engines) : [];
+  }
+
+  /** Work-queue keys waiting, running, and scheduled for later (backoff). */
+  queueDepth(): { pending: number; running: number; delayed: number } {
+    return { pending: this.queue.depth, running: this.queue.running, delayed: this.queue.delayed };
   }
 
   /** The last observation the controller planned on (null: none yet). */

@@ -11,6 +11,7 @@ export async function openState(
   stateDir: string,
   log: Logger,
   failpoint?: Failpoint,
+  onWrite?: (seconds: number, ok: boolean) => void,
 ): Promise<{ lock: StateLock; store: StateStore }> {
   let lock: StateLock;
   try {
@@ -22,7 +23,7 @@ export async function openState(
   try {
     // Only the lock holder writes narwhal.log: a refused second command never touches it.
     log.recordTo(stateDir);
-    store = await StateStore.open(stateDir, failpoint);
+    store = await StateStore.open(stateDir, failpoint, onWrite);
   } catch (err) {
     await lock.release();
     throw ioFailure(err, { step: "state" });

@@ -8,7 +8,8 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { EngineHandle } from "../phases/types.js";
-import { PhaseError, inStep, type Step } from "../errors.js";
+import { PhaseError, inStep, toErrorRecord, type Step } from "../errors.js";
+import { secondsSince, type ControllerObserver } from "./observer.js";
 import { inspect } from "../phases/inspect.js";
 import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
 import { prepare, readPlan } from "../phases/prepare.js";
@@ -45,6 +46,8 @@ export interface PhaseDeps {
   failpoint?: Failpoint;
   /** Each step's beginning, awaited conditions and end, for the operator's view (absent: not shown). */
   progress?(engine: string, p: StepProgress): void;
+  /** Told how long each step ran and why one failed. */
+  observer?: ControllerObserver;
 }
 
 async function planPorts(runDir: string): Promise<number[]> {
@@ -78,10 +81,16 @@ export function phaseActors(deps: PhaseDeps) {
       signal.throwIfAborted();
       deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
       deps.progress?.(input.engine, { kind: "begin", step: name });
+      const began = performance.now();
       const out = await body(input, signal).catch((err: unknown) => {
         deps.progress?.(input.engine, { kind: "end", step: name, ok: false });
-        throw inStep(err, input.engine, name);
+        const failed = inStep(err, input.engine, name);
+        // The reason is the error's class (or a node's access reason): a label of few values.
+        const record = toErrorRecord(failed);
+        deps.observer?.step(input.engine, name, secondsSince(began), { reason: record.reason ?? record.name });
+        throw failed;
       });
+      deps.observer?.step(input.engine, name, secondsSince(began));
       deps.log.info(`${name} done`, { engine: input.engine, step: name });
       deps.progress?.(input.engine, { kind: "end", step: name, ok: true });
       return out;

@@ -100,6 +100,8 @@ export class StateStore {
   private constructor(
     readonly stateDir: string,
     private readonly failpoint: Failpoint,
+    /** Told how long each write took (watch mode's metrics). */
+    private readonly onWrite?: (seconds: number, ok: boolean) => void,
   ) {
     this.db = new Low<StateFile>(new AtomicJsonFile(stateFilePath(stateDir)), { version: STATE_VERSION, engines: {} });
   }
@@ -111,9 +113,13 @@ export class StateStore {
    * never waited on; the controller then rebuilds from what it observes.
    * Temps of a killed writer are swept first: under the lock no live writer is ours.
    */
-  static async open(stateDir: string, failpoint: Failpoint = noFailpoints): Promise<StateStore> {
+  static async open(
+    stateDir: string,
+    failpoint: Failpoint = noFailpoints,
+    onWrite?: (seconds: number, ok: boolean) => void,
+  ): Promise<StateStore> {
     await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
-    const store = new StateStore(stateDir, failpoint);
+    const store = new StateStore(stateDir, failpoint, onWrite);
     // Depth 3 reaches runs/<engine>/<run>/, where evidence is written through the same temps.
     store.sweptTemps = await sweepAtomicTemps(stateDir, 3);
     try {
@@ -196,7 +202,14 @@ export class StateStore {
       .catch(() => undefined)
       .then(async () => {
         this.failpoint("state:write:before");
-        await this.db.write();
+        const began = performance.now();
+        try {
+          await this.db.write();
+        } catch (err) {
+          this.onWrite?.((performance.now() - began) / 1000, false);
+          throw err;
+        }
+        this.onWrite?.((performance.now() - began) / 1000, true);
         this.failpoint("state:write:after");
       });
     return this.chain;
