@@ -41,7 +41,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     closeHosts = () => hosts.close();
     const world = new World(backends, log, config.stopGraceMs, { hosts, stateDir: config.stateDir });
     // A router stops sending before anything is stopped.
-    await writeServingFleet(config.stateDir, { group_signature: null, engines: [], pairs: [] });
+    await writeServingFleet(config.stateDir, { group_signature: null, pairing_class: null, engines: [], pairs: [] });
     const stop = async (engine: string, handle: EngineHandle) => {
       try {
         log.info("stopping engine", { engine });

@@ -84,7 +84,11 @@ function servingLines(plan: Plan): string[] {
   if (s.engines.length === 0) return ["Serving fleet for this observation: none (no captured engine to list)"];
   return [
     `Serving fleet for this observation${s.group_signature ? ` (group ${s.group_signature})` : ""}:`,
-    ...s.engines.map((e) => `  ${e.engine} ${e.role} ${e.url}`),
+    // A pairing class may span groups (mixed TP): then each engine names its own.
+    ...s.engines.map(
+      (e) =>
+        `  ${e.engine} ${e.role} ${e.url}${!s.group_signature && e.group_signature ? ` (group ${e.group_signature})` : ""}`,
+    ),
     ...(s.pairs && s.pairs.length > 0
       ? [`  proven pairs: ${s.pairs.map((p) => `${p.prefill} → ${p.decode}`).join(", ")}`]
       : []),

@@ -4,6 +4,7 @@
 // signature (old and new engines could then not pair). Pure.
 import { canonicalJson } from "../desired/hash.js";
 import { jsonPath } from "../desired/schemas.js";
+import { lastFlagValue } from "../phases/plan.js";
 import type { FieldChange } from "./plan-types.js";
 
 /**
@@ -148,11 +149,48 @@ export function describeFields(summary: ChangeSummary, max = 3): string {
  * share a group signature once started (the image id itself is only known after inspection).
  */
 export function predictedGroupKey(inputs: Record<string, unknown>): string {
+  return canonicalJson(pickPaths(inputs, GROUP_FIELDS));
+}
+
+function pickPaths(inputs: Record<string, unknown>, paths: readonly string[]): Record<string, unknown> {
   const picked: Record<string, unknown> = {};
-  for (const path of GROUP_FIELDS) {
+  for (const path of paths) {
     let v: unknown = inputs;
     for (const s of path.split(".")) v = isObject(v) ? v[s] : undefined;
     picked[path] = v ?? null;
   }
-  return canonicalJson(picked);
+  return picked;
+}
+
+/**
+ * Input paths that set what vLLM pairs a prefill and a decode by (kv-pairs.ts): the NIXL
+ * compatibility hash's inputs as desired fixes them (the runtime's vLLM, the --model string by
+ * backend and model path, dtype, cache dtype, attention backend), the model tree, and the block
+ * size the handshake compares. Not TP (the handshake judges its ratio; validate refuses a bad one).
+ */
+const PAIR_FIELDS: readonly string[] = [
+  "backend",
+  "python",
+  "launch.image",
+  "launch.gpu_visibility_env",
+  "launch.runtime.expected_packages.vllm",
+  "launch.runtime.model_dtype",
+  "launch.runtime.kv_cache_dtype",
+  "launch.runtime.block_size",
+  "launch.runtime.environment.VLLM_ATTENTION_BACKEND",
+  "launch.runtime.environment.VLLM_MLA_DISABLE",
+  "model.dir",
+  "model.path",
+  "model.config_sha256",
+  "model.revision",
+  "model.tree_sha256",
+];
+const PAIR_FLAGS = ["--dtype", "--kv-cache-dtype", "--attention-backend", "--block-size"];
+
+/** The pairing inputs of an engine as one key: engines with equal keys are predicted to pair once started. */
+export function predictedPairKey(inputs: Record<string, unknown>): string {
+  const args = pickPaths(inputs, ["launch.runtime.extra_args"])["launch.runtime.extra_args"];
+  const list = Array.isArray(args) ? args.map(String) : [];
+  const flags = Object.fromEntries(PAIR_FLAGS.map((f) => [f, lastFlagValue(list, f) ?? null]));
+  return canonicalJson({ ...pickPaths(inputs, PAIR_FIELDS), flags });
 }

@@ -1,12 +1,19 @@
 // Which prefill → decode pairs may carry KV, and whether each is proven now
 // (issue 11). A pair is two engines in service, of the prefill and decode
-// roles, in one group signature, whose recorded NIXL compatibility hashes agree
-// when both are known (vLLM refuses the handshake otherwise). A proof is current
-// while both engines still run as the instances it proved (their launch
-// tokens): a restart of either makes the pair unproven again. Pure.
+// roles, that pair as vLLM pairs them: equal NIXL compatibility hashes, one
+// model tree, and a TP ratio and block size the handshake accepts. The group
+// signature is not compared: it holds TP (seed 000 groups are for layout
+// capture and the fabric budget), which vLLM leaves out of the hash on purpose,
+// so a TP-2 prefill pairs with a TP-4 decode, and an edit of one engine's
+// runtime that leaves the hashed inputs alone keeps its pair. Engines whose
+// hash or tree is not recorded (runs checked before it was) pair as they did:
+// within one group signature. A proof is current while both engines still run
+// as the instances it proved (their launch tokens): a restart of either makes
+// the pair unproven again. Pure.
 import type { DesiredEngine, KvPolicy, Observed, ObservedEngine, ObservedProof } from "./plan-types.js";
 import { pairKey } from "./plan-types.js";
 import { compareNames, inService } from "./in-service.js";
+import { tpRatioRefusal } from "../phases/nixl-compat.js";
 
 export interface Pair {
   prefill: string;
@@ -24,15 +31,31 @@ export function nixlAgree(p: ObservedEngine, d: ObservedEngine): boolean {
   return a === null || b === null || a === b;
 }
 
-/** Prefill `p` and decode `d` could pair: both in service, one group, NIXL hashes that agree. */
+/**
+ * What an engine pairs by: its NIXL compatibility hash and model tree digest, or, when either is
+ * not recorded, `group <signature>` (the old rule: engines of one group share both). null: neither.
+ */
+export function pairingClass(o: ObservedEngine): string | null {
+  if (o.nixl_hash && o.model_tree_sha256) return `nixl ${o.nixl_hash} tree ${o.model_tree_sha256}`;
+  return o.group_signature !== null ? `group ${o.group_signature}` : null;
+}
+
+/** Why vLLM's handshake would refuse decode `d` reading from prefill `p` besides the hash (null: it accepts, or unknown). */
+export function handshakeRefusal(p: ObservedEngine, d: ObservedEngine): string | null {
+  const [ptp, dtp] = [p.tensor_parallel_size ?? null, d.tensor_parallel_size ?? null];
+  const tp = ptp !== null && dtp !== null ? tpRatioRefusal(ptp, dtp) : null;
+  if (tp !== null) return tp;
+  const [pbs, dbs] = [p.block_size ?? null, d.block_size ?? null];
+  return pbs !== null && dbs !== null && pbs !== dbs
+    ? `vLLM's NIXL handshake refuses a remote prefill of another block size (prefill ${pbs}, decode ${dbs})`
+    : null;
+}
+
+/** Prefill `p` and decode `d` could pair: both in service, one pairing class, NIXL hashes that agree, a handshake vLLM accepts. */
 export function compatible(p: ObservedEngine | undefined, d: ObservedEngine | undefined): boolean {
-  return (
-    inService(p) &&
-    inService(d) &&
-    p.group_signature !== null &&
-    p.group_signature === d.group_signature &&
-    nixlAgree(p, d)
-  );
+  if (!inService(p) || !inService(d)) return false;
+  const cls = pairingClass(p);
+  return cls !== null && cls === pairingClass(d) && nixlAgree(p, d) && handshakeRefusal(p, d) === null;
 }
 
 /** The proof speaks for these instances of its prefill and decode (their launch tokens; null: none runs). */
@@ -178,23 +201,25 @@ export function pairableSet(
 }
 
 /**
- * Engines that may be listed for pairing: per group signature, a pairable set whose pairs are
- * proven (kv.prove) or whose NIXL hashes agree (proofs off: pairs serve by group as before).
+ * Engines that may be listed for pairing: per pairing class, a pairable set whose pairs are
+ * proven (kv.prove) or compatible (proofs off: pairs serve by class as they did by group).
  */
 export function listablePairs(members: readonly PairMember[], observed: Observed, kv: KvPolicy): Set<string> {
-  const byGroup = new Map<string, PairMember[]>();
-  for (const m of members)
-    if (m.o.group_signature !== null && (m.role === "prefill" || m.role === "decode"))
-      byGroup.set(m.o.group_signature, [...(byGroup.get(m.o.group_signature) ?? []), m]);
+  const byClass = new Map<string, PairMember[]>();
+  for (const m of members) {
+    const cls = pairingClass(m.o);
+    if (cls !== null && (m.role === "prefill" || m.role === "decode"))
+      byClass.set(cls, [...(byClass.get(cls) ?? []), m]);
+  }
   const out = new Set<string>();
-  for (const group of byGroup.values()) {
+  for (const members of byClass.values()) {
     const of = (role: string) =>
-      group
+      members
         .filter((m) => m.role === role)
         .map((m) => m.engine)
         .sort(compareNames);
     const ok = (p: string, d: string) =>
-      kv.prove ? proven(observed, p, d) : nixlAgree(observed.engines[p]!, observed.engines[d]!);
+      kv.prove ? proven(observed, p, d) : compatible(observed.engines[p], observed.engines[d]);
     for (const e of pairableSet(of("prefill"), of("decode"), ok)) out.add(e);
   }
   return out;

@@ -1,19 +1,22 @@
 // What an operator must read about pairing, beside the plan's actions: prefill
 // and decode engines that a router could never pair, predicted from desired/
-// (group signatures after a change) or observed (groups and recorded NIXL
-// compatibility hashes of the engines in service). Pure.
-import type { DesiredEngine, Observed } from "./plan-types.js";
-import { fieldDiff, predictedGroupKey } from "./field-diff.js";
+// (pairing inputs after a change) or observed (recorded NIXL compatibility
+// hashes, model trees, TP and block sizes of the engines in service). Pure.
+import type { DesiredEngine, Observed, ObservedEngine } from "./plan-types.js";
+import { fieldDiff, predictedPairKey } from "./field-diff.js";
 import { compareNames, inService, isPairedRole, nameList } from "./in-service.js";
-import { compatiblePairs, nixlAgree } from "./kv-pairs.js";
+import { compatiblePairs, handshakeRefusal, nixlAgree, pairingClass } from "./kv-pairs.js";
 
-/** Warnings from the desired fleet alone: prefill and decode engines predicted to share no group signature. */
+/**
+ * Warnings from the desired fleet alone: prefill and decode engines predicted to pair with none
+ * (their pairing inputs differ; TP is not one: engines of several groups pair, kv-pairs.ts).
+ */
 export function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
   const paired = desired.filter((d) => isPairedRole(d.role));
   if (!paired.some((d) => d.role === "prefill") || !paired.some((d) => d.role === "decode")) return [];
   const keys = new Map<string, Set<string>>();
   for (const d of paired) {
-    const key = predictedGroupKey(d.inputs);
+    const key = predictedPairKey(d.inputs);
     keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
   }
   if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
@@ -25,11 +28,17 @@ export function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
     .map((f) => f.path);
   const names = (ds: DesiredEngine[]) => ds.map((x) => x.engine).join(", ");
   return [
-    `after this change no captured prefill and decode share a group signature: prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
+    `after this change no captured prefill and decode share their pairing inputs (NIXL compatibility inputs, model, block size): prefill ${names(p)} and decode ${names(d)} differ in ${differ.slice(0, 3).join(", ")}${differ.length > 3 ? ` and ${differ.length - 3} more` : ""}; a router could pair none of them`,
   ];
 }
 
 const h12 = (h: string) => `${h.slice(0, 12)}…`;
+
+/** Both engines hold one model: equal recorded trees, or (unrecorded) one group signature. */
+const sameModel = (p: ObservedEngine, d: ObservedEngine): boolean =>
+  p.model_tree_sha256 && d.model_tree_sha256
+    ? p.model_tree_sha256 === d.model_tree_sha256
+    : p.group_signature !== null && p.group_signature === d.group_signature;
 
 /**
  * What an operator must read about pairing now: prefill and decode engines of one group whose
@@ -47,13 +56,20 @@ export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Obse
   const warnings: string[] = [];
   for (const p of prefills)
     for (const d of decodes)
-      if (p.group_signature !== null && p.group_signature === d.group_signature && !nixlAgree(p, d))
+      if (sameModel(p, d) && !nixlAgree(p, d))
         warnings.push(
-          `${p.engine} (prefill) and ${d.engine} (decode) share group ${p.group_signature} but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
+          `${p.engine} (prefill) and ${d.engine} (decode) serve one model but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
         );
+      else if (pairingClass(p) !== null && pairingClass(p) === pairingClass(d)) {
+        const refusal = handshakeRefusal(p, d);
+        if (refusal !== null)
+          warnings.push(
+            `${p.engine} (prefill, TP ${p.tensor_parallel_size ?? "?"}) and ${d.engine} (decode, TP ${d.tensor_parallel_size ?? "?"}) agree on their NIXL compatibility hash, but ${refusal}; they are never paired. Give the decode a TP that is a multiple of the prefill's, and both one block size`,
+          );
+      }
   if (compatiblePairs(desired, observed, new Set()).length === 0)
     warnings.push(
-      `no compatible prefill/decode pair in service: prefill ${nameList(prefills.map((o) => o.engine))} and decode ${nameList(decodes.map((o) => o.engine))} differ in group signature or NIXL compatibility hash; a router can pair none of them`,
+      `no compatible prefill/decode pair in service: prefill ${nameList(prefills.map((o) => o.engine))} and decode ${nameList(decodes.map((o) => o.engine))} differ in NIXL compatibility hash, model tree (or, unrecorded, group signature), TP ratio or block size; a router can pair none of them`,
     );
   return warnings;
 }

@@ -93,7 +93,15 @@ const ActionSchema = z
   .describe("one action of the plan");
 
 const ServingFleetSchema = z.looseObject({
-  group_signature: z.string().nullable().describe("the cache-equivalence group listed (null: none)"),
+  group_signature: z
+    .string()
+    .nullable()
+    .describe("the one cache-equivalence group of the listed prefill/decode engines (null: none, or several)"),
+  pairing_class: z
+    .string()
+    .nullable()
+    .optional()
+    .describe("what the listed prefill/decode engines pair by: NIXL hash and model tree (absent: a plan from before)"),
   engines: z
     .array(
       z.looseObject({

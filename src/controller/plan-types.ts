@@ -99,6 +99,14 @@ export interface ObservedEngine {
   nixl_hash?: string | null;
   /** `narwhal retry` asked for a fresh attempt budget (a terminal failure is retried now). Absent: not asked. */
   retry_requested?: boolean;
+  /**
+   * What pairs it beside the NIXL hash (kv-pairs.ts): the tree digest of the model it inspected,
+   * and the TP size and KV block size it captured (vLLM's handshake compares those; the hash
+   * leaves them out). Optional until observe fills them: absent reads as null (not recorded).
+   */
+  model_tree_sha256?: string | null;
+  tensor_parallel_size?: number | null;
+  block_size?: number | null;
 }
 
 /** Something this state directory started that runs (containers by label, processes by recorded identity). */
@@ -125,8 +133,18 @@ export interface ServingEngine {
 
 /** state/serving-fleet.json: what a router may send traffic to now. */
 export interface ServingFleet {
-  /** The cache-equivalence group of the prefill/decode engines listed (null: none listed). */
+  /**
+   * The cache-equivalence group of the prefill/decode engines listed, when they all share one;
+   * null when none is listed or they span several groups (a pairing class holds engines of several
+   * TP sizes: each engine's own group is in its record). Kept because status and plan render read it.
+   */
   group_signature: string | null;
+  /**
+   * What the listed prefill/decode engines pair by (kv-pairs.ts pairingClass): their NIXL
+   * compatibility hash and model tree digest, or `group <signature>` for engines whose hash is not
+   * recorded. null: none listed. Absent in files written before pairing followed the NIXL hash.
+   */
+  pairing_class?: string | null;
   engines: ServingEngine[];
   /**
    * The proven prefill → decode pairs among the listed engines (every listed prefill × listed decode:

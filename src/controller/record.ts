@@ -181,6 +181,8 @@ export function recordFrom(
           accelerator: ctx.inspection.accelerator,
           image_id: ctx.inspection.image_id,
           model_config_sha256: ctx.inspection.model_config_sha256,
+          // What pairing compares beside the NIXL hash (kv-pairs.ts); absent in records from before.
+          model_tree_sha256: ctx.inspection.model_tree_sha256,
           physical_gpu_count: ctx.inspection.physical_gpu_count,
         }
       : null,

@@ -4,12 +4,20 @@
 // which no prefill/decode pair can agree never transfers KV. From desired alone
 // narwhal knows some of the hash's inputs; it compares those and leaves the
 // rest (connector version, model dimensions, a default attention backend) to
-// the checked runtime's nixl-compat.json.
+// the checked runtime's nixl-compat.json. TP is not hashed (vLLM checks it at
+// the handshake), so pd-handshake-tp refuses here what that handshake would:
+// a pair whose hashed inputs agree but whose TP ratio or block size it rejects.
 
 import type { ValidationIssue } from "../errors.js";
 import { pairEngines, type EnginePair } from "./engine-pairs.js";
 import { launchIssue, type FleetRule } from "./rule-context.js";
-import { attentionBackend, differingFactors, torchDtype, type NixlCompatFactors } from "../phases/nixl-compat.js";
+import {
+  attentionBackend,
+  differingFactors,
+  torchDtype,
+  tpRatioRefusal,
+  type NixlCompatFactors,
+} from "../phases/nixl-compat.js";
 import { inRuntime, lastFlagValue } from "../phases/plan.js";
 
 /** The desired input that sets each compatibility input, for the fix. */
@@ -71,4 +79,49 @@ export const nixlCompatRules: FleetRule[] = [
       ];
     },
   },
+  {
+    name: "pd-handshake-tp",
+    needs: "both",
+    check: ({ vars, fleet, launch }): ValidationIssue[] => {
+      const pairs = pairEngines(fleet, launch);
+      const inputs = new Map(pairs.map((p) => [p.name, desiredCompatInputs(p, vars)]));
+      const prefills = pairs.filter((p) => p.fleet.role === "prefill");
+      // Only pairs whose hashed inputs agree would handshake at all (pd-nixl-compatible judges the others);
+      // the router pairs any listed prefill with any listed decode, so each such pair must be accepted.
+      return pairs
+        .filter((d) => d.fleet.role === "decode")
+        .flatMap((d) =>
+          prefills
+            .filter((pf) => differingFactors(inputs.get(pf.name)!, inputs.get(d.name)!).length === 0)
+            .flatMap((pf) => handshakeIssues(pf, d)),
+        );
+    },
+  },
 ];
+
+/** What vLLM's handshake of decode `d` with prefill `pf` refuses besides the hash: the TP ratio, the block size. */
+function handshakeIssues(pf: EnginePair, d: EnginePair): ValidationIssue[] {
+  const [ptp, dtp] = [pf.record.tensor_parallel_size, d.record.tensor_parallel_size];
+  const issues: ValidationIssue[] = [];
+  const refusal = tpRatioRefusal(ptp, dtp);
+  if (refusal !== null)
+    issues.push(
+      launchIssue(
+        "pd-handshake-tp",
+        d.name,
+        ["tensor_parallel_size"],
+        `${pf.name} (prefill, TP ${ptp}) and ${d.name} (decode, TP ${dtp}) agree on every NIXL compatibility input, but ${refusal}, so KV can never move between them; give the decode a TP that is a multiple of ${ptp} (fleet.json hardware.roles.decode.tensor_parallel_size, and as many gpu_ids), or the prefill a TP that divides ${dtp}`,
+      ),
+    );
+  const [pbs, dbs] = [pf.record.runtime.block_size, d.record.runtime.block_size];
+  if (pbs !== dbs)
+    issues.push(
+      launchIssue(
+        "pd-handshake-tp",
+        d.name,
+        ["runtime", "block_size"],
+        `${pf.name} (prefill, block size ${pbs}) and ${d.name} (decode, block size ${dbs}) agree on every NIXL compatibility input, but vLLM's NIXL handshake refuses a remote prefill of another block size ("Remote P worker with different block size is not supported"); give both the same runtime.block_size`,
+      ),
+    );
+  return issues;
+}

@@ -198,3 +198,18 @@ export function nixlCompatRecord(plan: CompatPlanView, planSha: string, facts: C
     attn_backend_source: backend.source,
   };
 }
+
+/**
+ * Why vLLM's handshake refuses a decode of TP `decodeTp` reading from a prefill of TP `prefillTp`
+ * (null: it accepts). The hash leaves TP out on purpose; NixlConnectorWorker.add_remote_agent
+ * (vLLM 0.11, the version the simulator emulates) then computes tp_ratio = divide(decode TP,
+ * prefill TP), which asserts divisibility: each prefill rank's heads are split across tp_ratio
+ * decode ranks, so the decode's TP must be a multiple of the prefill's (equal included), and a
+ * prefill of larger TP than its decode is refused (later vLLM releases added that direction).
+ */
+export function tpRatioRefusal(prefillTp: number, decodeTp: number): string | null {
+  if (decodeTp % prefillTp === 0) return null;
+  return decodeTp < prefillTp
+    ? `vLLM's NIXL handshake refuses a decode of smaller TP than its prefill (decode TP ${decodeTp} < prefill TP ${prefillTp}: AssertionError ${decodeTp} is not divisible by ${prefillTp})`
+    : `vLLM's NIXL handshake needs the decode's TP to be a multiple of the prefill's (decode TP ${decodeTp}, prefill TP ${prefillTp}: AssertionError ${decodeTp} is not divisible by ${prefillTp})`;
+}

@@ -48,7 +48,10 @@ export interface EngineRecord {
   run_dir: string | null;
   plan_sha256: string | null;
   handle: EngineHandle | null;
-  inspection: Pick<Inspection, "accelerator" | "image_id" | "model_config_sha256" | "physical_gpu_count"> | null;
+  inspection:
+    | (Pick<Inspection, "accelerator" | "image_id" | "model_config_sha256" | "physical_gpu_count"> &
+        Partial<Pick<Inspection, "model_tree_sha256">>)
+    | null;
   checked: Pick<CheckResult, "vllm_api_version" | "image_id" | "nixl_compat_hash"> | null;
   layout: CacheLayout | null;
   conditions: Condition[];

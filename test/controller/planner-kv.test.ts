@@ -42,7 +42,7 @@ describe("plan: proving a prefill → decode pair", () => {
       { kind: "prove", engine: "engine-2", prefill: "engine-1", reason: "first transfer proof of engine-1 → engine-2" },
     ]);
     expect(out.changes).toBe(true);
-    expect(out.serving).toEqual({ group_signature: null, engines: [], pairs: [] });
+    expect(out.serving).toEqual({ group_signature: null, pairing_class: null, engines: [], pairs: [] });
   });
 
   it("neither proves nor restarts a pair while one engine cannot be observed (nothing on a guess)", () => {
@@ -165,9 +165,9 @@ describe("plan: proving a prefill → decode pair", () => {
       expect(served(out)).toEqual([]);
       expect(out.warnings).toEqual([
         expect.stringMatching(
-          /^engine-1 \(prefill\) and engine-2 \(decode\) share group .* NIXL compatibility hashes differ \(aaaaaaaaaaaa… vs bbbbbbbbbbbb…\)/,
+          /^engine-1 \(prefill\) and engine-2 \(decode\) serve one model but their recorded NIXL compatibility hashes differ \(aaaaaaaaaaaa… vs bbbbbbbbbbbb…\)/,
         ),
-        "no compatible prefill/decode pair in service: prefill engine-1 and decode engine-2 differ in group signature or NIXL compatibility hash; a router can pair none of them",
+        "no compatible prefill/decode pair in service: prefill engine-1 and decode engine-2 differ in NIXL compatibility hash, model tree (or, unrecorded, group signature), TP ratio or block size; a router can pair none of them",
       ]);
     }
     // One hash not recorded: nothing says they differ.

@@ -113,7 +113,7 @@ describe("plan: per-engine actions and reasons", () => {
       { kind: "restart-lost", engine: "engine-2", reason: "exited; last log lines: CUDA OOM" },
     ]);
     // A prefill with no decode of its group is not listed: a router could pair it with nothing.
-    expect(p.serving).toEqual({ group_signature: null, engines: [], pairs: [] });
+    expect(p.serving).toEqual({ group_signature: null, pairing_class: null, engines: [], pairs: [] });
   });
 
   it("restarts an engine with a problem (key not enforced) although it is alive", () => {
@@ -186,7 +186,7 @@ describe("plan: per-engine actions and reasons", () => {
     expect(p.actions).toEqual([
       { kind: "remove", engine: "engine-2", reason: "not in desired/ any more (was decode)" },
     ]);
-    expect(p.serving).toEqual({ group_signature: null, engines: [], pairs: [] });
+    expect(p.serving).toEqual({ group_signature: null, pairing_class: null, engines: [], pairs: [] });
   });
 
   it("never sends a second remove to an engine already removing, or one whose removal is held", () => {
@@ -294,7 +294,7 @@ describe("plan: replace", () => {
     expect(p.rollout).toEqual([{ engines: ["engine-2"], incompatible: false, status: "now" }]);
     expect(p.changes).toBe(true);
     // Released: out of the serving fleet from now on, and the prefill left has no decode to pair with.
-    expect(p.serving).toEqual({ group_signature: null, engines: [], pairs: [] });
+    expect(p.serving).toEqual({ group_signature: null, pairing_class: null, engines: [], pairs: [] });
   });
 
   it("an extra_args edit names the argument and changes the group signature (the runtime record is a group input)", () => {

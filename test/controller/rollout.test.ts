@@ -333,7 +333,7 @@ describe("warnings", () => {
     const ds = [desiredOf(incompatibleEdit(specs[0]!)), desiredOf(specs[1]!)];
     const p = plan(desiredFor(ds), observedOf(specs.map((s) => captured(desiredOf(s)))), RUNNING);
     expect(p.warnings).toContainEqual(
-      "after this change no captured prefill and decode share a group signature: prefill engine-1 and decode engine-2 differ in model.revision; a router could pair none of them",
+      "after this change no captured prefill and decode share their pairing inputs (NIXL compatibility inputs, model, block size): prefill engine-1 and decode engine-2 differ in model.revision; a router could pair none of them",
     );
   });
 

@@ -2,22 +2,22 @@
 // among prefill and decode engines.
 import { describe, expect, it } from "vitest";
 import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
-import { chooseGroup, servingFleet, type Candidate } from "../../src/controller/serving-fleet.js";
+import { chooseClass, servingFleet, type Candidate } from "../../src/controller/serving-fleet.js";
 import { pairableSet } from "../../src/controller/kv-pairs.js";
 import { captured, desiredOf, fleetSpecs, incompatibleEdit, observedOf, released, specOf } from "./plan-fixtures.js";
 
-const c = (engine: string, role: string, group_signature: string | null, current = true): Candidate => ({
+const c = (engine: string, role: string, pairing_class: string | null, current = true): Candidate => ({
   engine,
   role,
-  group_signature,
+  pairing_class,
   current,
 });
 const names = (f: ReturnType<typeof servingFleet>) => f.engines.map((e) => e.engine);
 
-describe("chooseGroup", () => {
+describe("chooseClass", () => {
   it("prefers the desired state's group when it has a captured prefill and decode", () => {
     expect(
-      chooseGroup(
+      chooseClass(
         [
           c("engine-1", "prefill", "old", false),
           c("engine-2", "decode", "old", false),
@@ -35,7 +35,7 @@ describe("chooseGroup", () => {
       c("engine-2", "decode", "old", false),
       c("engine-3", "prefill", "new"),
     ];
-    expect(chooseGroup(cs, "old")).toBe("old");
+    expect(chooseClass(cs, "old")).toBe("old");
   });
 
   it("falls back to the group with most engines, then signature order, when the listed one lost its pair", () => {
@@ -46,13 +46,13 @@ describe("chooseGroup", () => {
       c("engine-4", "decode", "aaa", false),
       c("engine-5", "decode", "ccc", false),
     ];
-    expect(chooseGroup(cs, "ccc")).toBe("aaa");
-    expect(chooseGroup([...cs, c("engine-6", "decode", "bbb", false)], null)).toBe("bbb");
+    expect(chooseClass(cs, "ccc")).toBe("aaa");
+    expect(chooseClass([...cs, c("engine-6", "decode", "bbb", false)], null)).toBe("bbb");
   });
 
   it("is null when no group holds a prefill and a decode", () => {
     expect(
-      chooseGroup([c("engine-1", "prefill", "a"), c("engine-2", "decode", "b"), c("engine-3", "decode", null)], null),
+      chooseClass([c("engine-1", "prefill", "a"), c("engine-2", "decode", "b"), c("engine-3", "decode", null)], null),
     ).toBeNull();
   });
 });
@@ -130,6 +130,7 @@ describe("servingFleet", () => {
     const f = servingFleet([other], observedOf([captured(other, { group_signature: null })]), new Set(), DEFAULT_KV);
     expect(f).toEqual({
       group_signature: null,
+      pairing_class: null,
       engines: [expect.objectContaining({ engine: "engine-5", role: "embed", group_signature: "" })],
       pairs: [],
     });

@@ -126,4 +126,56 @@ export const HARDWARE_CASES: CorpusCase[] = [
     },
     expect: { file: L, path: r2(".tensor_parallel_size"), message: /tensor_parallel_size is 2 but gpu_ids selects 4/ },
   },
+  {
+    // vLLM 0.11's handshake: tp_ratio = divide(decode TP, prefill TP) asserts divisibility.
+    name: "a prefill of larger TP than its decode (the NIXL handshake refuses it)",
+    category: "TP mismatch",
+    edit: (t) => {
+      mixedTp(t);
+      allocate(t, 1, ["0", "1", "2", "3"]);
+      allocate(t, 2, ["4", "5"]);
+      roles(t)["prefill"] = { accelerators_per_engine: 4, tensor_parallel: 4 };
+      roles(t)["decode"] = { accelerators_per_engine: 2, tensor_parallel: 2 };
+    },
+    expect: [
+      {
+        file: L,
+        path: r2(".tensor_parallel_size"),
+        message:
+          /^engine-1 \(prefill, TP 4\) and engine-2 \(decode, TP 2\) agree on every NIXL compatibility input, but vLLM's NIXL handshake refuses a decode of smaller TP than its prefill .*give the decode a TP that is a multiple of 4 .*or the prefill a TP that divides 2$/,
+      },
+    ],
+  },
+  {
+    name: "a decode TP that is not a multiple of its prefill's",
+    category: "TP mismatch",
+    edit: (t) => {
+      mixedTp(t);
+      allocate(t, 2, ["2", "3", "4"]);
+      roles(t)["decode"] = { accelerators_per_engine: 3, tensor_parallel: 3 };
+    },
+    expect: [
+      {
+        file: L,
+        path: r2(".tensor_parallel_size"),
+        message:
+          /engine-1 \(prefill, TP 2\) and engine-2 \(decode, TP 3\) .*needs the decode's TP to be a multiple of the prefill's/,
+      },
+    ],
+  },
+  {
+    name: "a prefill and decode of different KV block sizes (the NIXL handshake refuses it)",
+    category: "TP mismatch",
+    edit: (t) => {
+      (rec(mixedTp(t), 2)["runtime"] as Obj)["block_size"] = 32;
+    },
+    expect: [
+      {
+        file: L,
+        path: r2(".runtime.block_size"),
+        message:
+          /engine-1 \(prefill, block size 16\) and engine-2 \(decode, block size 32\) .*give both the same runtime\.block_size$/,
+      },
+    ],
+  },
 ];

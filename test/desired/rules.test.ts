@@ -452,6 +452,8 @@ describe("rules", () => {
         "rollout-roles",
         // Tested in test/desired/rules-nixl-compat.test.ts.
         "pd-nixl-compatible",
+        // Tested in test/desired-corpus/corpus-hardware.ts (TP ratio, block size).
+        "pd-handshake-tp",
         // Tested in test/desired/rules-nodes.test.ts.
         "node-ssh-destination",
         "node-ssh-files",

@@ -177,6 +177,17 @@ async function writeTree(dir: string, ports: number[][], o: SimFleetOptions): Pr
       accelerator: "NVIDIA H100 80GB HBM3",
       accelerators_per_engine: engines[0]!.gpus?.length ?? 1,
       tensor_parallel: engines[0]!.gpus?.length ?? 1,
+      // Engines of several GPU counts (mixed TP): each role's own shape, from its first engine.
+      ...(new Set(engines.map((e) => e.gpus?.length ?? 1)).size > 1
+        ? {
+            roles: Object.fromEntries(
+              engines.map((e, i) => {
+                const n = e.gpus?.length ?? 1;
+                return [role(e, i), { accelerators_per_engine: n, tensor_parallel: n }];
+              }),
+            ),
+          }
+        : {}),
     },
     ...(o.kvTransfer ? { kv_transfer: o.kvTransfer } : {}),
   };

@@ -28,11 +28,11 @@ def kv_config(role, policy="fail", **extra):
                                                 "kv_load_failure_policy": policy, **extra})]
 
 
-def start(role, policy="fail", faults="", kv_extra=None, **environ):
+def start(role, policy="fail", faults="", kv_extra=None, tp=1, **environ):
     environ = dict(LOOPBACK, **environ)
     if faults:
         environ["NARWHAL_SIM_FAULTS"] = faults
-    engine = Engine(tp=1, nixl=False, extra=kv_config(role, policy, **(kv_extra or {})), **environ)
+    engine = Engine(tp=tp, nixl=False, extra=kv_config(role, policy, **(kv_extra or {})), **environ)
     expect(engine.ready(), f"{role} {policy} {faults or 'no faults'} ready")
     return engine
 
@@ -167,6 +167,17 @@ def fault_tests(p, d, reference, tokens):
            "incompatible prefill: the decode refuses the handshake (500 under fail, no transfer)")
     expect("NIXL compatibility hash mismatch. Local: " in d.output()
            and "NIXL transfer failure: handshake_failed" in d.output(), "the mismatch is logged in vLLM's words")
+
+    print("nixl: heterogeneous TP (vLLM 0.11: the decode's TP a multiple of the prefill's)")
+    p2, d4 = start("kv_producer", tp=2), start("kv_consumer", tp=4)
+    status, body, after = measured(d4, prefill(p2))
+    expect(status == 200 and body["choices"][0]["text"] == reference and after["external"] == tokens,
+           "a TP-2 prefill and a TP-4 decode share one hash: the KV moves, the text is the local one")
+    p4, d2 = start("kv_producer", tp=4), start("kv_consumer", tp=2)
+    status, _, after = measured(d2, prefill(p4))
+    expect(status == 500 and after["external"] == 0 and after["xfers"] == 0
+           and "AssertionError: 2 is not divisible by 4" in d2.output(),
+           "a prefill of larger TP than its decode: the handshake refuses it, as vLLM 0.11 does")
 
     print("nixl: kv_silent_recompute + VLLM_NIXL_ABORT_REQUEST_TIMEOUT")
     short = start("kv_producer", VLLM_NIXL_ABORT_REQUEST_TIMEOUT=1)

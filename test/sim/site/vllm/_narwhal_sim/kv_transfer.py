@@ -188,6 +188,7 @@ class KVTransfer:
                 "'{\"kv_connector_extra_config\": {\"enforce_handshake_compat\": false}}'"))
         emit("INFO", "NIXL compatibility check passed (hash: %s)", meta["compatibility_hash"], prefix=self.prefix,
              where="nixl_connector.py:760")
+        _check_layout(self.base_handshake, meta)
         if meta.get("engine_id") != engine:
             raise TransferError("handshake_failed", f"RuntimeError: Remote NIXL agent engine ID mismatch. "
                                 f"Expected {engine},received {meta.get('engine_id')}.")
@@ -205,6 +206,18 @@ class KVTransfer:
         emit("ERROR", "NIXL transfer failure: %s%s | Context: %s", error.kind, suffix, context, prefix=self.prefix,
              where="nixl_connector.py:1263")
         emit("ERROR", "%s", error, prefix=self.prefix, where="nixl_connector.py:1263")
+
+
+def _check_layout(local, remote):
+    """vLLM 0.11 add_remote_agent after the hash: tp_ratio = divide(decode TP, prefill TP) asserts divisibility
+    (so a prefill of larger TP is refused; later vLLM added that direction), then equal block sizes."""
+    local_tp, remote_tp = int(local.get("tp_size") or 1), int(remote.get("tp_size") or 1)
+    if local_tp % remote_tp:
+        raise TransferError("handshake_failed", f"AssertionError: {local_tp} is not divisible by {remote_tp}")
+    if remote.get("block_size") != local.get("block_size"):
+        raise TransferError("handshake_failed", "AssertionError: Remote P worker with different block size is not "
+                            f"supported self.block_size={local.get('block_size')} "
+                            f"remote_block_size={remote.get('block_size')}")
 
 
 def _corrupt(block):
