@@ -16,6 +16,11 @@ export interface ProxyRule {
   ms?: number;
   /** How many matching calls to affect (default: all). */
   times?: number;
+  /**
+   * Affect only calls after one matching this has passed (e.g. an engine's own create), so a fault
+   * meant for that engine's containers never lands on an earlier helper container's same call.
+   */
+  armedBy?: RegExp;
 }
 
 export interface DockerProxy {
@@ -40,6 +45,7 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
   const held = new Set<NodeJS.Timeout>();
   let open = 0;
   let maxOpen = 0;
+  const armed = new Set<ProxyRule>();
   const server = http.createServer((req, res) => {
     const call = { method: req.method ?? "GET", path: (req.url ?? "").replace(/^\/v[\d.]+/, "") };
     calls.push(call);
@@ -47,8 +53,13 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
     maxOpen = Math.max(maxOpen, open);
     res.once("close", () => open--);
     const rule = rules.find(
-      (r) => (r.method ?? call.method) === call.method && r.path.test(call.path) && (r.times ?? 1) > 0,
+      (r) =>
+        (r.method ?? call.method) === call.method &&
+        r.path.test(call.path) &&
+        (r.times ?? 1) > 0 &&
+        (!r.armedBy || armed.has(r)),
     );
+    for (const r of rules) if (r.armedBy?.test(call.path)) armed.add(r);
     if (rule && rule.times !== undefined) rule.times--;
     if (rule?.action === "error500") {
       req.resume();

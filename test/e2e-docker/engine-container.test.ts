@@ -142,7 +142,14 @@ describe("narwhal engine on the container backend", () => {
   });
 
   it("a failed shared start removes its containers in reverse order and reports the removal that failed", async () => {
-    proxy.rules.push({ method: "DELETE", path: /^\/containers\/[0-9a-f]{64}\?/, action: "error500", times: 1 });
+    // Armed by engine-2's own create: the runtime device queries before the launch remove their check containers too.
+    proxy.rules.push({
+      method: "DELETE",
+      path: /^\/containers\/[0-9a-f]{64}\?/,
+      action: "error500",
+      times: 1,
+      armedBy: /^\/containers\/create\?name=narwhal-engine-2(&|$)/,
+    });
     try {
       const r = await f.engine(["start-shared", "--run", run.f1!, "--run", run.f2!], env());
       expect(r.code).toBe(1);
