@@ -122,9 +122,11 @@ describe("reconcile with a shared GPU", () => {
       const [one, two] = [await fleet.prepared("e1", "engine-1"), await fleet.prepared("e2", "engine-2")];
       const r = await fleet.engine(["start-shared", "--backend", "native", "--run", one, "--run", two]);
       expect(r.code, r.stderr).toBe(1);
-      expect(JSON.parse(r.stderr).error).toMatchObject({
+      // The Error document (src/cli/exit-codes.ts): flat, the action's name as its step.
+      expect(JSON.parse(r.stderr)).toMatchObject({
+        kind: "Error",
         name: "ActionError",
-        action: "start-shared",
+        step: "start-shared",
         engine: "engine-1",
         retryable: false,
         run: one,
