@@ -151,10 +151,9 @@ describe("losing the state file", () => {
     await fs.rm(path.join(fleet.stateDir, "narwhal.json"));
     await fleet.write({ engines: [{}, { extraArgs: ["--max-num-seqs", "16"] }] });
     const r = await once();
-    // engine-2's runtime record now differs (a group of its own, seed 000): no pair is left to prove, and
-    // reconcile --once says so (exit 2); the adoption and the replacement are what this test is about.
-    expect(r.code, r.stderr).toBe(2);
-    expect(r.stdout).toMatch(/KV transfer not proven for engine-1 \(NoPeer/);
+    // engine-2's runtime record now differs (a group of its own, seed 000), but its NIXL inputs do not: the
+    // pair follows the NIXL hash (kv-pairs.ts), is proven again, and --once converges (exit 0).
+    expect(r.code, r.stderr).toBe(0);
     const after = await byEngine();
     expect(after["engine-1"]!.pid).toBe(before["engine-1"]!.pid);
     expect(after["engine-2"]!.pid).not.toBe(before["engine-2"]!.pid);
