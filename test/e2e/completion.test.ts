@@ -34,7 +34,7 @@ describe("narwhal completion", () => {
   it("completes commands, subcommands, options and choices", async () => {
     expect(await complete(["narwhal", "rec"])).toEqual(["reconcile"]);
     expect(await complete(["narwhal", "reconcile", "--m"])).toEqual(["--metrics-address"]);
-    expect(await complete(["narwhal", "status", "--format", ""])).toEqual(["json", "text"]);
+    expect(await complete(["narwhal", "status", "--format", ""])).toEqual(["json", "text", "yaml"]);
     // An option's value is skipped when finding the subcommand: "plan" is still the command.
     expect(await complete(["narwhal", "plan", "--state", "s", "--o"])).toEqual(["--out"]);
     expect(await complete(["narwhal", "engine", "start"])).toEqual(["start", "start-shared"]);

@@ -171,10 +171,17 @@ describe("watch mode: how edits arrive", () => {
     }
     await sleep(1500);
     let now = await settled();
-    expectSame(now, before, "engine-1");
-    expectSame(now, before, "engine-2");
     const firstBurst = controller.applied(at);
     expect(firstBurst).toBeLessThanOrEqual(1);
+    expectSame(now, before, "engine-2");
+    if (firstBurst === 0) expectSame(now, before, "engine-1");
+    else {
+      // A loaded machine paused the burst past the debounce once: the change was applied, then undone
+      // before it restarted anything. The engine's history shows both; its process and run are the same.
+      const { history: _h, ...kept } = now["engine-1"]!;
+      const { history: _b, ...was } = before["engine-1"]!;
+      expect(kept, "engine-1 not restarted").toEqual(was);
+    }
 
     // The same burst ending on the change: exactly one replacement of engine-1, engine-2 untouched.
     at = controller.mark();
