@@ -14,6 +14,9 @@ const RIG_FILES = [
 // Native e2e files that run in the campaign project's lane (after docker), beside the e2e lane: the
 // kill-point campaign, and the KV acceptance through the CLI (moved there to keep the lanes' sums close:
 // e2e 655 s + rig 106 s beside docker 438 s + campaign 237 s on a clean clone, before the move).
+// The projects that run the built CLI as a process first check its bundle holds today's sources.
+const BUNDLE_FRESH = "test/bundle-fresh.ts";
+
 const LANE_TWO_FILES = ["test/e2e/kill-points.test.ts", "test/e2e/kv-pairs.test.ts"];
 
 export default defineConfig({
@@ -31,6 +34,7 @@ export default defineConfig({
         test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
+          globalSetup: [BUNDLE_FRESH],
           // The native kill-point campaign is a third of the e2e time: its own project, run beside this one.
           exclude: [...LANE_TWO_FILES, ...RIG_FILES],
           testTimeout: 180_000,
@@ -46,6 +50,7 @@ export default defineConfig({
         test: {
           name: "rig",
           include: RIG_FILES,
+          globalSetup: [BUNDLE_FRESH],
           testTimeout: 180_000,
           hookTimeout: 600_000,
           fileParallelism: false,
@@ -58,6 +63,7 @@ export default defineConfig({
         test: {
           name: "campaign",
           include: LANE_TWO_FILES,
+          globalSetup: [BUNDLE_FRESH],
           testTimeout: 180_000,
           hookTimeout: 120_000,
           fileParallelism: false,
@@ -71,7 +77,7 @@ export default defineConfig({
           name: "docker",
           include: ["test/docker/**/*.test.ts", "test/e2e-docker/**/*.test.ts"],
           exclude: RIG_FILES,
-          globalSetup: ["test/docker/daemon.ts"],
+          globalSetup: [BUNDLE_FRESH, "test/docker/daemon.ts"],
           testTimeout: 300_000,
           hookTimeout: 600_000,
           fileParallelism: false,

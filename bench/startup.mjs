@@ -39,7 +39,9 @@ const median = (xs) => {
   return s[Math.floor(s.length / 2)];
 };
 
-const cli = (dir) => path.join(dir, "dist/src/cli/main.js");
+// The bundle `narwhal` runs (scripts/bundle.mjs); a checkout from before the bundle has only dist/src.
+const cli = (dir) =>
+  [path.join(dir, "dist/bundle/main.js"), path.join(dir, "dist/src/cli/main.js")].find((f) => fs.existsSync(f));
 // A process that imports one module: its CPU less the floor's is that module's load cost.
 const importer = (spec) => ["--input-type=module", "-e", `await import(${JSON.stringify(spec)});`];
 const commands = [

@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const cli = path.join(root, "dist/src/cli/main.js");
+const cli = path.join(root, "dist/bundle/main.js");
 const run = (args) => spawnSync(process.execPath, [cli, ...args], { cwd: root, stdio: "inherit" });
 
 // reconcile --once prints the status table when it has converged.

@@ -8,7 +8,7 @@ import type { StatusView } from "../../src/cli/status-view.js";
 import type { Condition } from "../../src/state/store.js";
 import { KV_CONDITION } from "../../src/controller/kv-condition.js";
 
-export const CLI = path.join(REPO, "dist/src/cli/main.js");
+export const CLI = path.join(REPO, "dist/bundle/main.js");
 
 /** Fast retries so fault tests settle in seconds. */
 export const TEST_ENV = {

@@ -2,11 +2,12 @@
 // never load dockerode (a third of a second of CPU), the controller (xstate) or the engine actions. The
 // built CLI runs as a real process under a preload (test/fixtures/load-recorder) that records every
 // module it loads, ESM and CommonJS; a positive control proves the recorder sees dockerode when the CLI
-// does load it (an image tag to look up), so an empty finding is not a blind recorder.
+// does load it (an image tag to look up), so an empty finding is not a blind recorder. The CLI is a
+// bundle (scripts/bundle.mjs): a loaded chunk stands for the source files esbuild's metafile says it holds.
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runCli, type CliResult } from "./cli.js";
 import { REPO, simFleet } from "./sim-fleet.js";
@@ -21,27 +22,41 @@ async function loaded(args: string[], env: Record<string, string> = {}): Promise
     NODE_OPTIONS: `--import ${RECORDER}`,
     NARWHAL_TEST_LOAD_RECORD: record,
   });
-  const modules = (await fs.readFile(record, "utf8")).split("\n").filter(Boolean);
-  return { ...r, modules };
+  const files = (await fs.readFile(record, "utf8")).split("\n").filter(Boolean);
+  return { ...r, modules: [...files, ...(await bundledSources(files))] };
+}
+
+/** The source files (absolute) inside the bundle's chunks among `files`, from dist/bundle/meta.json. */
+async function bundledSources(files: string[]): Promise<string[]> {
+  const meta = JSON.parse(await fs.readFile(path.join(REPO, "dist/bundle/meta.json"), "utf8")) as {
+    outputs: Record<string, { inputs: Record<string, unknown> }>;
+  };
+  const chunks = new Map(Object.entries(meta.outputs).map(([out, o]) => [path.join(REPO, out), Object.keys(o.inputs)]));
+  return files
+    .map((f) => (f.startsWith("file://") ? fileURLToPath(f) : f))
+    .flatMap((f) => chunks.get(f) ?? [])
+    .map((input) => path.join(REPO, input));
 }
 
 const HEAVY = [
   ["dockerode", "/node_modules/dockerode/"],
   ["xstate (the controller's machines)", "/node_modules/xstate/"],
   ["winston (the logger)", "/node_modules/winston/"],
-  ["the controller", "/dist/src/controller/controller.js"],
-  ["the engine actions", "/dist/src/cli/engine/actions.js"],
+  ["the controller", "/src/controller/controller.ts"],
+  ["the engine actions", "/src/cli/engine/actions.ts"],
 ] as const;
 
 /** What observes engines (status does; --help and validate do not). */
-const BACKENDS = ["the backends", "/dist/src/backends/for-config.js"] as const;
+const BACKENDS = ["the backends", "/src/backends/for-config.ts"] as const;
 
 function expectNoneOf(modules: string[], what: string, heavy: ReadonlyArray<readonly [string, string]> = HEAVY): void {
   // The recorder itself saw the CLI's entry point: it was running.
   expect(
-    modules.some((m) => m.endsWith("/dist/src/cli/main.js")),
+    modules.some((m) => m.endsWith("/dist/bundle/main.js")),
     `${what}: the recorder saw the CLI load`,
   ).toBe(true);
+  // ...and its chunks' sources: the map from chunks to sources is not empty.
+  expect(modules.some((m) => m.endsWith("/src/cli/main.ts"))).toBe(true);
   for (const [name, marker] of heavy) {
     const hit = modules.filter((m) => m.includes(marker));
     expect(hit, `${what} loaded ${name}`).toEqual([]);

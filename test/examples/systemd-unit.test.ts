@@ -55,7 +55,7 @@ describe("examples/systemd", () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-unit-"));
     const text = (await fs.readFile(path.join(DIR, "narwhal.service"), "utf8")).replace(
       /^ExecStart=\S+/m,
-      `ExecStart=${process.execPath} ${path.join(REPO, "dist/src/cli/main.js")}`,
+      `ExecStart=${process.execPath} ${path.join(REPO, "dist/bundle/main.js")}`,
     );
     const file = path.join(dir, "narwhal.service");
     await fs.writeFile(file, text);
