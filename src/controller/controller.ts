@@ -163,7 +163,7 @@ export class Controller {
     this.actors.clear();
     await this.opts.hosts.close();
     try {
-      await this.store?.flush();
+      await this.store?.close();
       await this.serving.written();
       await this.launchConfig.written();
     } catch (err) {
