@@ -2,12 +2,13 @@
 // The cost of one persisted transition at 10 / 100 / 1000 engines, and how many writes a no-op and a
 // burst of same-tick updates make. Run after `npm run build`:
 //
-//   node bench/state-store.mjs [--runs 25] [--sizes 10,100,1000] [--base /other/checkout] [--json out.json]
+//   node bench/state-store.mjs [--runs 25] [--sizes 10,100,1000] [--base /other/checkout] [--json out.json (default: $TMPDIR/narwhal-state-store-bench.json)]
 //
 // Wall time of StateStore.update() until it is on disk (what a phase actor waits for), medians of
 // --runs transitions on a state of N engines whose records are the size of a real captured engine's
 // (about 8 KiB: history, xstate snapshot, layout). --base names another built checkout measured side by side.
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
@@ -18,7 +19,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "25" },
     sizes: { type: "string", default: "10,100,1000" },
     base: { type: "string" },
-    json: { type: "string" },
+    json: { type: "string", default: path.join(os.tmpdir(), "narwhal-state-store-bench.json") },
   },
 });
 const runs = Number(values.runs);
@@ -95,9 +96,11 @@ async function measure(dir, n) {
   const stateDir = fs.mkdtempSync(path.join(fs.realpathSync("/tmp"), "narwhal-bench-store-"));
   try {
     const engines = Object.fromEntries(Array.from({ length: n }, (_, i) => [`engine-${i}`, record(`engine-${i}`, i)]));
-    fs.writeFileSync(path.join(stateDir, "narwhal.json"), JSON.stringify({ version: 1, engines }, null, 2) + "\n", {
-      mode: 0o600,
-    });
+    // Synced, as the store writes it: dirty pages of a 10 MB file would be flushed by the first fsyncs measured.
+    const fd = fs.openSync(path.join(stateDir, "narwhal.json"), "w", 0o600);
+    fs.writeFileSync(fd, JSON.stringify({ version: 1, engines }, null, 2) + "\n");
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
     let writes = 0;
     const store = await StateStore.open(stateDir, undefined, () => void writes++);
     const times = [];
@@ -158,4 +161,5 @@ for (const r of rows) console.log(cols.map((c) => fmt(r[c]).padStart(13)).join("
 console.log(
   "noop_writes: writes of an update that changes nothing; burst_writes: writes of one update to each of (at most) 100 engines issued together",
 );
-if (values.json) fs.writeFileSync(values.json, JSON.stringify({ runs, node: process.version, rows }, null, 2) + "\n");
+fs.writeFileSync(values.json, JSON.stringify({ runs, node: process.version, rows }, null, 2) + "\n");
+console.log(`written to ${values.json}`);

@@ -164,6 +164,10 @@ export class Controller {
     await this.opts.hosts.close();
     try {
       await this.store?.close();
+      if (this.store) {
+        const { made, skipped } = this.store.writes;
+        this.opts.log.debug(`state: ${made} write${made === 1 ? "" : "s"}, ${skipped} unchanged not written`);
+      }
       await this.serving.written();
       await this.launchConfig.written();
     } catch (err) {
