@@ -77,6 +77,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     // Engines no record knows: everything this state directory still owns now is one.
     // Failed starts' kept containers too: down leaves no container behind.
     for (const { owned } of await world.listOwned(true, true)) await stop(owned.engine, owned.handle);
+    await store.close();
   } finally {
     await closeHosts();
     await lock.release();

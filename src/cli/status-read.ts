@@ -1,9 +1,9 @@
 // What `narwhal status` reads, without the lock and without writing: the state
 // file, desired/ now, the state lock's holder and, only when no controller is
 // observing, the recorded engines themselves (status-observe.ts).
-import fs from "node:fs/promises";
 import type { Config } from "../config.js";
-import { readState, stateFilePath } from "../state/store.js";
+import { readState } from "../state/store.js";
+import { stateWrittenAt } from "../state/state-journal.js";
 import { readLockStatus } from "../state/lock.js";
 import { validateDesired } from "../desired/load.js";
 import { exists } from "../state/atomic-file.js";
@@ -47,14 +47,6 @@ export async function desiredNow(dir: string): Promise<DesiredNow> {
   } catch (err) {
     // status still shows what runs: an unreadable desired/ is reported, not fatal.
     return invalid(0, `cannot read desired state ${dir}: ${(err as Error).message}; DESIRED shows ?`);
-  }
-}
-
-async function stateWrittenAt(stateDir: string): Promise<string | null> {
-  try {
-    return (await fs.stat(stateFilePath(stateDir))).mtime.toISOString();
-  } catch {
-    return null;
   }
 }
 

@@ -59,7 +59,9 @@ async function applyHere(config: Config, kind: Kind, names: string[]): Promise<R
           "no controller runs: the next narwhal reconcile gives it a fresh attempt budget if it failed terminally",
       }));
     const store = await StateStore.open(config.stateDir);
-    return await applySuspension(store, kind, names);
+    const results = await applySuspension(store, kind, names);
+    await store.close();
+    return results;
   } finally {
     await lock.release();
   }

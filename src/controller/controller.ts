@@ -163,7 +163,11 @@ export class Controller {
     this.actors.clear();
     await this.opts.hosts.close();
     try {
-      await this.store?.flush();
+      await this.store?.close();
+      if (this.store) {
+        const { made, skipped } = this.store.writes;
+        this.opts.log.debug(`state: ${made} write${made === 1 ? "" : "s"}, ${skipped} unchanged not written`);
+      }
       await this.serving.written();
       await this.launchConfig.written();
     } catch (err) {

@@ -41,7 +41,7 @@ export function knownEngines(
 export function markObserved(store: StateStore, observed: Observed, plan: Plan, full: boolean, prove = false): boolean {
   const halted = new Map(plan.halted.map((h) => [h.engine, h.why]));
   const verdicts = prove ? kvVerdicts(observed, plan) : new Map<string, never>();
-  let changed = false;
+  const edited = new Set<string>();
   for (const name of Object.keys(observed.engines)) {
     const rec = store.engine(name);
     if (!rec) continue;
@@ -49,11 +49,11 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
     if (full) {
       rec.observed_at = observed.at;
       rec.conditions = withNodeReachable(rec.conditions, observedEvidence(observed.engines[name]!), observed.at);
-      changed = true;
+      edited.add(name);
     }
     if ((rec.halted ?? null) !== why) {
       rec.halted = why;
-      changed = true;
+      edited.add(name);
     }
     const verdict = verdicts.get(name);
     const was = rec.conditions.find((c) => c.type === KV_CONDITION);
@@ -67,9 +67,11 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
     );
     if (was && was.status === next.status && was.reason === next.reason && was.message === next.message) continue;
     rec.conditions = [...rec.conditions.filter((c) => c.type !== KV_CONDITION), next];
-    changed = true;
+    edited.add(name);
   }
-  return changed;
+  // Edited in place: the store writes only the records it is told of.
+  for (const name of edited) store.mark(name);
+  return edited.size > 0;
 }
 
 /** What a full observation says about the engine's node: it could not be used, or it answered for the engine. */

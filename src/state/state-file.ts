@@ -72,7 +72,7 @@ const ProofEndSchema = z
   .looseObject({ engine: z.string().min(1), launch_token: z.string(), run_dir: nullableString, node: nullableString })
   .describe("one engine of a proven pair: the instance (launch token) it ran as");
 
-const ProofSchema = z
+export const ProofSchema = z
   .looseObject({
     prefill: ProofEndSchema,
     decode: ProofEndSchema,
@@ -91,6 +91,7 @@ const StateFileSchema = z
     engines: z.record(z.string(), EngineRecordSchema).describe("one record per engine, keyed by engine name"),
     proofs: z.record(z.string(), ProofSchema).optional().describe("the latest KV-transfer proof of each prefill → decode pair, keyed prefill>decode"),
     suspended: z.record(z.string(), z.string()).optional().describe("engines suspended by narwhal suspend, each with the ISO time it was suspended: observed, never changed"),
+    journal_seq: z.number().int().nonnegative().optional().describe("the last narwhal.journal entry this file holds (absent: 0, a file from before the journal)"),
   })
   .superRefine((state, ctx) => {
     for (const [key, record] of Object.entries(state.engines)) {

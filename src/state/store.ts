@@ -1,19 +1,22 @@
-// The state file: a lowdb database holding one record per engine, written
-// atomically (0600) after every machine transition. It is an index of what the
-// controller knows; the world (processes, containers, run directories) wins
-// over it on restart.
+// The state: a lowdb database holding one record per engine, persisted (0600) after every machine
+// transition. It is an index of what the controller knows; the world (processes, containers, run
+// directories) wins over it on restart. A write appends only what changed to narwhal.journal and
+// fdatasyncs it (state-journal.ts), so its cost does not grow with the fleet; changes made together
+// (the same tick, or while a write is under way) go out as one write, and a change that changes
+// nothing is no write at all. The journal is folded into narwhal.json on open, on close and when it
+// outgrows the base (state-journal-file.ts).
 import fs from "node:fs/promises";
-import path from "node:path";
 import { Low } from "lowdb";
-import type { Adapter } from "lowdb";
 import { StateFileError, type ErrorRecord } from "../errors.js";
 import type { EngineHandle, Inspection, CacheLayout, CheckResult } from "../phases/types.js";
-import { sweepAtomicTemps, writeFileAtomic } from "./atomic-file.js";
-import { readStateFile, STATE_VERSION } from "./state-file.js";
+import { sweepAtomicTemps } from "./atomic-file.js";
+import { STATE_VERSION } from "./state-file.js";
+import { journalPath, readStateDir, stateFilePath, type JournalOp } from "./state-journal.js";
+import { baseSize, JournalFile } from "./state-journal-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { ObservedProof } from "../controller/plan-types.js";
 
-export { STATE_VERSION };
+export { STATE_VERSION, stateFilePath };
 /**
  * Transitions kept per engine, on every write: an outwaited cause is re-checked every resync
  * period for as long as it lasts, so an uncapped history would grow the state file without end.
@@ -79,42 +82,41 @@ export interface StateFile {
   proofs?: Record<string, ObservedProof>;
   /** Engines `narwhal suspend` suspended, each with when (absent: none): observed, never changed. */
   suspended?: Record<string, string>;
+  /** narwhal.json only: the last journal entry it holds (absent: 0). Never in a StateFile read through the store. */
+  journal_seq?: number;
 }
 
-class AtomicJsonFile implements Adapter<StateFile> {
-  constructor(private readonly file: string) {}
-  read(): Promise<StateFile | null> {
-    return readStateFile(this.file);
-  }
-  async write(data: StateFile): Promise<void> {
-    await writeFileAtomic(this.file, JSON.stringify(data, null, 2) + "\n", 0o600);
-  }
-}
-
-export function stateFilePath(stateDir: string): string {
-  return path.join(stateDir, "narwhal.json");
+/** A record as compared for a skipped write: everything but the time of the write. */
+function sameRecord(a: EngineRecord, b: EngineRecord): boolean {
+  return JSON.stringify({ ...a, updated_at: "" }) === JSON.stringify({ ...b, updated_at: "" });
 }
 
 export class StateStore {
   private readonly db: Low<StateFile>;
-  /** Writes are chained so two transitions never interleave their renames. */
+  /** Writes are chained so two batches never interleave; `next` is the batch not yet begun, which new changes join. */
   private chain: Promise<void> = Promise.resolve();
+  private next: Promise<void> | null = null;
+  private readonly dirty = { engines: new Set<string>(), proofs: new Set<string>(), suspended: false };
 
   private constructor(
     readonly stateDir: string,
     private readonly failpoint: Failpoint,
+    /** lowdb's adapter: its whole-document write folds the journal into narwhal.json. */
+    private readonly journal: JournalFile,
+    initial: StateFile,
     /** Told how long each write took (watch mode's metrics). */
     private readonly onWrite?: (seconds: number, ok: boolean) => void,
   ) {
-    this.db = new Low<StateFile>(new AtomicJsonFile(stateFilePath(stateDir)), { version: STATE_VERSION, engines: {} });
+    this.db = new Low<StateFile>(journal, initial);
   }
 
   /**
-   * Open (or create) the state file; called under the state lock. A file that is
-   * not a usable state file (does not parse, a record of the wrong shape, a FIFO,
-   * a directory, a symlink to a device) is moved aside, never silently reset and
-   * never waited on; the controller then rebuilds from what it observes.
-   * Temps of a killed writer are swept first: under the lock no live writer is ours.
+   * Open (or create) the state; called under the state lock. A base or journal that is not usable
+   * (does not parse, a record of the wrong shape, a FIFO, a directory, a symlink to a device) is moved
+   * aside, never silently reset and never waited on; the controller then rebuilds from what it observes.
+   * Temps of a killed writer are swept first: under the lock no live writer is ours. A journal left by
+   * a killed controller is folded into narwhal.json here, which also drops a line its death cut short.
+   * A narwhal.json from before the journal is read as it is (journal_seq 0): nothing to migrate.
    */
   static async open(
     stateDir: string,
@@ -122,30 +124,39 @@ export class StateStore {
     onWrite?: (seconds: number, ok: boolean) => void,
   ): Promise<StateStore> {
     await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
-    const store = new StateStore(stateDir, failpoint, onWrite);
     // Depth 3 reaches runs/<engine>/<run>/, where evidence is written through the same temps.
-    store.sweptTemps = await sweepAtomicTemps(stateDir, 3);
+    const sweptTemps = await sweepAtomicTemps(stateDir, 3);
+    let aside: { file: string; reason: string } | null = null;
+    let read;
     try {
-      await store.db.read();
+      read = await readStateDir(stateDir);
     } catch (err) {
       // An IO error (EACCES, EIO, ...) is not corruption: moving the file aside would lose a good state.
       // Nor is a file of another version: it belongs to another narwhal, which can still read it.
       if (!(err instanceof StateFileError) || err.kind === "unsupported") throw err;
-      const aside = `${stateFilePath(stateDir)}.${err.kind}-${new Date().toISOString().replace(/[:.]/g, "")}`;
-      await fs.rename(stateFilePath(stateDir), aside);
-      store.db.data = { version: STATE_VERSION, engines: {} };
-      store.movedAside = aside;
-      store.asideReason = err.message;
+      aside = { file: await moveAside(err.input === journalPath(stateDir) ? err.input : stateFilePath(stateDir), err), reason: err.message };
+      // A journal whose base is gone is only part of a state (evidence beside the base); a base is whole.
+      if (err.input === journalPath(stateDir)) read = await readStateDir(stateDir);
+      else await moveAside(journalPath(stateDir), err).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" || Promise.reject(e));
     }
+    const initial = read?.state ?? { version: STATE_VERSION, engines: {} };
+    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, await baseSize(stateDir));
+    const store = new StateStore(stateDir, failpoint, journal, initial, onWrite);
+    store.sweptTemps = sweptTemps;
+    store.movedAside = aside?.file ?? null;
+    store.asideReason = aside?.reason ?? null;
+    if (read && (read.journalBytes > 0 || read.torn)) await store.db.write();
     return store;
   }
 
-  /** Set when open() found an unusable state file and moved it aside (the file keeps the evidence). */
+  /** Set when open() found an unusable state file or journal and moved it aside (the file keeps the evidence). */
   movedAside: string | null = null;
   /** Why it was moved aside, for the operator. */
   asideReason: string | null = null;
   /** Temps of killed writers that open() removed. */
   sweptTemps: string[] = [];
+  /** Writes made (each one append and fdatasync), and changes that changed nothing and were not written. */
+  readonly writes = { made: 0, skipped: 0 };
 
   get data(): StateFile {
     return this.db.data;
@@ -155,16 +166,29 @@ export class StateStore {
     return this.db.data.engines[name];
   }
 
-  /** Update one engine's record and persist; the history is capped. */
+  /** Update one engine's record and persist; the history is capped. A record that did not change is not written. */
   update(name: string, patch: (prev: EngineRecord | undefined) => EngineRecord | null): Promise<void> {
-    const next = patch(this.db.data.engines[name]);
-    if (next === null) delete this.db.data.engines[name];
-    else {
+    const prev = this.db.data.engines[name];
+    const next = patch(prev);
+    if (next === null) {
+      if (prev === undefined) return this.skip();
+      delete this.db.data.engines[name];
+    } else {
       next.history = next.history.slice(-HISTORY_LIMIT);
+      if (prev && sameRecord(prev, next)) {
+        this.db.data.engines[name] = { ...next, updated_at: prev.updated_at };
+        return this.skip();
+      }
       next.updated_at = new Date().toISOString();
       this.db.data.engines[name] = next;
     }
+    this.dirty.engines.add(name);
     return this.flush();
+  }
+
+  /** A record edited in place (markObserved): persisted by the next flush. */
+  mark(name: string): void {
+    this.dirty.engines.add(name);
   }
 
   /** The latest proof of every pair (empty: none). */
@@ -174,12 +198,15 @@ export class StateStore {
 
   /** Record a pair's latest proof (null: forget it) and persist. */
   setProof(key: string, proof: ObservedProof | null): Promise<void> {
+    const was = this.proofs()[key];
+    if (JSON.stringify(was ?? null) === JSON.stringify(proof)) return this.skip();
     // A new object, never an edit in place: an observation holds the map it read, and a proof runs only
     // if the pair's entry is still the one its plan saw (kv-proofs.ts).
     const proofs = { ...this.proofs() };
     if (proof === null) delete proofs[key];
     else proofs[key] = proof;
     this.db.data.proofs = proofs;
+    this.dirty.proofs.add(key);
     return this.flush();
   }
 
@@ -196,30 +223,96 @@ export class StateStore {
       if (!on) delete next[n];
       else next[n] ??= at;
     }
+    if (JSON.stringify(next) === JSON.stringify(this.suspended())) return this.skip();
     this.db.data.suspended = next;
+    this.dirty.suspended = true;
     return this.flush();
   }
 
-  flush(): Promise<void> {
-    this.chain = this.chain
-      .catch(() => undefined)
-      .then(async () => {
-        this.failpoint("state:write:before");
-        const began = performance.now();
-        try {
-          await this.db.write();
-        } catch (err) {
-          this.onWrite?.((performance.now() - began) / 1000, false);
-          throw err;
-        }
-        this.onWrite?.((performance.now() - began) / 1000, true);
-        this.failpoint("state:write:after");
-      });
-    return this.chain;
+  private skip(): Promise<void> {
+    this.writes.skipped++;
+    return this.flush();
   }
+
+  /**
+   * Persist every change not yet on disk; resolves once they (and any write under way) are. Changes made
+   * before the batch begins join it: one write however many engines changed. Nothing changed: no write.
+   */
+  flush(): Promise<void> {
+    if (this.next) return this.next;
+    const batch = this.chain
+      .catch(() => undefined)
+      .then(() => {
+        this.next = null;
+        return this.writeBatch();
+      });
+    this.next = batch;
+    this.chain = batch;
+    return batch;
+  }
+
+  private async writeBatch(): Promise<void> {
+    const ops = this.takeDirty();
+    if (ops.length === 0) return;
+    this.failpoint("state:write:before");
+    const began = performance.now();
+    try {
+      if (this.journal.needsFold) await this.db.write();
+      await this.journal.append(ops);
+    } catch (err) {
+      // Not on disk: the next write carries these changes again (as they are by then).
+      for (const op of ops) this.remark(op);
+      this.onWrite?.((performance.now() - began) / 1000, false);
+      throw err;
+    }
+    this.writes.made++;
+    this.onWrite?.((performance.now() - began) / 1000, true);
+    this.failpoint("state:write:after");
+    // Amortized O(1): the journal is folded only once it outgrew the base it would rewrite.
+    if (this.journal.outgrown()) await this.db.write();
+  }
+
+  private takeDirty(): JournalOp[] {
+    const { engines, proofs } = this.db.data;
+    const ops: JournalOp[] = [
+      ...[...this.dirty.engines].map((engine) => ({ engine, record: engines[engine] ?? null })),
+      ...[...this.dirty.proofs].map((proof) => ({ proof, value: proofs?.[proof] ?? null })),
+      ...(this.dirty.suspended ? [{ suspended: this.suspended() }] : []),
+    ];
+    this.dirty.engines.clear();
+    this.dirty.proofs.clear();
+    this.dirty.suspended = false;
+    return ops;
+  }
+
+  private remark(op: JournalOp): void {
+    if ("engine" in op) this.dirty.engines.add(op.engine);
+    else if ("proof" in op) this.dirty.proofs.add(op.proof);
+    else this.dirty.suspended = true;
+  }
+
+  /** Persist what is pending, fold the journal into narwhal.json (one file again, as before the journal) and close it. */
+  async close(): Promise<void> {
+    await this.flush();
+    await this.chainedFold();
+    await this.journal.close();
+  }
+
+  /** Fold after every write under way (never beside an append). */
+  private chainedFold(): Promise<void> {
+    const fold = this.chain.catch(() => undefined).then(() => (this.journal.pending ? this.db.write() : undefined));
+    this.chain = fold;
+    return fold;
+  }
+}
+
+async function moveAside(file: string, err: StateFileError): Promise<string> {
+  const aside = `${file}.${err.kind}-${new Date().toISOString().replace(/[:.]/g, "")}`;
+  await fs.rename(file, aside);
+  return aside;
 }
 
 /** Read-only view for `status`: no lock, no writes; an unusable state file is a StateFileError, not an empty fleet. */
 export async function readState(stateDir: string): Promise<StateFile> {
-  return (await readStateFile(stateFilePath(stateDir))) ?? { version: STATE_VERSION, engines: {} };
+  return (await readStateDir(stateDir))?.state ?? { version: STATE_VERSION, engines: {} };
 }

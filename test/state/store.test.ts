@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readState, STATE_VERSION, StateStore, stateFilePath } from "../../src/state/store.js";
+import { journalPath } from "../../src/state/state-journal.js";
 import { record } from "../controller/records.js";
 import { smallDisk, type FullDisk } from "./full-disk.js";
 
@@ -22,7 +23,8 @@ afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const onDisk = async () => JSON.parse(await readFile(stateFilePath(state), "utf8")) as { version: number; engines: Record<string, unknown> };
+/** What is persisted, read as another process reads it (narwhal.json and the journal after it). */
+const onDisk = () => readState(state);
 
 describe("StateStore", () => {
   it("open creates the state dir (0700) with an empty state", async () => {
@@ -36,11 +38,12 @@ describe("StateStore", () => {
     process.umask(0o000);
     const store = await StateStore.open(state);
     await store.update("engine-1", () => record("engine-1", { phase: "checked" }));
-    expect((await stat(stateFilePath(state))).mode & 0o777).toBe(0o600);
+    expect((await stat(journalPath(state))).mode & 0o777).toBe(0o600);
     expect((await onDisk()).engines["engine-1"]).toMatchObject({ engine: "engine-1", phase: "checked" });
     const again = await StateStore.open(state);
     expect(again.engine("engine-1")?.phase).toBe("checked");
     expect(again.engine("engine-1")?.updated_at).not.toBe("2025-01-01T00:00:00.000Z");
+    expect((await stat(stateFilePath(state))).mode & 0o777).toBe(0o600); // the open folded the journal in
   });
 
   it("update passes the previous record and null deletes it", async () => {
@@ -124,6 +127,7 @@ describe("a state file that is not what it seems", () => {
     expect(await isTheSame(store.movedAside!)).toBe(true); // the thing itself was moved, not what it points to
     expect(store.data).toEqual({ version: STATE_VERSION, engines: {} });
     await store.update("engine-1", () => record("engine-1"));
+    await store.close();
     expect((await lstat(stateFilePath(state))).isFile()).toBe(true);
   }, 5_000);
 
@@ -187,11 +191,21 @@ describe("temp files of failed and killed writes", () => {
     const dir = path.join(disk.dir, "state");
     const store = await StateStore.open(dir);
     await store.update("engine-1", () => record("engine-1"));
+    await store.close(); // narwhal.json written whole, the journal folded in
     const before = await readFile(stateFilePath(dir), "utf8");
+    await store.update("engine-1", (prev) => ({ ...prev!, attempts: 1 })); // a journal with one whole line
+    const journalBefore = await readFile(journalPath(dir), "utf8");
     await disk.fill();
-    for (let i = 0; i < 5; i++) await expect(store.update("engine-1", (prev) => ({ ...prev!, attempts: i + 1 }))).rejects.toMatchObject({ code: "ENOSPC" });
+    // Larger than what is left of the journal's last page: the append itself meets the full disk.
+    const history = Array.from({ length: 50 }, (_, i) => ({ at: `t${i}`, from: "a", to: "b", note: "n".repeat(200) }));
+    for (let i = 0; i < 5; i++) await expect(store.update("engine-1", (prev) => ({ ...prev!, attempts: i + 2, history }))).rejects.toMatchObject({ code: "ENOSPC" });
     expect(await temps(dir)).toEqual([]);
     expect(await readFile(stateFilePath(dir), "utf8")).toBe(before); // the last good state is intact
+    expect(await readFile(journalPath(dir), "utf8")).toBe(journalBefore); // no partial line left behind
+    await disk.free();
+    // The failed change was kept: the next write carries it.
+    await store.flush();
+    expect((await readState(dir)).engines["engine-1"]).toMatchObject({ attempts: 6 });
   });
 });
 

@@ -1,0 +1,97 @@
+// The writer's side of the state journal (state-journal.ts says what the files hold): appends, each
+// made durable by fdatasync before it is acknowledged, and compaction, lowdb's whole-document write.
+import fs from "node:fs/promises";
+import type { Adapter } from "lowdb";
+import type { StateFile } from "./store.js";
+import { fsyncDir, writeFileAtomic } from "./atomic-file.js";
+import { journalPath, stateFilePath, type JournalOp } from "./state-journal.js";
+
+/** The journal is folded into the base once it is larger than this and than the base itself. */
+const COMPACT_MIN_BYTES = 1 << 20;
+
+export class JournalFile implements Adapter<StateFile> {
+  private handle: fs.FileHandle | null = null;
+  /** A failed append could not be cut back: the file may end in a partial line, so fold before appending again. */
+  private broken = false;
+
+  constructor(
+    private readonly stateDir: string,
+    private readonly initial: StateFile,
+    /** The seq of the last entry written (the base's when the journal is empty). */
+    private seq: number,
+    /** Bytes of whole lines in the journal. */
+    private bytes: number,
+    private baseBytes: number,
+  ) {}
+
+  read(): Promise<StateFile> {
+    return Promise.resolve(this.initial);
+  }
+
+  /** The whole document: narwhal.json written atomically (holding every entry so far), then the journal removed. */
+  async write(data: StateFile): Promise<void> {
+    const text = JSON.stringify({ ...data, journal_seq: this.seq }, null, 2) + "\n";
+    await writeFileAtomic(stateFilePath(this.stateDir), text, 0o600);
+    this.baseBytes = Buffer.byteLength(text);
+    await this.handle?.close();
+    this.handle = null;
+    // A crash before this leaves entries the new base holds: replay skips them by seq.
+    await fs.rm(journalPath(this.stateDir), { force: true });
+    await fsyncDir(this.stateDir);
+    this.bytes = 0;
+    this.broken = false;
+  }
+
+  /** Whether there is anything to fold into the base. */
+  get pending(): boolean {
+    return this.bytes > 0 || this.broken;
+  }
+
+  /** A failed append may have left a partial line: fold before the next append. */
+  get needsFold(): boolean {
+    return this.broken;
+  }
+
+  /** Amortized O(1) per append: folded only once the journal outgrew the base a fold rewrites. */
+  outgrown(): boolean {
+    return this.broken || this.bytes > Math.max(COMPACT_MIN_BYTES, this.baseBytes);
+  }
+
+  /** Append one batch as the next entry; resolves once it is on disk. A failed append leaves the journal as it was. */
+  async append(ops: JournalOp[]): Promise<void> {
+    const line = JSON.stringify({ seq: this.seq + 1, ops }) + "\n";
+    if (!this.handle) {
+      this.handle = await fs.open(journalPath(this.stateDir), "a", 0o600);
+      try {
+        await this.handle.chmod(0o600); // umask may have narrowed or widened the create mode
+        await fsyncDir(this.stateDir); // the journal's name is as durable as its lines
+      } catch (err) {
+        await this.close();
+        throw err;
+      }
+    }
+    try {
+      await this.handle.appendFile(line);
+      await this.handle.datasync();
+    } catch (err) {
+      // ENOSPC, EIO: cut the partial line off, or fold before the next append if even that fails.
+      await this.handle.truncate(this.bytes).catch(() => {
+        this.broken = true;
+      });
+      throw err;
+    }
+    this.seq++;
+    this.bytes += Buffer.byteLength(line);
+  }
+
+  async close(): Promise<void> {
+    const handle = this.handle;
+    this.handle = null;
+    await handle?.close();
+  }
+}
+
+/** Size of the base at open, so the first fold waits as long as later ones. */
+export async function baseSize(stateDir: string): Promise<number> {
+  return (await fs.stat(stateFilePath(stateDir)).catch(() => null))?.size ?? 0;
+}
