@@ -2,11 +2,14 @@
 // request channel) loads only when one runs.
 import { Option, type Command } from "commander";
 import { configFrom } from "./config-from.js";
+import { exitCodesHelp } from "./exit-codes.js";
 import type { Kind } from "./suspend.js";
 import type { Act } from "./engine/command.js";
 
-const EXIT_HELP =
-  "\nExit codes: 0 done (or already so), 1 an unknown engine, an engine it cannot be done to, or no answer from the running controller in time.";
+const EXIT_HELP = exitCodesHelp([
+  ["ok", "done (or already so)"],
+  ["invalid", "an unknown engine, an engine it cannot be done to, or no answer from the running controller in time"],
+]);
 
 /** Register suspend, resume and retry on the program. */
 export function registerSuspend(program: Command, act: Act, out: (s: string) => void): void {
