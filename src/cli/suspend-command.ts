@@ -16,8 +16,10 @@ export function registerSuspend(program: Command, act: Act, out: (s: string) => 
   const words: Record<Kind, string> = {
     suspend:
       "Suspend engines: observed, never changed (no start, stop, replace, restart, removal, adoption, nor a proof or restart through a P/D partner) until resumed; persisted in the state",
-    resume: "Resume suspended engines: planned and converged again",
-    retry: "Give terminally failed engines a fresh attempt budget, without restarting the controller",
+    resume:
+      "Resume suspended engines: planned and converged again (one in a backoff retries at its kept deadline, or at once if it passed)",
+    retry:
+      "Give terminally failed engines a fresh attempt budget, without restarting the controller (a suspended engine is refused: resume it first)",
   };
   for (const kind of ["suspend", "resume", "retry"] as const) {
     const cmd = program
