@@ -73,6 +73,12 @@ export interface EngineContext {
    */
   waitingSince?: number | null;
   waits?: number;
+  /**
+   * `narwhal suspend` holds the engine (sent as SUSPENSION by the controller, which reads the state):
+   * observed, never changed, so the backoff timer moves it nowhere; retryAt is kept, and on resume
+   * the retry runs at that deadline, or at once if it has passed. Absent: not suspended.
+   */
+  suspended?: boolean;
   retry: RetryPolicy;
 }
 
@@ -99,7 +105,9 @@ export type EngineEvent =
   | { type: "RETRY" }
   /** The engine kept serving during a replacement was found gone: the replacement goes on without it. */
   | { type: "RETIRING_LOST" }
-  | { type: "RESUME" };
+  | { type: "RESUME" }
+  /** `narwhal suspend` (true) or `resume` (false) of this engine, as the state now records it. */
+  | { type: "SUSPENSION"; suspended: boolean };
 
 /** Inputs the named actors receive (plain data; the controller looks up the spec). */
 export interface StepInput {

@@ -91,7 +91,8 @@ export const engineMachine = setup({
       !!context.deferred?.desiredHash && context.deferred.desiredHash !== context.desiredHash,
     hashChanged: ({ context, event }) => event.type === "DESIRED_CHANGED" && event.desiredHash !== context.desiredHash,
     retiring: ({ context }) => context.retiring !== null,
-    retryFrom: ({ context }, params: { from: RetryFrom }) => !context.terminal && context.retryFrom === params.from,
+    retryFrom: ({ context }, params: { from: RetryFrom }) =>
+      !context.terminal && !context.suspended && context.retryFrom === params.from,
   },
   delays: {
     backoff: ({ context }) => Math.max(0, (context.retryAt ?? Date.now()) - Date.now()),
@@ -121,6 +122,8 @@ export const engineMachine = setup({
     REMOVE: { target: ".removing" },
     // Nothing is left to stop or to restore if the desired state reverts.
     RETIRING_LOST: { actions: assign({ retiring: null }) },
+    // Kept in context: the backoff timer (state failed) reads it. A step already running is not abandoned.
+    SUSPENSION: { actions: assign({ suspended: ({ event }) => event.suspended }) },
   },
   // Every working state takes RESUME by re-entering itself: a snapshot built from observation
   // (controller/adopt.ts), unlike a persisted one, has no running step, and re-entry invokes it.
@@ -224,6 +227,13 @@ export const engineMachine = setup({
         },
         // After a restore: re-arm the backoff timer from the deadline kept in context.
         RESUME: { reenter: true, target: "failed" },
+        // A timer that fired while suspended moved nothing (the retryFrom guard): re-entry re-arms it
+        // from the kept deadline, so a resumed engine retries then, or at once if the deadline passed.
+        SUSPENSION: {
+          actions: assign({ suspended: ({ event }) => event.suspended }),
+          reenter: true,
+          target: "failed",
+        },
       },
       after: {
         backoff: [

@@ -2,7 +2,7 @@
 // commander program's own command tree when it runs, so every command,
 // subcommand and option registered anywhere is covered without a list to keep.
 import { Argument, type Command, type Option } from "commander";
-import { EXIT } from "./exit-codes.js";
+import { EXIT, exitCodesHelp } from "./exit-codes.js";
 
 interface Node {
   /** Subcommand names on the way here, space-joined ("" for narwhal itself). */
@@ -118,7 +118,11 @@ export function completionCommand(
     .addArgument(new Argument("<shell>", "the shell").choices(["bash", "zsh"]))
     .addHelpText(
       "after",
-      "\nLoad it: source <(narwhal completion bash) in ~/.bashrc, or source <(narwhal completion zsh) in ~/.zshrc.\nExit codes: 0 printed, 1 a shell other than bash or zsh.",
+      "\nLoad it: source <(narwhal completion bash) in ~/.bashrc, or source <(narwhal completion zsh) in ~/.zshrc." +
+        exitCodesHelp([
+          ["ok", "printed"],
+          ["invalid", "a shell other than bash or zsh"],
+        ]),
     )
     .action(
       act(async (_opts, shell) => {

@@ -9,6 +9,14 @@ import { document, isMachineFormat, renderDocument } from "./documents.js";
 export const EXIT = { ok: 0, invalid: 1, notConverged: 2, changes: 2 } as const;
 
 /**
+ * A command's `--help` line "Exit codes: 0 …; 1 …", its numbers taken from EXIT so help can only name
+ * a code the CLI returns (test/cli/help-exit-codes.test.ts walks every command). `more`: a sentence after it.
+ */
+export function exitCodesHelp(meanings: ReadonlyArray<readonly [keyof typeof EXIT, string]>, more?: string): string {
+  return `\nExit codes: ${meanings.map(([code, what]) => `${EXIT[code]} ${what}`).join("; ")}.${more ? `\n${more}` : ""}`;
+}
+
+/**
  * The error as a document (kind Error): the fields the text line names — engine, node, step, input,
  * fix — always present (null: not known), whether trying again can help, the exit code, and the
  * error's own details (a validation's issues, a stale plan's differences, a path and errno ...).

@@ -1,6 +1,7 @@
 // `narwhal logs`'s command line; what it runs (logs.ts: the state, the backends, the hosts) loads only when it runs.
 import { InvalidArgumentError, Option, type Command } from "commander";
 import { configFrom } from "./config-from.js";
+import { exitCodesHelp } from "./exit-codes.js";
 import type { RunChoice } from "./logs-source.js";
 import type { Act } from "./engine/command.js";
 
@@ -44,7 +45,10 @@ export function registerLogs(program: Command, act: Act, err: (s: string) => voi
     .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
     .addHelpText(
       "after",
-      "\nExit codes: 0 printed (or followed to its end, or interrupted), 1 unknown engine or run, or the log cannot be read.",
+      exitCodesHelp([
+        ["ok", "printed (or followed to its end, or interrupted)"],
+        ["invalid", "unknown engine or run, or the log cannot be read"],
+      ]),
     )
     .action(
       act(async (opts, engine) => {

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // `narwhal`: the command line. This file is the single error boundary: every
 // command returns an exit code or throws, and only here do errors become codes.
+import { existsSync, realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
-import { EXIT, reportError } from "./exit-codes.js";
+import { EXIT, exitCodesHelp, reportError } from "./exit-codes.js";
 import { cliOutput } from "./output.js";
 import { configFrom, type GlobalOptions } from "./config-from.js";
 import { liveView } from "./progress-tty.js";
@@ -74,7 +76,8 @@ function printInvalid(dir: string, issues: ValidationIssue[], format: string): v
   for (const i of issues) err(`  ${i.file} ${i.path}: ${i.message} [${i.rule}]`);
 }
 
-async function run(argv: string[]): Promise<number> {
+/** Parse `argv` and run its command; with `tree`, only build the command tree and hand it over (nothing runs). */
+export async function run(argv: string[], tree?: (program: Command) => void): Promise<number> {
   let code: number = EXIT.ok;
   // Known before commander parses: a usage error in --format json|yaml is a document too.
   let format = formatInArgv(argv) ?? "text";
@@ -82,6 +85,14 @@ async function run(argv: string[]): Promise<number> {
     new Command("narwhal").description("A declarative reconciler for vLLM inference fleets"),
     isMachineFormat(format),
   ).version(appIdentity().version, "--version");
+  program.addHelpText(
+    "after",
+    exitCodesHelp([
+      ["ok", "done"],
+      ["invalid", "invalid input, refused, or an error (named on stderr)"],
+      ["notConverged", "not converged (reconcile --once, apply) or changes pending (plan)"],
+    ]),
+  );
 
   const act =
     (fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>) =>
@@ -95,6 +106,13 @@ async function run(argv: string[]): Promise<number> {
   program
     .command("validate")
     .description("Validate desired/ and print every error with its file and JSON path (exit 0 valid, 1 invalid)")
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "valid"],
+        ["invalid", "invalid (every issue printed) or unreadable"],
+      ]),
+    )
     .addOption(desiredOpt())
     .addOption(formatOpt())
     .action(
@@ -125,6 +143,14 @@ async function run(argv: string[]): Promise<number> {
     .addOption(stateOpt())
     .addOption(formatOpt())
     .option(metricsAddressFlag, metricsAddressHelp)
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "converged (--once: every engine captured), or watch mode stopped by SIGINT/SIGTERM"],
+        ["invalid", "invalid input, the state lock held by another controller, or an error"],
+        ["notConverged", "--once ended with an engine not captured (status says why)"],
+      ]),
+    )
     .action(
       act((opts) => {
         const metricsAddress = metricsAddressOption(opts);
@@ -161,6 +187,13 @@ async function run(argv: string[]): Promise<number> {
     )
     .option("--interval <seconds>", "seconds between two looks with --watch", "2")
     .option("--no-color", "no colour on a terminal (also NO_COLOR=1)")
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "shown"],
+        ["invalid", "an unknown engine, a bad option, or an error"],
+      ]),
+    )
     .action(
       act(async (opts, engine) => {
         const config = configFrom(opts);
@@ -206,6 +239,13 @@ async function run(argv: string[]): Promise<number> {
   program
     .command("groups")
     .description("Print cache-equivalence groups (seed 000): signature, representative and roles")
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "printed"],
+        ["invalid", "the state cannot be read"],
+      ]),
+    )
     .addOption(stateOpt())
     .addOption(formatOpt())
     .action(
@@ -224,6 +264,13 @@ async function run(argv: string[]): Promise<number> {
   program
     .command("down")
     .description("Stop every engine the state knows: gracefully, then SIGKILL")
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "every engine stopped (or none was running)"],
+        ["invalid", "an engine could not be stopped (its record is kept), or an error"],
+      ]),
+    )
     .addOption(
       new Option(
         "--desired <dir>",
@@ -256,6 +303,14 @@ async function run(argv: string[]): Promise<number> {
     .addOption(stateOpt())
     .addOption(formatOpt())
     .option("--out <file>", "also save the plan (written 0600) for narwhal apply FILE")
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "nothing to do"],
+        ["invalid", "invalid desired state or an error"],
+        ["changes", "changes pending (as terraform plan -detailed-exitcode)"],
+      ]),
+    )
     .action(
       act((opts) =>
         withLogger(opts, async (config, log) => {
@@ -285,6 +340,14 @@ async function run(argv: string[]): Promise<number> {
       "Execute exactly a saved plan, or refuse (exit 1) when desired or observed state moved since; then as reconcile --once (exit 0 converged, 2 not)",
     )
     .argument("<file>", "a plan written by narwhal plan --out FILE")
+    .addHelpText(
+      "after",
+      exitCodesHelp([
+        ["ok", "converged"],
+        ["invalid", "refused (desired or observed state moved since the plan), invalid input or an error"],
+        ["notConverged", "executed but an engine is not captured"],
+      ]),
+    )
     .addOption(new Option("--desired <dir>", "desired-state directory").default(undefined, "the plan's desired_dir"))
     .addOption(new Option("--state <dir>", "state directory").default(undefined, "the plan's state_dir"))
     .addOption(formatOpt())
@@ -305,6 +368,10 @@ async function run(argv: string[]): Promise<number> {
   // `narwhal engine <action>`: the seed's narwhal-engine actions on the same phase functions.
   program.addCommand(engineCommand(act, out, err));
   inheritUsageErrors(program);
+  if (tree) {
+    tree(program);
+    return EXIT.ok;
+  }
 
   try {
     await program.parseAsync(argv);
@@ -320,16 +387,16 @@ async function run(argv: string[]): Promise<number> {
   return code;
 }
 
-// Exit 0 is earned: if the event loop drains while the command is still pending (an operation that
-// never settled), Node exits with process.exitCode, and that must not read as success.
-process.exitCode = EXIT.invalid;
+/**
+ * This module is the process's entry (node main.js, the bin link, npx), not imported by a test that walks
+ * the command tree (test/cli/help-exit-codes.test.ts): the script node runs resolves to this very file.
+ */
+function isEntry(): boolean {
+  const script = process.argv[1];
+  return !script || !existsSync(script) || realpathSync(script) === fileURLToPath(import.meta.url);
+}
+
 let finished = false;
-process.on("beforeExit", () => {
-  if (!finished)
-    err(
-      "narwhal: internal error: the command stopped before it finished (an operation never settled); nothing it reported can be trusted.",
-    );
-});
 
 async function main(): Promise<number> {
   let code: number;
@@ -348,7 +415,18 @@ async function main(): Promise<number> {
 
 // The entry point: nothing awaits it. main() does not reject (its catch is the CLI's one error
 // boundary and turns every error into an exit code).
-void main().then((code) => {
-  finished = true;
-  process.exit(code);
-});
+if (isEntry()) {
+  // Exit 0 is earned: if the event loop drains while the command is still pending (an operation that
+  // never settled), Node exits with process.exitCode, and that must not read as success.
+  process.exitCode = EXIT.invalid;
+  process.on("beforeExit", () => {
+    if (!finished)
+      err(
+        "narwhal: internal error: the command stopped before it finished (an operation never settled); nothing it reported can be trusted.",
+      );
+  });
+  void main().then((code) => {
+    finished = true;
+    process.exit(code);
+  });
+}

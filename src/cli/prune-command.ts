@@ -1,6 +1,6 @@
 // `narwhal prune`'s command line; what it runs (prune.ts: the state, the backends) loads only when it runs.
 import { InvalidArgumentError, Option, type Command } from "commander";
-import { EXIT } from "./exit-codes.js";
+import { EXIT, exitCodesHelp } from "./exit-codes.js";
 import { configFrom, type GlobalOptions } from "./config-from.js";
 
 type Act = (
@@ -30,9 +30,13 @@ export function registerPruneCommand(program: Command, act: Act, out: (s: string
     .addOption(new Option("--format <format>", "output format").choices(["text", "json"]).default("text"))
     .addHelpText(
       "after",
-      `
-Exit codes: ${EXIT.ok} pruned (or nothing to prune); ${EXIT.invalid} refused (a controller holds the state lock:
-watch mode prunes by itself) or error. A run whose kept container cannot be removed stays, and is listed.`,
+      exitCodesHelp(
+        [
+          ["ok", "pruned (or nothing to prune)"],
+          ["invalid", "refused (a controller holds the state lock: watch mode prunes by itself) or error"],
+        ],
+        "A run whose kept container cannot be removed stays, and is listed.",
+      ),
     )
     .action(
       act(async (opts) => {

@@ -4,7 +4,7 @@
 // writes a file editors and validators read as is.
 import { Argument, type Command } from "commander";
 import { DESIRED_SCHEMA_NAMES, desiredJsonSchema, type DesiredSchemaName } from "../desired/json-schema.js";
-import { EXIT } from "./exit-codes.js";
+import { EXIT, exitCodesHelp } from "./exit-codes.js";
 
 type Act = (
   fn: (opts: Record<string, unknown>, ...args: unknown[]) => Promise<number>,
@@ -20,8 +20,10 @@ export function registerSchemaCommand(program: Command, act: Act, out: (s: strin
       `
 Strings may also be a complete "\${NAME}" (substituted from deployment.env before validation).
 Committed copies: schemas/fleet.schema.json, schemas/launch.schema.json; desired files point at them with "$schema".
-
-Exit codes: ${EXIT.ok} printed; ${EXIT.invalid} unknown file name (usage error).`,
+${exitCodesHelp([
+  ["ok", "printed"],
+  ["invalid", "unknown file name (usage error)"],
+])}`,
     )
     .action(
       act(async (_opts, file) => {

@@ -2,19 +2,24 @@
 // request channel) loads only when one runs.
 import { Option, type Command } from "commander";
 import { configFrom } from "./config-from.js";
+import { exitCodesHelp } from "./exit-codes.js";
 import type { Kind } from "./suspend.js";
 import type { Act } from "./engine/command.js";
 
-const EXIT_HELP =
-  "\nExit codes: 0 done (or already so), 1 an unknown engine, an engine it cannot be done to, or no answer from the running controller in time.";
+const EXIT_HELP = exitCodesHelp([
+  ["ok", "done (or already so)"],
+  ["invalid", "an unknown engine, an engine it cannot be done to, or no answer from the running controller in time"],
+]);
 
 /** Register suspend, resume and retry on the program. */
 export function registerSuspend(program: Command, act: Act, out: (s: string) => void): void {
   const words: Record<Kind, string> = {
     suspend:
       "Suspend engines: observed, never changed (no start, stop, replace, restart, removal, adoption, nor a proof or restart through a P/D partner) until resumed; persisted in the state",
-    resume: "Resume suspended engines: planned and converged again",
-    retry: "Give terminally failed engines a fresh attempt budget, without restarting the controller",
+    resume:
+      "Resume suspended engines: planned and converged again (one in a backoff retries at its kept deadline, or at once if it passed)",
+    retry:
+      "Give terminally failed engines a fresh attempt budget, without restarting the controller (a suspended engine is refused: resume it first)",
   };
   for (const kind of ["suspend", "resume", "retry"] as const) {
     const cmd = program

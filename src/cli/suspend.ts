@@ -8,7 +8,12 @@ import { LockHeldError, NarwhalError } from "../errors.js";
 import { acquireStateLock, readLockStatus, type LockHolder } from "../state/lock.js";
 import { readState, StateStore } from "../state/store.js";
 import { awaitAck, withdrawRequest, writeRequest, type OperatorRequest } from "../state/requests.js";
-import { applySuspension, requestedEngines, type RequestResult } from "../controller/operator-requests.js";
+import {
+  applySuspension,
+  requestedEngines,
+  retryRefused,
+  type RequestResult,
+} from "../controller/operator-requests.js";
 import { validateDesired } from "../desired/load.js";
 import { closestName } from "../desired/did-you-mean.js";
 import { EXIT } from "./exit-codes.js";
@@ -50,14 +55,20 @@ async function applyHere(config: Config, kind: Kind, names: string[]): Promise<R
     throw err;
   }
   try {
-    if (kind === "retry")
+    if (kind === "retry") {
+      const suspended = (await readState(config.stateDir)).suspended ?? {};
       // A controller that starts gives every terminal failure a fresh budget (the planner's startup retry).
-      return names.map((engine) => ({
-        engine,
-        ok: true,
-        message:
-          "no controller runs: the next narwhal reconcile gives it a fresh attempt budget if it failed terminally",
-      }));
+      return names.map((engine) =>
+        suspended[engine]
+          ? retryRefused(engine, suspended[engine])
+          : {
+              engine,
+              ok: true,
+              message:
+                "no controller runs: the next narwhal reconcile gives it a fresh attempt budget if it failed terminally",
+            },
+      );
+    }
     const store = await StateStore.open(config.stateDir);
     const results = await applySuspension(store, kind, names);
     await store.close();

@@ -334,6 +334,7 @@ export class Controller {
           return s ? { phase: String(s.value), terminal: !!(s.context as { terminal?: boolean }).terminal } : null;
         },
         retries: this.retries,
+        suspensionChanged: () => this.execution.syncSuspension(),
         replan: async () => {
           await this.fleetPlannedAfterNow();
           await this.queue.idle();

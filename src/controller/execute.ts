@@ -101,6 +101,21 @@ export class Execution {
     }
   }
 
+  /**
+   * Tell every running actor what `narwhal suspend` now records for it: a suspended engine is observed,
+   * never changed, so its machine's backoff timer must hold it (and resume re-arms it from its deadline).
+   */
+  syncSuspension(): void {
+    const suspended = this.deps.storeOf().suspended();
+    for (const name of this.started) this.tellSuspension(name, suspended);
+  }
+
+  private tellSuspension(name: string, suspended: Record<string, string>): void {
+    const actor = this.deps.controller.actors.get(name);
+    const on = Object.hasOwn(suspended, name);
+    if (actor && !!actor.getSnapshot().context.suspended !== on) actor.send({ type: "SUSPENSION", suspended: on });
+  }
+
   private register(name: string, made: MadeActor): void {
     this.deps.controller.actors.set(name, made.actor);
     this.made.set(name, made);
@@ -269,6 +284,8 @@ export class Execution {
       },
     });
     actor.start();
+    // A snapshot's suspension may be stale (resumed with no controller running): the state's is the one.
+    this.tellSuspension(name, this.deps.storeOf().suspended());
     const snap = actor.getSnapshot();
     if (made.adopted || (made.restoredFailed && !snap.context.terminal)) actor.send({ type: "RESUME" });
   }

@@ -40,12 +40,25 @@ export async function applySuspension(
   });
 }
 
+/**
+ * A retry of a suspended engine is refused, not kept for later: suspension means nothing is changed,
+ * and a budget reset nobody sees apply would surprise at resume. Resume it; a terminal failure then
+ * takes `narwhal retry`, a backoff continues from its deadline.
+ */
+export const retryRefused = (engine: string, since: string): RequestResult => ({
+  engine,
+  ok: false,
+  message: `suspended since ${since}: nothing is retried while suspended; narwhal resume ${engine} first, then narwhal retry ${engine} if it is still failed terminally`,
+});
+
 export interface RequestTarget {
   store: StateStore;
   /** Engines desired now or recorded: what --all means, and what a name must be one of. */
   known(): string[];
   /** The engine's actor now (null: none). */
   actor(engine: string): { phase: string; terminal: boolean } | null;
+  /** The state's suspensions changed: tell the engine actors now (a backoff timer reads it), not at the next plan. */
+  suspensionChanged(): void;
   /** Engines the next observation marks retry_requested (the planner retries their terminal failure). */
   retries: Set<string>;
   /** Resolves once a fleet plan begun after the call ran and the actions it gave were executed. */
@@ -65,6 +78,7 @@ export async function applyRequest(t: RequestTarget, req: OperatorRequest): Prom
   const named = names.filter((n) => known.includes(n));
   if (req.kind !== "retry") {
     results.push(...(await applySuspension(t.store, req.kind, named)));
+    t.suspensionChanged();
     await t.replan();
     return results;
   }
@@ -72,12 +86,7 @@ export async function applyRequest(t: RequestTarget, req: OperatorRequest): Prom
   const retried: string[] = [];
   for (const engine of named) {
     const a = t.actor(engine);
-    if (suspended[engine])
-      results.push({
-        engine,
-        ok: false,
-        message: `suspended since ${suspended[engine]}: narwhal resume ${engine} first`,
-      });
+    if (suspended[engine]) results.push(retryRefused(engine, suspended[engine]));
     else if (a?.phase !== "failed" || !a.terminal)
       results.push({
         engine,

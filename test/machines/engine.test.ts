@@ -1,77 +1,13 @@
-// The engine machine's transitions, driven by a scripted world: the actors are
-// plain functions over a small in-memory host that records every call, so each
-// test can assert what was done, in which order, with which inputs.
+// The engine machine's transitions, driven by a scripted world (engine-world.ts): the
+// actors are plain functions over a small in-memory host that records every call, so
+// each test can assert what was done, in which order, with which inputs.
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, waitFor, type Snapshot } from "xstate";
-import { engineMachine, isSettled, type RetryPolicy, type StepInput } from "../../machines/engine.js";
-import { PhaseError, inStep, type FailureClass, type Step } from "../../src/errors.js";
+import { createActor, fromPromise, waitFor } from "xstate";
+import { engineMachine, isSettled, type StepInput } from "../../machines/engine.js";
+import { inStep, type Step } from "../../src/errors.js";
 import { classifySshFailure } from "../../src/hosts/ssh-errors.js";
-import type {
-  CacheLayout,
-  CheckResult,
-  EngineHandle,
-  Inspection,
-  PreparedRun,
-  ProbeResult,
-} from "../../src/phases/types.js";
-
-interface World {
-  calls: Array<{ step: string; input: StepInput }>;
-  /** Failures to raise, consumed in order, per step: a PhaseError of that class, or the error value itself. */
-  failures: Partial<Record<Step, Array<{ retryable?: boolean; failure?: FailureClass } | Error>>>;
-  runs: number;
-}
-
-function world(failures: World["failures"] = {}): World {
-  return { calls: [], failures, runs: 0 };
-}
-
-function actors(w: World) {
-  const step = <T>(name: Step, out: (input: StepInput) => T) =>
-    fromPromise<T, StepInput>(async ({ input }) => {
-      w.calls.push({ step: name, input });
-      const f = w.failures[name]?.shift();
-      if (f instanceof Error) throw f;
-      if (f) throw new PhaseError(input.engine, name, `${name} broke`, f);
-      return out(input);
-    });
-  return {
-    inspect: step("inspect", (i) => ({ engine: i.engine, group_signature: "0123456789abcdef" }) as Inspection),
-    prepare: step("prepare", (i): PreparedRun => ({
-      engine: i.engine,
-      dir: `/runs/${++w.runs}`,
-      input_hash: i.desiredHash,
-      plan_sha256: "p",
-      launch_token: `t${w.runs}`,
-    })),
-    check: step("check", () => ({ plan_sha256: "p", vllm_api_version: "0.11.0" }) as CheckResult),
-    start: step("start", (i): EngineHandle => ({
-      kind: "native",
-      pid: 100 + w.runs,
-      pgid: 100 + w.runs,
-      boot_id: "b",
-      start_ticks: 1,
-      launch_token: i.run!.launch_token,
-    })),
-    probe: step("probe", () => ({}) as ProbeResult),
-    capture: step("capture", () => ({ block_size: 16 }) as CacheLayout),
-    stop: step<void>("stop", () => undefined),
-  };
-}
-
-const retry = { baseMs: 5, capMs: 20, maxAttempts: 3 };
-
-function spawnEngine(w: World, snapshot?: Snapshot<unknown>, policy: RetryPolicy = retry) {
-  const machine = engineMachine.provide({ actors: actors(w) });
-  const input = { engine: "engine-1", desiredHash: "h1", retry: policy };
-  const actor = snapshot ? createActor(machine, { snapshot, input }) : createActor(machine, { input });
-  actor.start();
-  return actor;
-}
-
-const settled = (a: ReturnType<typeof spawnEngine>) =>
-  waitFor(a, (s) => isSettled(String(s.value), s.context), { timeout: 5000 });
-const steps = (w: World) => w.calls.map((c) => c.step);
+import type { CheckResult, EngineHandle } from "../../src/phases/types.js";
+import { actors, retry, settled, spawnEngine, steps, world } from "./engine-world.js";
 
 describe("engine machine", () => {
   it("walks inspected → prepared → checked → started → probed → captured, threading each step's output", async () => {

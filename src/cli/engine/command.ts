@@ -10,6 +10,7 @@ import { registrationSource } from "../../phases/cache-registration.js";
 import type { ActionContext } from "./context.js";
 import { renderResult, type EngineResult } from "./result.js";
 import { lazy } from "../lazy.js";
+import { exitCodesHelp } from "../exit-codes.js";
 
 // The actions (and the backends they reach) load only when one runs: `narwhal --help` and every other
 // command register this tree without loading them (lazy.ts).
@@ -28,6 +29,12 @@ const nativeCaptureAction = lazy(async () => (await import("./attestation-action
 const attestationServeAction = lazy(async () => (await import("./attestation-actions.js")).attestationServeAction);
 
 type Opts = Record<string, unknown> & { format?: string; state?: string };
+
+/** Every action's exit codes: it prints its result, or its error names the action, the input and the fix. */
+const ACTION_EXIT_CODES = exitCodesHelp([
+  ["ok", "done (its result printed)"],
+  ["invalid", "refused or failed (the error names the action, the input at fault and the fix)"],
+]);
 export type Act = (fn: (opts: Opts, ...args: unknown[]) => Promise<number>) => (...args: unknown[]) => Promise<void>;
 
 /**
@@ -127,7 +134,7 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
     .version(appIdentity().version, "--version", "Print the installed distribution version.")
     .addHelpText(
       "after",
-      `\nPreparation requires a fresh --out; subsequent actions use --run. Each inspection output is retained in its launch directory, so select a fresh prepared and checked directory when recapturing it.`,
+      `\nPreparation requires a fresh --out; subsequent actions use --run. Each inspection output is retained in its launch directory, so select a fresh prepared and checked directory when recapturing it.${ACTION_EXIT_CODES}`,
     );
 
   const formatOpt = () =>
@@ -177,7 +184,12 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
     });
   const action = (name: (typeof ENGINE_ACTIONS)[number][0]) => {
     const [, backends, summary] = ENGINE_ACTIONS.find(([n]) => n === name)!;
-    return engine.command(name).description(`${summary} [${backends}]`).addOption(formatOpt()).addOption(stateOpt());
+    return engine
+      .command(name)
+      .description(`${summary} [${backends}]`)
+      .addOption(formatOpt())
+      .addOption(stateOpt())
+      .addHelpText("after", ACTION_EXIT_CODES);
   };
 
   action("prepare")
