@@ -22,6 +22,7 @@ import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { Failpoint } from "../failpoints.js";
 import { attestAndServe, stopEngineAndSidecar } from "../phases/attestation-sidecar.js";
 import { waitLogLine, type ProgressSink } from "../phases/progress.js";
+import { stopWait } from "../phases/stop-native.js";
 
 export interface PhaseDeps {
   stateDir: string;
@@ -137,6 +138,7 @@ export function phaseActors(deps: PhaseDeps) {
         scriptPath: deps.scriptPath,
         signal,
         launcher: deps.app.launcher,
+        waits: waits(input.engine, "check"),
       });
     }),
     start: step("start", async (input, signal) => {
@@ -180,12 +182,14 @@ export function phaseActors(deps: PhaseDeps) {
     stop: step("stop", async (input) => {
       // A router must stop sending to an engine before it is stopped.
       await deps.servingSettled();
+      const told = waits(input.engine, "stop");
       for (const handle of [input.handle, input.retiring?.handle ?? null]) {
-        if (handle)
-          await stopEngineAndSidecar(backendOf(handle), handle, deps.stopGraceMs, {
-            hosts: deps.hosts,
-            stateDir: deps.stateDir,
-          });
+        if (!handle) continue;
+        told(stopWait(handle, deps.stopGraceMs));
+        await stopEngineAndSidecar(backendOf(handle), handle, deps.stopGraceMs, {
+          hosts: deps.hosts,
+          stateDir: deps.stateDir,
+        });
       }
     }),
   };
