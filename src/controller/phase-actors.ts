@@ -121,6 +121,7 @@ export function phaseActors(deps: PhaseDeps) {
         host: deps.hosts.access(spec.node.name),
         manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
         checkpointPeers: () => deps.checkpointPeers(input.engine),
+        waits: waits(input.engine, "inspect"),
       });
     }),
     prepare: step("prepare", async (input) => {
