@@ -103,6 +103,10 @@ export class ContainerBackend implements EngineBackend {
     return (await imageByIdentity(docker, c, signal)).Id;
   }
 
+  get checkDeadlineMs(): number {
+    return this.opts.docker.timeouts.check;
+  }
+
   async runCheck(
     run: PreparedRun,
     plan: LaunchPlan,

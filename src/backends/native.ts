@@ -87,6 +87,8 @@ export class NativeBackend implements EngineBackend {
     return "native:sha256:" + createHash("sha256").update(JSON.stringify(identity)).digest("hex");
   }
 
+  readonly checkDeadlineMs = CHECK_TIMEOUT_MS;
+
   async runCheck(
     run: PreparedRun,
     plan: LaunchPlan,

@@ -59,6 +59,8 @@ export interface EngineBackend {
   readonly kind: EngineSpec["backend"];
   /** Image id, or the native runtime's identity; part of the group signature. */
   runtimeIdentity(spec: EngineSpec, signal: AbortSignal): Promise<string>;
+  /** How long runCheck lets the check run before it ends it (what the check's live line counts towards). */
+  readonly checkDeadlineMs: number;
   /** Run the check script inside the engine's runtime. */
   runCheck(
     run: PreparedRun,

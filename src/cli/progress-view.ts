@@ -1,10 +1,9 @@
 // The live view of a reconcile, as data and lines (pure): which step each engine
 // is in, since when, and what that step is waiting for. progress-tty.ts draws it.
-import type { Step } from "../errors.js";
-import type { StepProgress, StepWait } from "../phases/progress.js";
+import type { ProgressStep, StepProgress, StepWait } from "../phases/progress.js";
 
 export interface EngineProgress {
-  step: Step;
+  step: ProgressStep;
   /** When the step began (ms since the epoch). */
   since: number;
   /** What the step waits for now, since when. */
@@ -21,7 +20,9 @@ export function applyProgress(board: ProgressBoard, engine: string, p: StepProgr
   else {
     // A wait reported outside a shown step (a sink called late) still says what is awaited.
     const current = next.get(engine) ?? { step: p.step, since: now, wait: null };
-    next.set(engine, { ...current, wait: { ...p.wait, since: now } });
+    // How far the same wait has come continues it: its time runs from when it began.
+    const since = current.wait?.awaiting === p.wait.awaiting ? current.wait.since : now;
+    next.set(engine, { ...current, wait: { ...p.wait, since } });
   }
   return next;
 }
@@ -34,16 +35,20 @@ export function elapsedWords(ms: number): string {
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
 
-/** One line per engine in a step, in name order: "a  start  14 s  waiting for URL to answer 200, 12 s of 180". */
+/**
+ * One line per engine in a step, in name order: "a  start  14 s  waiting for /health to answer 200, 12 s of 180",
+ * and how far the wait has come when its step can tell ("…, 12 s: 12.1 of 40.0 GiB hashed").
+ */
 export function progressLines(board: ProgressBoard, now: number): string[] {
   const engines = [...board.keys()].sort();
   const width = Math.max(0, ...engines.map((e) => e.length));
   return engines.map((engine) => {
     const p = board.get(engine)!;
-    const base = `${engine.padEnd(width)}  ${p.step.padEnd(7)}  ${elapsedWords(now - p.since)}`;
+    const base = `${engine.padEnd(width)}  ${p.step.padEnd(8)}  ${elapsedWords(now - p.since)}`;
     if (!p.wait) return base;
     const of = p.wait.limitMs === null ? "" : ` of ${Math.round(p.wait.limitMs / 1000)}`;
-    return `${base}  waiting for ${p.wait.awaiting}, ${Math.floor((now - p.wait.since) / 1000)} s${of}`;
+    const sofar = p.wait.sofar ? `: ${p.wait.sofar}` : "";
+    return `${base}  waiting for ${p.wait.awaiting}, ${Math.floor((now - p.wait.since) / 1000)} s${of}${sofar}`;
   });
 }
 

@@ -9,7 +9,7 @@ import { watchPruner } from "./prune.js";
 import { serveRequests } from "../controller/request-server.js";
 import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
-import type { ControllerHooks } from "../controller/controller-options.js";
+import { fanOut, type ObserverSubscriber } from "../controller/observer.js";
 import type { LiveView } from "./progress-tty.js";
 import { convergedSummary } from "./progress-view.js";
 import type { DesiredState } from "../desired/types.js";
@@ -172,7 +172,7 @@ export async function reconcileOnce(
   const began = Date.now();
   // Validate before taking the lock: an invalid desired state starts or stops nothing.
   const desired = await loadDesiredExplained(config);
-  const controller = controllerFor(config, log, "once", liveHooks(live));
+  const controller = controllerFor(config, log, "once", undefined, fanOut(liveObserver(live)));
   await controller.open();
   // The live block is erased before the result is written below it.
   const code = await convergeOnce(controller, config, desired, format, (s) => (live?.close(), write(s)));
@@ -180,14 +180,16 @@ export async function reconcileOnce(
   return code;
 }
 
-const liveHooks = (live: LiveView | null): ControllerHooks | undefined =>
-  live ? { progress: (engine, p) => live.update(engine, p) } : undefined;
+/** The live view is one subscriber of the controller's observer (watch mode's metrics, when on, the other). */
+const liveObserver = (live: LiveView | null): ObserverSubscriber | undefined =>
+  live ? { step: (engine, p) => live.update(engine, p) } : undefined;
 
 export async function reconcileWatch(config: Config, log: Logger, live: LiveView | null = null): Promise<number> {
   // Bound before the state lock is taken: an address that cannot be served changes nothing.
   // prom-client is loaded only when metrics are on.
   const metrics = config.metrics.address ? await (await import("../metrics/start.js")).startMetrics(config, log) : null;
-  const controller = controllerFor(config, log, "watch", liveHooks(live), metrics?.observer);
+  const observer = fanOut(metrics?.observer, liveObserver(live));
+  const controller = controllerFor(config, log, "watch", undefined, observer);
   try {
     await controller.open();
   } catch (err) {

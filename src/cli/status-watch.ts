@@ -21,19 +21,35 @@ export function paintFor(stream: NodeJS.WriteStream, config: Pick<Config, "noCol
   return stream.isTTY && !config.noColor && !noColorFlag ? colours : plain;
 }
 
-export async function watchStatus(config: Config, opts: WatchOptions, write: (s: string) => void): Promise<void> {
+/** How a look reads and renders the status; the defaults are the real ones (a test counts their calls). */
+export interface WatchIo {
+  read: typeof readStatus;
+  render: typeof renderStatusText;
+}
+
+export async function watchStatus(
+  config: Config,
+  opts: WatchOptions,
+  write: (s: string) => void,
+  io: WatchIo = { read: readStatus, render: renderStatusText },
+): Promise<void> {
   const paint = paintFor(opts.tty, config, opts.noColor);
+  const detail = !!opts.engine;
   let last = "";
   while (!opts.signal.aborted) {
     const now = Date.now();
-    const view = await readStatus(config, opts.engine);
-    const text = renderStatusText(view, !!opts.engine, now, paint);
-    // What changed, ages aside: rendered as of the epoch, every age reads 0s.
-    const key = renderStatusText(view, !!opts.engine, 0);
-    if (opts.tty.isTTY)
+    const view = await io.read(config, opts.engine);
+    if (opts.tty.isTTY) {
+      // Redrawn every look: one render, no comparison.
+      const text = io.render(view, detail, now, paint);
       write(`\x1b[H\x1b[2J${new Date(now).toISOString()}  every ${opts.intervalMs / 1000} s\n${text}`);
-    else if (key !== last) write(`--- ${new Date(now).toISOString()}\n${text}`);
-    last = key;
+    } else {
+      // What changed, ages aside: rendered as of the epoch, every age reads 0s. Into a pipe that
+      // render is the look's only one unless it changed; then the block is rendered with its ages.
+      const key = io.render(view, detail, 0);
+      if (key !== last) write(`--- ${new Date(now).toISOString()}\n${io.render(view, detail, now, paint)}`);
+      last = key;
+    }
     await sleep(opts.intervalMs, opts.signal).catch(() => undefined);
   }
 }

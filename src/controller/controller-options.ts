@@ -16,7 +16,6 @@ import type { Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { ServingFleet } from "./plan-types.js";
 import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
-import type { StepProgress } from "../phases/progress.js";
 import type { ControllerObserver } from "./observer.js";
 
 export interface ControllerHooks {
@@ -24,8 +23,6 @@ export interface ControllerHooks {
   transition?(engine: string, from: string, to: string): void;
   /** After state/serving-fleet.json was written. */
   serving?(fleet: ServingFleet): void;
-  /** A step of an engine began, waits on something, or ended (the operator's live view). */
-  progress?(engine: string, p: StepProgress): void;
 }
 
 export interface ControllerOptions {
@@ -45,7 +42,7 @@ export interface ControllerOptions {
   hooks?: ControllerHooks;
   /** Most queue keys worked on at once (default config.queue.concurrency). */
   concurrency?: number;
-  /** Told of transitions, steps, proofs, reconciles and state writes (watch mode's metrics). */
+  /** Told of transitions, steps (with their waits), proofs, reconciles and state writes: metrics and the live view (fanOut). */
   observer?: ControllerObserver;
 }
 
@@ -90,7 +87,6 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),
       checkpointPeers: (engine) => checkpointPeers(access.actors, engine),
-      progress: (engine, p) => opts.hooks?.progress?.(engine, p),
       sharedStarts: new SharedStarts({
         specs: () => [...access.applied.values()],
         running: (engine) => access.actors.get(engine)?.getSnapshot().context.handle != null,

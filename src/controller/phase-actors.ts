@@ -21,7 +21,8 @@ import type { Logger } from "../log.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { Failpoint } from "../failpoints.js";
 import { attestAndServe, stopEngineAndSidecar } from "../phases/attestation-sidecar.js";
-import type { ProgressSink, StepProgress } from "../phases/progress.js";
+import { waitLogLine, type ProgressSink } from "../phases/progress.js";
+import { stopWait } from "../phases/stop-native.js";
 
 export interface PhaseDeps {
   stateDir: string;
@@ -44,9 +45,7 @@ export interface PhaseDeps {
   /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
   checkpointPeers(engine: string): CheckpointObservation[];
   failpoint?: Failpoint;
-  /** Each step's beginning, awaited conditions and end, for the operator's view (absent: not shown). */
-  progress?(engine: string, p: StepProgress): void;
-  /** Told how long each step ran and why one failed. */
+  /** Told each step's beginning, awaited conditions and end (how long it ran, why it failed): metrics and the live view. */
   observer?: ControllerObserver;
 }
 
@@ -80,30 +79,34 @@ export function phaseActors(deps: PhaseDeps) {
       await deps.persisted();
       signal.throwIfAborted();
       deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
-      deps.progress?.(input.engine, { kind: "begin", step: name });
+      deps.observer?.step(input.engine, { kind: "begin", step: name });
       const began = performance.now();
       const out = await body(input, signal).catch((err: unknown) => {
-        deps.progress?.(input.engine, { kind: "end", step: name, ok: false });
         const failed = inStep(err, input.engine, name);
         // The reason is the error's class (or a node's access reason): a label of few values.
         const record = toErrorRecord(failed);
-        deps.observer?.step(input.engine, name, secondsSince(began), { reason: record.reason ?? record.name });
+        const failure = { reason: record.reason ?? record.name };
+        deps.observer?.step(input.engine, { kind: "end", step: name, seconds: secondsSince(began), failure });
         throw failed;
       });
-      deps.observer?.step(input.engine, name, secondsSince(began));
       deps.log.info(`${name} done`, { engine: input.engine, step: name });
-      deps.progress?.(input.engine, { kind: "end", step: name, ok: true });
+      deps.observer?.step(input.engine, { kind: "end", step: name, seconds: secondsSince(began) });
       return out;
     });
   const backendOf = (handle: EngineHandle) => deps.backend(handle.kind);
-  /** A step's awaited condition: a plain log line (what a pipe shows), and the live view's line. */
-  const waits =
-    (engine: string, name: Step): ProgressSink =>
-    (wait) => {
-      const bound = wait.limitMs === null ? "" : `, up to ${Math.round(wait.limitMs / 1000)} s`;
-      deps.log.info(`waiting for ${wait.awaiting}${wait.at ? ` at ${wait.at}` : ""}${bound}`, { engine, step: name });
-      deps.progress?.(engine, { kind: "wait", step: name, wait });
+  /**
+   * A step's awaited condition: a plain log line (what a pipe shows), and the live view's line. A report
+   * of how far the same wait has come is logged at debug only: a pipe reads each wait once.
+   */
+  const waits = (engine: string, name: Step): ProgressSink => {
+    let last: string | null = null;
+    return (wait) => {
+      if (wait.awaiting === last) deps.log.debug(waitLogLine(wait), { engine, step: name });
+      else deps.log.info(waitLogLine(wait), { engine, step: name });
+      last = wait.awaiting;
+      deps.observer?.step(engine, { kind: "wait", step: name, wait });
     };
+  };
 
   return {
     inspect: step("inspect", async (input, signal) => {
@@ -118,6 +121,7 @@ export function phaseActors(deps: PhaseDeps) {
         host: deps.hosts.access(spec.node.name),
         manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
         checkpointPeers: () => deps.checkpointPeers(input.engine),
+        waits: waits(input.engine, "inspect"),
       });
     }),
     prepare: step("prepare", async (input) => {
@@ -135,6 +139,7 @@ export function phaseActors(deps: PhaseDeps) {
         scriptPath: deps.scriptPath,
         signal,
         launcher: deps.app.launcher,
+        waits: waits(input.engine, "check"),
       });
     }),
     start: step("start", async (input, signal) => {
@@ -178,12 +183,14 @@ export function phaseActors(deps: PhaseDeps) {
     stop: step("stop", async (input) => {
       // A router must stop sending to an engine before it is stopped.
       await deps.servingSettled();
+      const told = waits(input.engine, "stop");
       for (const handle of [input.handle, input.retiring?.handle ?? null]) {
-        if (handle)
-          await stopEngineAndSidecar(backendOf(handle), handle, deps.stopGraceMs, {
-            hosts: deps.hosts,
-            stateDir: deps.stateDir,
-          });
+        if (!handle) continue;
+        told(stopWait(handle, deps.stopGraceMs));
+        await stopEngineAndSidecar(backendOf(handle), handle, deps.stopGraceMs, {
+          hosts: deps.hosts,
+          stateDir: deps.stateDir,
+        });
       }
     }),
   };

@@ -56,6 +56,7 @@ export class LocalHost implements HostAccess {
       timeoutMs: opts.timeoutMs,
       signal: opts.signal,
       maxStdoutBytes: MAX_RUN_STDOUT_BYTES,
+      ...(opts.onStderr ? { onStderr: (chunk: Buffer) => opts.onStderr?.(chunk.toString("utf8")) } : {}),
     });
     if (r.aborted) throw new CancelledError(argv.join(" "));
     if (r.overflow) throw outputTooLarge(this.node, argv);

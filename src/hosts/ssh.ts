@@ -143,6 +143,8 @@ export class SshHost implements HostAccess {
         timeoutMs: opts.timeoutMs,
         signal: opts.signal,
         onStderr: (chunk: Buffer) => {
+          // The pid marker line passes too: a caller reads only the lines it knows.
+          opts.onStderr?.(chunk.toString("utf8"));
           if (remotePid !== undefined) return;
           stderrSoFar += chunk.toString("utf8");
           const m = new RegExp(`^${scripts.PID_MARKER}(\\d+)$`, "m").exec(stderrSoFar);

@@ -14,6 +14,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Working directory on the node. */
   cwd?: string;
+  /** Sees the command's stderr as it arrives (a long script's progress lines); the result still holds all of it. */
+  onStderr?: (chunk: string) => void;
 }
 
 export interface RunResult {

@@ -8,7 +8,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { engineMachine } from "../../machines/engine.js";
 import type { ControllerObserver } from "../controller/observer.js";
 import type { EngineRecord } from "../state/store.js";
-import type { Step } from "../errors.js";
+import type { StepProgress } from "../phases/progress.js";
 
 /** What the gauges read at each scrape. */
 export interface MetricsSource {
@@ -134,7 +134,10 @@ export class ControllerMetrics implements ControllerObserver {
     this.transitions.inc({ from, to });
   }
 
-  step(_engine: string, step: Step, seconds: number, failure?: { reason: string }): void {
+  /** An ended engine step, timed; a proof's end is counted by kvProof (its own counter), its waits are the view's. */
+  step(_engine: string, p: StepProgress): void {
+    if (p.kind !== "end" || p.step === "kv-proof") return;
+    const { step, seconds, failure } = p;
     this.steps.observe({ step, result: failure ? "failed" : "ok" }, seconds);
     if (failure) this.failures.inc({ step, reason: failure.reason });
   }

@@ -14,6 +14,7 @@ import type { LaunchPlan } from "./plan.js";
 import { NIXL_COMPAT_FILE, nixlCompatRecord } from "./nixl-compat.js";
 import { CHANGED_PLAN_FIX, CHECKED_FILE, planBindingProblem, STATE_BINDING } from "./plan-binding.js";
 import { launcherChanges, type LauncherIdentity } from "../launcher.js";
+import type { ProgressSink, StepWait } from "./progress.js";
 
 export { CHECKED_FILE } from "./plan-binding.js";
 export const RESULT_PREFIX = "NARWHAL_CHECK_RESULT ";
@@ -99,6 +100,14 @@ export interface CheckOptions {
   force?: boolean;
   /** The running narwhal's launcher: a plan another launcher made is refused (seed 000). */
   launcher: LauncherIdentity;
+  /** Told that the check runs, within the backend's deadline, for the operator's view. */
+  waits?: ProgressSink;
+}
+
+/** "the check container to exit" (its image's own vLLM), or the native runtime's check script, within `limitMs`. */
+export function checkWait(backend: LaunchPlan["backend"], limitMs: number): StepWait {
+  const what = backend === "container" ? "the check container" : "the runtime check script";
+  return { awaiting: `${what} to exit`, limitMs };
 }
 
 /**
@@ -145,6 +154,7 @@ export async function check(run: PreparedRun, opts: CheckOptions): Promise<Check
   // The input file is evidence too: one per plan, identical on every attempt.
   const inputPath = path.join(run.dir, "check-input.json");
   await writeFileExclusive(inputPath, JSON.stringify(checkInput(plan, planSha), null, 2) + "\n", 0o600);
+  opts.waits?.(checkWait(plan.backend, opts.backend.checkDeadlineMs));
   const out = await opts.backend.runCheck(run, plan, opts.scriptPath, inputPath, opts.signal);
   await fs.appendFile(path.join(run.dir, checkLogName(plan.backend)), logEntry(out, planSha), { mode: 0o600 });
   if (out.deadline) {

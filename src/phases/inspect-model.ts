@@ -10,7 +10,8 @@ import type { EngineSpec } from "../desired/types.js";
 import type { HostAccess } from "../hosts/types.js";
 import { IoError } from "../errors.js";
 import { fileSha256OnNode, modelConfigSha256 } from "./host/model-hash.js";
-import { modelManifest, type ModelManifest } from "./host/model-manifest.js";
+import { manifestWait, modelManifest, type HashProgress, type ModelManifest } from "./host/model-manifest.js";
+import type { ProgressSink } from "./progress.js";
 import { problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import { readModelMeta, type ModelMeta } from "./model-meta.js";
 import { CONTAINER_MODEL_DIR, lastFlagValue } from "./plan.js";
@@ -55,6 +56,7 @@ export async function observeModel(
   signal: AbortSignal,
   problems: InspectionProblem[],
   manifestCacheDir?: string,
+  waits?: ProgressSink,
 ): Promise<ModelObservation> {
   const configSha = await modelConfigSha256(host, spec.model.dir, signal).catch((err: unknown) => {
     problems.push(problemFromError(err, "model.dir"));
@@ -67,6 +69,7 @@ export async function observeModel(
       : await modelManifest(host, spec.model.dir, {
           signal,
           ...(manifestCacheDir === undefined ? {} : { cacheDir: manifestCacheDir }),
+          ...(waits ? { onProgress: (p: HashProgress) => waits(manifestWait(spec.model.dir, p)) } : {}),
         }).then(
           (run) => run.manifest,
           (err: unknown) => {

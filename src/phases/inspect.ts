@@ -19,6 +19,7 @@ import { observeModel } from "./inspect-model.js";
 import { checkpointDisagreement, type CheckpointObservation } from "./checkpoint-agreement.js";
 import { InspectionError, problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import type { Inspection } from "./types.js";
+import type { ProgressSink } from "./progress.js";
 
 export interface InspectOptions {
   signal: AbortSignal;
@@ -32,6 +33,8 @@ export interface InspectOptions {
   toolTimeoutMs?: number;
   /** Directory on the node for the model manifest's digest cache (NodeHosts.manifestCacheDir); none: no cache. */
   manifestCacheDir?: string;
+  /** Told how far the model manifest's hashing has come, for the operator's view. */
+  waits?: ProgressSink;
   /**
    * What the other engines' recorded inspections observed of their checkpoints. Asked once the
    * manifest is known, and answered from the controller's memory without an await in between, so of
@@ -92,7 +95,7 @@ export async function inspect(spec: EngineSpec, opts: InspectOptions): Promise<I
     return [];
   });
   const fabric = await observeFabric(host, spec, tool, fabricProblems);
-  const model = await observeModel(host, spec, opts.signal, modelProblems, opts.manifestCacheDir);
+  const model = await observeModel(host, spec, opts.signal, modelProblems, opts.manifestCacheDir, opts.waits);
   if (opts.signal.aborted) throw new CancelledError(what);
 
   const problems = [...gpuProblems];

@@ -12,6 +12,18 @@ import { NodeHosts } from "../hosts/node-hosts.js";
 import { writeFileExclusive } from "../state/atomic-file.js";
 import { ActionError, refusal } from "./action-error.js";
 import { FRESH_RUN_FIX } from "./checked-run.js";
+import type { StepWait } from "./progress.js";
+
+/**
+ * What a stop waits for, within the grace period (then SIGKILL): the native process group to exit
+ * ("process group 4242 on node gpu-1 to exit after SIGTERM"), or the container to stop.
+ */
+export function stopWait(handle: EngineHandle, graceMs: number): StepWait {
+  if (handle.kind === "container")
+    return { awaiting: `container ${handle.container_id.slice(0, 12)} to stop after SIGTERM`, limitMs: graceMs };
+  const where = handle.node ? ` on node ${handle.node}` : "";
+  return { awaiting: `process group ${handle.pgid}${where} to exit after SIGTERM`, limitMs: graceMs };
+}
 
 export const NATIVE_STOP_FILE = "native-stop.json";
 export const NATIVE_STOP_SCHEMA = "narwhal.native-stop/v1";

@@ -8,6 +8,7 @@ import {
   progressLines,
   type ProgressBoard,
 } from "../../src/cli/progress-view.js";
+import { kvProofWait } from "../../src/controller/observer.js";
 
 const T0 = Date.parse("2026-12-02T01:00:00.000Z");
 
@@ -23,14 +24,14 @@ describe("progress view", () => {
       T0 + 2_000,
     );
     expect(progressLines(board, T0 + 14_000)).toEqual([
-      "engine-a  start    14 s  waiting for http://h:1/health to answer 200, 12 s of 180",
-      "engine-b  check    14 s",
+      "engine-a  start     14 s  waiting for http://h:1/health to answer 200, 12 s of 180",
+      "engine-b  check     14 s",
     ]);
-    board = applyProgress(board, "engine-a", { kind: "end", step: "start", ok: true }, T0 + 15_000);
-    expect(progressLines(board, T0 + 15_000)).toEqual(["engine-b  check    15 s"]);
+    board = applyProgress(board, "engine-a", { kind: "end", step: "start", seconds: 15 }, T0 + 15_000);
+    expect(progressLines(board, T0 + 15_000)).toEqual(["engine-b  check     15 s"]);
     // A new step starts with nothing awaited yet.
     board = applyProgress(board, "engine-b", { kind: "begin", step: "start" }, T0 + 16_000);
-    expect(progressLines(board, T0 + 17_000)).toEqual(["engine-b  start    1 s"]);
+    expect(progressLines(board, T0 + 17_000)).toEqual(["engine-b  start     1 s"]);
   });
 
   it("says a wait without a bound of its own without 'of'", () => {
@@ -40,7 +41,37 @@ describe("progress view", () => {
       { kind: "wait", step: "inspect", wait: { awaiting: "the checkpoint's manifest", limitMs: null } },
       T0,
     );
-    expect(progressLines(board, T0 + 3_000)).toEqual(["e  inspect  3 s  waiting for the checkpoint's manifest, 3 s"]);
+    expect(progressLines(board, T0 + 3_000)).toEqual(["e  inspect   3 s  waiting for the checkpoint's manifest, 3 s"]);
+  });
+
+  it("continues a wait whose step says how far it has come; a new awaited condition starts its own time", () => {
+    const hashing = (sofar: string) => ({
+      kind: "wait" as const,
+      step: "inspect" as const,
+      wait: { awaiting: "the manifest of /models/x", limitMs: null, sofar },
+    });
+    let board = applyProgress(new Map(), "e", { kind: "begin", step: "inspect" }, T0);
+    board = applyProgress(board, "e", hashing("0.0 of 40.0 GiB hashed, 0 of 7 files"), T0 + 1_000);
+    board = applyProgress(board, "e", hashing("12.1 of 40.0 GiB hashed, 3 of 7 files"), T0 + 9_000);
+    expect(progressLines(board, T0 + 10_000)).toEqual([
+      "e  inspect   10 s  waiting for the manifest of /models/x, 9 s: 12.1 of 40.0 GiB hashed, 3 of 7 files",
+    ]);
+    board = applyProgress(
+      board,
+      "e",
+      { kind: "wait", step: "inspect", wait: { awaiting: "x", limitMs: 5_000 } },
+      T0 + 10_000,
+    );
+    expect(progressLines(board, T0 + 12_000)).toEqual(["e  inspect   12 s  waiting for x, 2 s of 5"]);
+  });
+
+  it("shows a KV-transfer proof on its decode's line", () => {
+    let board = applyProgress(new Map(), "decode-1", { kind: "begin", step: "kv-proof" }, T0);
+    const wait = kvProofWait("prefill-1", "decode-1", 60_000);
+    board = applyProgress(board, "decode-1", { kind: "wait", step: "kv-proof", wait }, T0);
+    expect(progressLines(board, T0 + 3_000)).toEqual([
+      "decode-1  kv-proof  3 s  waiting for a KV transfer prefill-1 → decode-1 to be proven, 3 s of 60",
+    ]);
   });
 
   it("words elapsed time as an operator reads it", () => {

@@ -28,8 +28,12 @@ describe("ControllerMetrics", () => {
     m.watch({ records: () => records, queueDepth: () => ({ pending: 3, running: 1, delayed: 2 }) });
     m.transition("engine-1", "probed", "captured");
     m.transition("engine-2", "probed", "captured");
-    m.step("engine-1", "start", 1.5);
-    m.step("engine-2", "check", 0.2, { reason: "PhaseError" });
+    m.step("engine-1", { kind: "begin", step: "start" });
+    m.step("engine-1", { kind: "wait", step: "start", wait: { awaiting: "/health to answer 200", limitMs: 60_000 } });
+    m.step("engine-1", { kind: "end", step: "start", seconds: 1.5 });
+    m.step("engine-2", { kind: "end", step: "check", seconds: 0.2, failure: { reason: "PhaseError" } });
+    // A proof's end is the proofs counter's (kvProof below), not a step's duration.
+    m.step("engine-2", { kind: "end", step: "kv-proof", seconds: 3, failure: { reason: "no-transfer" } });
     m.kvProof("passed");
     m.kvProof("no-transfer");
     m.reconciled("fleet", 0.01, true);
@@ -45,6 +49,9 @@ describe("ControllerMetrics", () => {
     expect(sampleValue(f, "narwhal_step_duration_seconds_bucket", { step: "start", result: "ok", le: "1" })).toBe(0);
     expect(sampleValue(f, "narwhal_step_duration_seconds_bucket", { step: "start", result: "ok", le: "2.5" })).toBe(1);
     expect(sampleValue(f, "narwhal_step_failures_total", { step: "check", reason: "PhaseError" })).toBe(1);
+    expect(
+      sampleValue(f, "narwhal_step_duration_seconds_count", { step: "kv-proof", result: "failed" }),
+    ).toBeUndefined();
     expect(sampleValue(f, "narwhal_kv_proofs_total", { result: "no-transfer" })).toBe(1);
     expect(sampleValue(f, "narwhal_reconcile_duration_seconds_count", { kind: "fleet", result: "ok" })).toBe(1);
     expect(sampleValue(f, "narwhal_state_write_duration_seconds_count", { result: "ok" })).toBe(1);

@@ -12,8 +12,10 @@ import { LocalHost } from "../../src/hosts/local.js";
 import {
   MODEL_MANIFEST_SCHEMA,
   manifestCacheFile,
+  manifestWait,
   modelManifest,
   treeSha256,
+  type HashProgress,
 } from "../../src/phases/host/model-manifest.js";
 
 const host = new LocalHost("node-a", { PATH: "/usr/local/bin:/usr/bin:/bin" });
@@ -54,6 +56,27 @@ describe("model manifest", () => {
     ]);
     expect(r.manifest.tree_sha256).toBe(sha(canonicalJson(r.manifest.files)));
     expect(treeSha256(r.manifest.files)).toBe(r.manifest.tree_sha256);
+  });
+
+  it("tells how far the hashing has come (the files to hash, the cached aside), worded for the live line", async () => {
+    const told: HashProgress[] = [];
+    const onProgress = (p: HashProgress) => told.push(p);
+    await modelManifest(host, model, { signal: new AbortController().signal, cacheDir: cache, onProgress });
+    expect(told[0]).toEqual({ files_done: 0, files: 3, bytes_done: 0, bytes: 22 + 11 + 2 });
+    // All cached the second time: nothing to hash, nothing told.
+    const again: HashProgress[] = [];
+    await modelManifest(host, model, {
+      signal: new AbortController().signal,
+      cacheDir: cache,
+      onProgress: (p) => again.push(p),
+    });
+    expect(again).toEqual([]);
+    const p = { files_done: 3, files: 7, bytes_done: 12.1 * 2 ** 30, bytes: 40 * 2 ** 30 };
+    expect(manifestWait("/models/x", p)).toEqual({
+      awaiting: "the manifest of /models/x (hashing)",
+      limitMs: null,
+      sofar: "12.1 of 40.0 GiB hashed, 3 of 7 files",
+    });
   });
 
   it("changes the tree digest when a weight file changes, even at the same size", async () => {

@@ -13,6 +13,7 @@ import { canonicalJson, sha256Hex } from "../../desired/hash.js";
 import { CancelledError, NarwhalError } from "../../errors.js";
 import type { HostAccess } from "../../hosts/types.js";
 import { pythonScriptFailure } from "../../hosts/ssh-scripts.js";
+import type { StepWait } from "../progress.js";
 
 export const MODEL_MANIFEST_SCHEMA = "narwhal.model-manifest/v1";
 export const MODEL_MANIFEST_FILE = "model-manifest.json";
@@ -83,8 +84,47 @@ export function manifestScriptPath(): string {
   return path.join(packageRoot(), "src", "phases", "host", "model_manifest.py");
 }
 
+/** How far the hashing of the files to hash (the cached ones aside) has come: model_manifest.py's stderr lines. */
+export interface HashProgress {
+  files_done: number;
+  files: number;
+  bytes_done: number;
+  bytes: number;
+}
+
+const PROGRESS_PREFIX = "NARWHAL_MANIFEST_PROGRESS ";
+
+/** The live line of a manifest being hashed: "12.1 of 40.0 GiB hashed, 3 of 7 files". */
+export function manifestWait(modelDir: string, p: HashProgress): StepWait {
+  const gib = (n: number) => (n / 2 ** 30).toFixed(1);
+  return {
+    awaiting: `the manifest of ${modelDir} (hashing)`,
+    limitMs: null,
+    sofar: `${gib(p.bytes_done)} of ${gib(p.bytes)} GiB hashed, ${p.files_done} of ${p.files} files`,
+  };
+}
+
+/** Each whole progress line of a stderr stream, told as it arrives (a chunk may end inside a line). */
+function progressLines(tell: (p: HashProgress) => void): (chunk: string) => void {
+  let rest = "";
+  return (chunk) => {
+    const lines = (rest + chunk).split("\n");
+    rest = lines.pop() ?? "";
+    for (const line of lines) {
+      if (!line.startsWith(PROGRESS_PREFIX)) continue;
+      try {
+        tell(JSON.parse(line.slice(PROGRESS_PREFIX.length)) as HashProgress);
+      } catch {
+        // A garbled progress line only costs the live view one update.
+      }
+    }
+  };
+}
+
 export interface ManifestOptions {
   signal: AbortSignal;
+  /** Told how far the hashing has come (at its start, then about every second). */
+  onProgress?: (p: HashProgress) => void;
   /** Directory on the node for the digest cache; undefined: hash everything, keep nothing. */
   cacheDir?: string;
   now?: () => Date;
@@ -107,7 +147,11 @@ export async function modelManifest(host: HostAccess, modelDir: string, opts: Ma
   const script = await fs.readFile(manifestScriptPath());
   const cacheFile = opts.cacheDir === undefined ? "-" : manifestCacheFile(opts.cacheDir, modelDir);
   // No deadline: a cold manifest takes as long as reading the weights once; cancellation stops it.
-  const r = await host.run(["python3", "-", modelDir, cacheFile], { stdin: script, signal: opts.signal });
+  const r = await host.run(["python3", "-", modelDir, cacheFile], {
+    stdin: script,
+    signal: opts.signal,
+    ...(opts.onProgress ? { onStderr: progressLines(opts.onProgress) } : {}),
+  });
   if (opts.signal.aborted) throw new CancelledError(what);
   const parsed = (() => {
     try {
@@ -121,7 +165,11 @@ export async function modelManifest(host: HostAccess, modelDir: string, opts: Ma
     if (said.success) throw checkpointFault(host, modelDir, said.data);
   }
   const ok = r.code === 0 ? ScriptResultSchema.safeParse(parsed) : undefined;
-  if (!ok?.success) throw pythonScriptFailure(host.node, what, r);
+  const stderr = r.stderr
+    .split("\n")
+    .filter((l) => !l.startsWith(PROGRESS_PREFIX))
+    .join("\n");
+  if (!ok?.success) throw pythonScriptFailure(host.node, what, { ...r, stderr });
   const { files, hashed, cached, cache_error } = ok.data;
   return {
     manifest: {

@@ -26,6 +26,9 @@
 # (code points), "hashed": files read this time, "cached": digests taken from
 # the cache, "cache_error": null or why the cache was not written}. A failure is
 # {"error": what, "path": the path at fault, "errno": "ENOENT"...} and exit 3.
+# stderr: while files are hashed, a line "NARWHAL_MANIFEST_PROGRESS {"files_done",
+# "files", "bytes_done", "bytes"}" (of the files to hash, the cached ones aside)
+# at the start and then at most every PROGRESS_S, for the operator's live line.
 import errno
 import hashlib
 import json
@@ -33,7 +36,11 @@ import os
 import stat
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+PROGRESS_PREFIX = "NARWHAL_MANIFEST_PROGRESS "
+PROGRESS_S = 1.0
 
 CACHE_VERSION = 1
 CHUNK = 8 * 1024 * 1024
@@ -49,7 +56,27 @@ def errno_name(err):
     return errno.errorcode.get(err.errno, str(err.errno)) if err.errno else "EIO"
 
 
-def sha256_of(path):
+class Progress:
+    """Bytes hashed so far across the worker threads, told on stderr."""
+
+    def __init__(self, files, total):
+        self.lock = threading.Lock()
+        self.files, self.total = files, total
+        self.files_done = self.bytes_done = 0
+
+    def add(self, n, file_done=False):
+        with self.lock:
+            self.bytes_done += n
+            self.files_done += 1 if file_done else 0
+
+    def tell(self):
+        with self.lock:
+            said = {"files_done": self.files_done, "files": self.files, "bytes_done": self.bytes_done, "bytes": self.total}
+        sys.stderr.write(PROGRESS_PREFIX + json.dumps(said) + "\n")
+        sys.stderr.flush()
+
+
+def sha256_of(path, progress):
     h = hashlib.sha256()
     # hashlib releases the GIL on large buffers, so threads hash files in parallel.
     with open(path, "rb", buffering=0) as f:
@@ -58,6 +85,8 @@ def sha256_of(path):
             if not block:
                 break
             h.update(block)
+            progress.add(len(block))
+    progress.add(0, file_done=True)
     return h.hexdigest()
 
 
@@ -150,15 +179,30 @@ def manifest(root, cache_file):
             queued.add(real)
             todo.append(real)
 
+    sizes = {real: st.st_size for rel, real, st in files}
+    progress = Progress(len(todo), sum(sizes[real] for real in todo))
+
     def hash_one(real):
         try:
-            return real, sha256_of(real)
+            return real, sha256_of(real, progress)
         except OSError as e:
             raise Failure("cannot read", real, errno_name(e))
 
     workers = max(1, min(8, os.cpu_count() or 1, len(todo)))
+    if todo:
+        progress.tell()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for real, digest in pool.map(hash_one, todo):
+        futures = [pool.submit(hash_one, real) for real in todo]
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=PROGRESS_S, return_when=FIRST_EXCEPTION)
+            if pending:
+                progress.tell()
+            if any(f.exception() for f in done):
+                break
+        # In walk order, as pool.map did: the first file that failed is the one reported.
+        for f in futures:
+            real, digest = f.result()
             digests[real] = digest
     entries = {}
     out = []
