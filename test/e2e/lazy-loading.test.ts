@@ -31,6 +31,7 @@ const HEAVY = [
   ["winston (the logger)", "/node_modules/winston/"],
   ["the controller", "/dist/src/controller/controller.js"],
   ["the engine actions", "/dist/src/cli/engine/actions.js"],
+  ["yaml (only --format yaml prints it)", "/node_modules/yaml/"],
 ] as const;
 
 /** What observes engines (status does; --help and validate do not). */
