@@ -45,10 +45,4 @@ export function printTable(report) {
     console.log(
       `watch: save → first persisted transition, median ${report.watch.median_ms} ms (${report.watch.samples_ms.join(", ")} ms; debounce ${report.watch.debounce_ms} ms)`,
     );
-  if (report.compose) {
-    const c = report.compose;
-    console.log(
-      `container no-op, ${c.containers} simulator containers: narwhal cpu ${f(c.narwhal.cpu_s)} s wall ${f(c.narwhal.wall_s)} s; docker-compose up -d cpu ${f(c.compose.cpu_s)} s wall ${f(c.compose.wall_s)} s; narwhal/compose cpu ${f(c.cpu_ratio)}`,
-    );
-  }
 }

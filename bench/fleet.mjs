@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The fleet benchmarks of issue 14, side by side in one run (after `npm run build`):
 //
-//   node bench/fleet.mjs [--parts sizes,noop,watch,compose] [--sizes 10,100,1000] [--runs 5] [--json FILE]
+//   node bench/fleet.mjs [--parts sizes,noop,watch] [--sizes 10,100,1000] [--runs 5] [--json FILE]
 //
 // sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
 //          a generated state of every engine captured (bench/fleet-state.mjs): wall, CPU, peak RSS.
@@ -9,8 +9,7 @@
 //          floor (`node -e 0`: node's own start, which no command avoids).
 // watch:   on the same 16 engines, a watch-mode controller; an editor's save of engine-launch.json → the
 //          first persisted transition of the edited engine (fs.watch on the state directory).
-// compose: docker-compose's no-op `up -d` against narwhal's container no-op (bench/fleet-compose.mjs; only
-//          when docker-compose is installed).
+// Not yet here: docker-compose's no-op `up -d` against narwhal's container no-op on the same containers.
 // Runs of the same part are interleaved (each size and the floor in turn), so a burst of load on the shared
 // machine hits all of them alike; medians of --runs. Prints a table and writes JSON (default
 // bench/results/<date>.json).
@@ -29,7 +28,7 @@ import { machine, printTable } from "./fleet-report.mjs";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
   options: {
-    parts: { type: "string", default: "sizes,noop,watch,compose" },
+    parts: { type: "string", default: "sizes,noop,watch" },
     sizes: { type: "string", default: "10,100,1000" },
     runs: { type: "string", default: "5" },
     json: { type: "string" },
@@ -37,6 +36,7 @@ const { values } = parseArgs({
   },
 });
 const parts = new Set(values.parts.split(","));
+for (const p of parts) if (!["sizes", "noop", "watch"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
 const sizes = values.sizes.split(",").map(Number);
 const runs = Number(values.runs);
 const main = path.join(root, "dist/src/cli/main.js");
@@ -109,11 +109,6 @@ try {
     } finally {
       measureNode(cli("down", "--desired", desired, "--state", state), { env, okCodes: [0, 1] });
     }
-  }
-
-  if (parts.has("compose")) {
-    const { composeNoop } = await import("./fleet-compose.mjs");
-    report.compose = await composeNoop({ main, work, runs, env });
   }
 } finally {
   holder.kill();
