@@ -4,7 +4,7 @@
 // engines), and on which node a recorded handle's process is to be looked for.
 import path from "node:path";
 import type { NodeHosts } from "../hosts/node-hosts.js";
-import type { HostAccess } from "../hosts/types.js";
+import type { HostAccess, ProcessInfo } from "../hosts/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import { runsRoot } from "../state/run-dir.js";
 import type { OwnedEngine } from "./types.js";
@@ -49,6 +49,17 @@ export async function findOwnedOn(
   token?: string,
   hosts?: NodeHosts,
 ): Promise<OwnedEngine[]> {
+  return ownedIn(host, await scanProcessTable(host), stateDir, token, hosts);
+}
+
+/** A host's process table as ownership needs it: its boot id, the group leaders and their narwhal variables. */
+export interface ProcessTable {
+  bootId: string;
+  leaders: ProcessInfo[];
+  envs: Map<number, Record<string, string>>;
+}
+
+export async function scanProcessTable(host: HostAccess): Promise<ProcessTable> {
   const bootId = await host.bootId();
   // The group leader is the process whose pgid is its own pid (started as a session leader).
   const leaders = (await host.listProcesses()).filter((p) => p.state !== "Z" && p.pgid === p.pid);
@@ -56,6 +67,17 @@ export async function findOwnedOn(
     leaders.map((p) => p.pid),
     ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_STATE_DIR", "NARWHAL_ENGINE", "NARWHAL_NODE"],
   );
+  return { bootId, leaders, envs };
+}
+
+/** The engines of `table` (scanned on `host`, or on a host sharing its process table) that belong to `host`. */
+export async function ownedIn(
+  host: HostAccess,
+  { bootId, leaders, envs }: ProcessTable,
+  stateDir: string,
+  token?: string,
+  hosts?: NodeHosts,
+): Promise<OwnedEngine[]> {
   const owned: OwnedEngine[] = [];
   for (const p of leaders) {
     const env = envs.get(p.pid);

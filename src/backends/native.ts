@@ -26,7 +26,7 @@ import type { HostAccess } from "../hosts/types.js";
 import type { Logger } from "../log.js";
 import { runOnNode, stageRun, type RunOnNode } from "./native-node-files.js";
 import { cmdlineOn, groupMembersOn, isSameProcessOn, procStatOn, signalGroupOn, startTimeOn } from "./native-host.js";
-import { findOwnedOn, nativeHostFor } from "./native-owned.js";
+import { findOwnedOn, nativeHostFor, ownedIn, scanProcessTable, type ProcessTable } from "./native-owned.js";
 
 export const PROCESS_FILE = "native-process.json";
 export { ENGINE_LOG } from "./engine-log.js";
@@ -261,10 +261,13 @@ export class NativeBackend implements EngineBackend {
     if (!known.some((k) => k.access.kind === "local")) scans.push(hosts.local());
     const owned: OwnedEngine[] = [];
     const seen = new Set<string>();
+    // Every local node record is this machine: its process table is read once, not once per record.
+    let localTable: Promise<ProcessTable> | undefined;
     for (const host of scans) {
       let found: OwnedEngine[];
       try {
-        found = await findOwnedOn(host, this.opts.stateDir, undefined, hosts);
+        const table = host.kind === "local" ? (localTable ??= scanProcessTable(host)) : scanProcessTable(host);
+        found = await ownedIn(host, await table, this.opts.stateDir, undefined, hosts);
       } catch (err) {
         const fault = nodeFaultOf(err);
         if (fault && opts.unlisted) opts.unlisted(fault);

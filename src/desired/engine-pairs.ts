@@ -39,14 +39,19 @@ export const indexOfEngineName = (name: string): number | undefined => {
 /** Engines present in both files, in index order (records that failed their schema are holes and pair with nothing). */
 export function pairEngines(fleet: FleetForRules, launch: EngineLaunchFile): EnginePair[] {
   const pairs: EnginePair[] = [];
+  const seen = new Set<number>();
+  // The first node listing each iid, built once: a lookup per engine over every node's list is quadratic.
+  const firstNode = new Map<string, number>();
+  fleet.nodes.forEach((n, i) => n?.engines.forEach((iid) => firstNode.has(iid) || firstNode.set(iid, i)));
   fleet.engines.forEach((fe, fleetIndex) => {
     if (fe === undefined) return;
     const k = indexOfIid(fe.iid);
     if (k === undefined) return;
     const name = `engine-${k}`;
     if (!Object.hasOwn(launch.engines, name)) return;
-    if (pairs.some((p) => p.k === k)) return; // duplicate iid: reported by a rule
-    const nodeIndex = fleet.nodes.findIndex((n) => n?.engines.includes(fe.iid));
+    if (seen.has(k)) return; // duplicate iid: reported by a rule
+    seen.add(k);
+    const nodeIndex = firstNode.get(fe.iid) ?? -1;
     const node = fleet.nodes[nodeIndex];
     pairs.push({
       k,

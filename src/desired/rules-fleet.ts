@@ -69,18 +69,22 @@ const membershipRules: FleetRule[] = [
   {
     name: "unique-names",
     needs: "fleet",
-    check: ({ fleet }) => [
-      ...fleet.engines.flatMap((e, i) =>
-        e === undefined || fleet.engines.findIndex((o) => o?.iid === e.iid) === i
-          ? []
-          : [fleetIssue("unique-names", ["engines", i, "iid"], `iid ${e.iid} is used by more than one engine`)],
-      ),
-      ...fleet.nodes.flatMap((n, i) =>
-        n === undefined || fleet.nodes.findIndex((o) => o?.name === n.name) === i
-          ? []
-          : [fleetIssue("unique-names", ["nodes", i, "name"], `node name ${n.name} is used twice`)],
-      ),
-    ],
+    check: ({ fleet }) => {
+      const iids = firstIndexOf(fleet.engines, (e) => e.iid);
+      const names = firstIndexOf(fleet.nodes, (n) => n.name);
+      return [
+        ...fleet.engines.flatMap((e, i) =>
+          e === undefined || iids.get(e.iid) === i
+            ? []
+            : [fleetIssue("unique-names", ["engines", i, "iid"], `iid ${e.iid} is used by more than one engine`)],
+        ),
+        ...fleet.nodes.flatMap((n, i) =>
+          n === undefined || names.get(n.name) === i
+            ? []
+            : [fleetIssue("unique-names", ["nodes", i, "name"], `node name ${n.name} is used twice`)],
+        ),
+      ];
+    },
   },
   {
     name: "engine-on-one-node",
@@ -169,6 +173,15 @@ const membershipRules: FleetRule[] = [
     },
   },
 ];
+
+/** The index of each key's first record (holes skipped): one pass, where findIndex per record is quadratic. */
+function firstIndexOf<T>(records: ReadonlyArray<T | undefined>, key: (r: T) => string): Map<string, number> {
+  const first = new Map<string, number>();
+  records.forEach((r, i) => {
+    if (r !== undefined && !first.has(key(r))) first.set(key(r), i);
+  });
+  return first;
+}
 
 export const fleetRules: FleetRule[] = [...membershipRules, ...nodeRules, ...addressRules];
 

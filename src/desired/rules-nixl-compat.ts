@@ -59,10 +59,14 @@ export const nixlCompatRules: FleetRule[] = [
       const decodes = pairs.filter((p) => p.fleet.role === "decode");
       if (!prefills.length || !decodes.length) return [];
       const inputs = new Map(pairs.map((p) => [p.name, desiredCompatInputs(p, vars)]));
+      // Engines with equal inputs agree or differ alike: one pair of each pair of kinds decides.
+      const prefillKinds = [...kindsOf(prefills, inputs).values()];
+      const decodeKinds = [...kindsOf(decodes, inputs).values()];
+      if (prefillKinds.some((a) => decodeKinds.some((b) => differingFactors(a.inputs, b.inputs).length === 0)))
+        return [];
       const diffs = prefills.flatMap((pf) =>
         decodes.map((d) => ({ pf, d, keys: differingFactors(inputs.get(pf.name)!, inputs.get(d.name)!) })),
       );
-      if (diffs.some((x) => x.keys.length === 0)) return [];
       const described = diffs.map(({ pf, d, keys }) => {
         const a = inputs.get(pf.name)!;
         const b = inputs.get(d.name)!;
@@ -86,18 +90,66 @@ export const nixlCompatRules: FleetRule[] = [
       const pairs = pairEngines(fleet, launch);
       const inputs = new Map(pairs.map((p) => [p.name, desiredCompatInputs(p, vars)]));
       const prefills = pairs.filter((p) => p.fleet.role === "prefill");
+      const prefillKinds = [...kindsOf(prefills, inputs, handshakeKey).values()];
+      // The prefills a decode of one kind would handshake with and be refused by, found once per kind:
+      // whether a pair is refused depends only on what the kind key holds (inputs, TP, block size).
+      const refusing = new Map<string, Set<EnginePair>>();
+      const refusingFor = (d: EnginePair, key: string): Set<EnginePair> => {
+        let found = refusing.get(key);
+        if (found) return found;
+        found = new Set(
+          prefillKinds
+            .filter((k) => differingFactors(k.inputs, inputs.get(d.name)!).length === 0)
+            .filter((k) => handshakeIssues(k.members[0]!, d).length > 0)
+            .flatMap((k) => k.members),
+        );
+        refusing.set(key, found);
+        return found;
+      };
       // Only pairs whose hashed inputs agree would handshake at all (pd-nixl-compatible judges the others);
       // the router pairs any listed prefill with any listed decode, so each such pair must be accepted.
       return pairs
         .filter((d) => d.fleet.role === "decode")
-        .flatMap((d) =>
-          prefills
-            .filter((pf) => differingFactors(inputs.get(pf.name)!, inputs.get(d.name)!).length === 0)
-            .flatMap((pf) => handshakeIssues(pf, d)),
-        );
+        .flatMap((d) => {
+          const refused = refusingFor(d, handshakeKey(d, inputs.get(d.name)!));
+          return refused.size === 0
+            ? []
+            : prefills.filter((pf) => refused.has(pf)).flatMap((pf) => handshakeIssues(pf, d));
+        });
     },
   },
 ];
+
+interface Kind {
+  inputs: Partial<NixlCompatFactors>;
+  members: EnginePair[];
+}
+
+const inputsKey = (_p: EnginePair, inputs: Partial<NixlCompatFactors>) => JSON.stringify(inputs);
+/** What a handshake's outcome depends on: the compatibility inputs, TP and block size. */
+const handshakeKey = (p: EnginePair, inputs: Partial<NixlCompatFactors>) =>
+  JSON.stringify([inputs, p.record.tensor_parallel_size, p.record.runtime.block_size]);
+
+/**
+ * Engines grouped by `key` of their compatibility inputs, in order of first appearance: a fleet of
+ * 1000 engines has a handful of kinds, and comparing kinds instead of every prefill with every decode
+ * keeps these rules linear.
+ */
+function kindsOf(
+  engines: EnginePair[],
+  inputs: Map<string, Partial<NixlCompatFactors>>,
+  key: (p: EnginePair, inputs: Partial<NixlCompatFactors>) => string = inputsKey,
+): Map<string, Kind> {
+  const kinds = new Map<string, Kind>();
+  for (const p of engines) {
+    const own = inputs.get(p.name)!;
+    const k = key(p, own);
+    const kind = kinds.get(k);
+    if (kind) kind.members.push(p);
+    else kinds.set(k, { inputs: own, members: [p] });
+  }
+  return kinds;
+}
 
 /** What vLLM's handshake of decode `d` with prefill `pf` refuses besides the hash: the TP ratio, the block size. */
 function handshakeIssues(pf: EnginePair, d: EnginePair): ValidationIssue[] {

@@ -4,7 +4,8 @@
 // without a loadable desired/) is this machine only when the handle's boot id is
 // this machine's current one, else an error naming the node and the fix.
 import { describe, expect, it } from "vitest";
-import { nativeHostFor } from "../../src/backends/native-owned.js";
+import { nativeHostFor, ownedIn, type ProcessTable } from "../../src/backends/native-owned.js";
+import { LocalHost } from "../../src/hosts/local.js";
 import { readBootId } from "../../src/backends/proc.js";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
 import { NarwhalError } from "../../src/errors.js";
@@ -58,5 +59,35 @@ describe("nativeHostFor", () => {
     const found = await nativeHostFor(h, await handle({ node: "gpu-a", boot_id: "another-boot" }));
     expect(found).toMatchObject({ kind: "local", node: "gpu-a" });
     expect(h.access("gpu-a")).toBe(found);
+  });
+});
+
+// Local node records are all this machine: listOwned reads its process table once and gives each
+// record the engines its NARWHAL_NODE names (a 1000-engine fleet of local records read /proc per record).
+describe("ownedIn: one process table, several local node records", () => {
+  const leader = (pid: number) => ({ pid, pgid: pid, startTicks: 100 + pid, state: "S", cmdline: ["python3"] });
+  const table: ProcessTable = {
+    bootId: "boot-1",
+    leaders: [leader(1001), leader(1002), leader(1003), leader(1004)],
+    envs: new Map([
+      [1001, { NARWHAL_LAUNCH_TOKEN: "t1", NARWHAL_STATE_DIR: "/s", NARWHAL_ENGINE: "engine-1", NARWHAL_NODE: "a" }],
+      [1002, { NARWHAL_LAUNCH_TOKEN: "t2", NARWHAL_STATE_DIR: "/s", NARWHAL_ENGINE: "engine-2", NARWHAL_NODE: "b" }],
+      [1003, { NARWHAL_LAUNCH_TOKEN: "t3", NARWHAL_STATE_DIR: "/s", NARWHAL_ENGINE: "engine-3", NARWHAL_NODE: "a" }],
+      // Another controller's engine on the same machine: nobody's here.
+      [
+        1004,
+        { NARWHAL_LAUNCH_TOKEN: "t4", NARWHAL_STATE_DIR: "/other", NARWHAL_ENGINE: "engine-1", NARWHAL_NODE: "a" },
+      ],
+    ]),
+  };
+
+  it("each record gets the engines named for it, with its node and the table's boot id", async () => {
+    const a = await ownedIn(new LocalHost("a", {}), table, "/s");
+    const b = await ownedIn(new LocalHost("b", {}), table, "/s");
+    expect(a.map((o) => [o.engine, o.handle])).toEqual([
+      ["engine-1", expect.objectContaining({ pid: 1001, start_ticks: 1101, boot_id: "boot-1", node: "a" })],
+      ["engine-3", expect.objectContaining({ pid: 1003, node: "a" })],
+    ]);
+    expect(b.map((o) => [o.engine, (o.handle as { node?: string }).node])).toEqual([["engine-2", "b"]]);
   });
 });

@@ -91,3 +91,49 @@ describe(RULE, () => {
     expect(issues).toEqual([]);
   });
 });
+
+// The rules compare kinds of engines (equal compatibility inputs, TP, block size), not every prefill with
+// every decode, so a 1000-engine fleet stays linear; every refused pair is still named, not one per kind.
+describe("pd-handshake-tp over kinds of engines", () => {
+  /** Engine k (3 and up) as a prefill like engine-1 on GPU k-1, edited by `edit`. */
+  const addPrefill = (t: DesiredTree, k: number, edit: (r: Obj) => void = () => {}) => {
+    const r = structuredClone(rec(t, 1));
+    r["gpu_ids"] = [String(k - 1)];
+    r["accelerator_devices"] = [`/dev/nvidia${k - 1}`];
+    edit(r);
+    (t.launch["engines"] as Obj)[`engine-${k}`] = r;
+    (t.fleet["engines"] as Obj[]).push({
+      iid: `n${k}`,
+      url: `\${NARWHAL_NODE_${k}_URL}`,
+      attestation_url: `\${NARWHAL_NODE_${k}_ATTESTATION_URL}`,
+      role: "prefill",
+    });
+    ((t.fleet["nodes"] as Obj[])[0]!["engines"] as string[]).push(`n${k}`);
+    Object.assign(t.env, {
+      [`NARWHAL_NODE_${k}_IP`]: "10.0.0.11",
+      [`NARWHAL_NODE_${k}_ENGINE_PORT`]: String(8000 + k),
+      [`NARWHAL_NODE_${k}_ATTEST_PORT`]: String(8100 + k),
+      [`NARWHAL_NODE_${k}_NIXL_PORT`]: String(5700 + k),
+    });
+  };
+  const blockSize = (size: number) => (r: Obj) => ((r["runtime"] as Obj)["block_size"] = size);
+
+  it("each prefill of a refused kind is named with the decode; prefills of an accepted kind and of other inputs are not", async () => {
+    const issues = await issuesOf((t) => {
+      addPrefill(t, 3, blockSize(32));
+      addPrefill(t, 4);
+      addPrefill(t, 5, blockSize(32));
+      // Another dtype: never handshakes with engine-2, so its block size is pd-nixl-compatible's business.
+      addPrefill(t, 6, (r) => {
+        blockSize(32)(r);
+        (r["runtime"] as Obj)["model_dtype"] = "float16";
+      });
+    });
+    const tp = issues.filter((i) => i.rule === "pd-handshake-tp").map((i) => i.message.split(" agree")[0]);
+    expect(tp).toEqual([
+      "engine-3 (prefill, block size 32) and engine-2 (decode, block size 16)",
+      "engine-5 (prefill, block size 32) and engine-2 (decode, block size 16)",
+    ]);
+    expect(issues.filter((i) => i.rule !== "pd-handshake-tp")).toEqual([]);
+  });
+});

@@ -44,6 +44,7 @@ const HEAVY = [
   ["winston (the logger)", "/node_modules/winston/"],
   ["the controller", "/src/controller/controller.ts"],
   ["the engine actions", "/src/cli/engine/actions.ts"],
+  ["yaml (only --format yaml prints it)", "/node_modules/yaml/"],
 ] as const;
 
 /** What observes engines (status does; --help and validate do not). */

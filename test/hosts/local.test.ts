@@ -46,3 +46,22 @@ describe("LocalHost", () => {
     expect(text).toContain(`Pid:\t${process.pid}`);
   });
 });
+
+describe("LocalHost.readFile across its growing read sizes (4 KiB first, then up to 64 KiB)", () => {
+  it.each([0, 1, 4096, 4097, 20_480, 65_536, 65_537, 300_001])("reads a file of %i bytes whole", async (size) => {
+    const bytes = Buffer.alloc(size);
+    for (let i = 0; i < size; i++) bytes[i] = (i * 31 + 7) % 256;
+    const file = path.join(dir, `sized-${size}`);
+    await fs.writeFile(file, bytes);
+    expect((await host.readFile(file)).equals(bytes)).toBe(true);
+    if (size > 0) await expect(host.readFile(file, { maxBytes: size - 1 })).rejects.toMatchObject({ code: "EFBIG" });
+  });
+
+  it("reads the boot id once per host object, and the value is the machine's", async () => {
+    const fresh = new LocalHost("boot-test", {});
+    const machine = (await fs.readFile("/proc/sys/kernel/random/boot_id", "utf8")).trim();
+    const [a, b] = [fresh.bootId(), fresh.bootId()];
+    expect(a).toBe(b);
+    expect(await a).toBe(machine);
+  });
+});

@@ -1,0 +1,60 @@
+// A state file for a generated desired tree (bench/fleet-gen.mjs) as a controller leaves it after converging:
+// every engine captured, applied and running at its desired input hash, its handle naming one live process
+// (`process`: pid, start ticks; the boot id is this machine's), so `status` checks 1000 live handles and
+// `plan` of an unchanged tree has nothing to do, without starting 1000 engines.
+//
+// Written as narwhal.json of STATE_VERSION 1 in one write: the store would rewrite the whole file per record.
+import fs from "node:fs/promises";
+import path from "node:path";
+
+/** start_ticks of a process: field 22 of /proc/<pid>/stat, counted after the parenthesised command name. */
+async function startTicks(pid) {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+}
+
+/**
+ * @param {string} stateDir created if missing
+ * @param {{ specs: Array<{ name: string, input_hash: string, backend?: string, role?: string }> }} desired loadDesired's result
+ * @param {number} pid a live process every handle names
+ */
+export async function writeFleetState(stateDir, desired, pid) {
+  await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
+  const [bootId, ticks] = await Promise.all([
+    fs.readFile("/proc/sys/kernel/random/boot_id", "utf8").then((s) => s.trim()),
+    startTicks(pid),
+  ]);
+  const at = new Date().toISOString();
+  const engines = {};
+  for (const [i, spec] of desired.specs.entries()) {
+    const node = `node-${Math.floor(i / 2) + 1}`;
+    engines[spec.name] = {
+      engine: spec.name,
+      backend: "native",
+      phase: "captured",
+      desired_hash: spec.input_hash,
+      running_hash: spec.input_hash,
+      group_signature: "5d1f0c2b9e7a4410",
+      run_dir: path.join(stateDir, "runs", spec.name, "20261201T000000Z-bench"),
+      plan_sha256: "0".repeat(64),
+      handle: { kind: "native", pid, pgid: pid, boot_id: bootId, start_ticks: ticks, launch_token: `bench-${i}`, node },
+      inspection: null,
+      checked: null,
+      layout: null,
+      conditions: [{ type: "Ready", status: "True", reason: "Captured", message: "bench", lastTransitionTime: at }],
+      last_error: null,
+      attempts: 0,
+      retry_at: null,
+      history: ["pending", "inspecting", "preparing", "checking", "starting", "probing", "capturing", "captured"]
+        .slice(1)
+        .map((to, j, all) => ({ at, from: j === 0 ? "pending" : all[j - 1], to })),
+      snapshot: null,
+      updated_at: at,
+      role: spec.role,
+      observed_at: at,
+    };
+  }
+  await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify({ version: 1, engines }, null, 2) + "\n", {
+    mode: 0o600,
+  });
+}

@@ -1,0 +1,96 @@
+// Watch-mode latency: a controller watches a converged fleet; an editor's save of engine-launch.json
+// (temp file + rename, as editors save) changes engine-1's extra_args; the latency is the time from the rename
+// to the first state write that records a new transition of engine-1 (fs.watch on the state directory, so
+// the write is seen when it lands, not at a poll). After each sample the fleet settles (all captured) again.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import path from "node:path";
+import { median } from "./measure.mjs";
+
+const readState = async (state) => {
+  try {
+    return JSON.parse(await fsp.readFile(path.join(state, "narwhal.json"), "utf8"));
+  } catch {
+    return null; // mid-rename or not yet written
+  }
+};
+
+/** Resolves when `test(state)` holds, checking on every change in the state directory (and every second). */
+function whenState(state, test, what, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const finish = (err, value) => {
+      if (done) return;
+      done = true;
+      watcher.close();
+      clearInterval(tick);
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve(value);
+    };
+    const check = () =>
+      void readState(state).then((s) => {
+        const hit = s && test(s);
+        if (hit) finish(null, { at: performance.now(), state: s });
+      });
+    const watcher = fs.watch(state, check);
+    const tick = setInterval(check, 1000);
+    const timer = setTimeout(() => finish(new Error(`watch bench: ${what} not within ${timeoutMs} ms`)), timeoutMs);
+    check();
+  });
+}
+
+const allCaptured = (s) =>
+  Object.values(s.engines).length > 0 && Object.values(s.engines).every((e) => e.phase === "captured");
+
+export async function watchLatency({ main, desired, state, env, runs, debounceMs = 300 }) {
+  const launchFile = path.join(desired, "engine-launch.json");
+  const original = await fsp.readFile(launchFile, "utf8");
+  const controller = spawn(process.execPath, [main, "reconcile", "--desired", desired, "--state", state], {
+    env: { ...env, NARWHAL_WATCH_DEBOUNCE_MS: String(debounceMs) },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let log = "";
+  controller.stderr.on("data", (d) => (log = (log + d).slice(-20_000)));
+  const exited = new Promise((resolve) => controller.once("exit", resolve));
+  const samples = [];
+  try {
+    // Ready: it has applied the desired state once and every engine is captured.
+    await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
+    for (let i = 0; i < runs; i++) {
+      const before = (await readState(state)).engines["engine-1"].history.length;
+      const doc = JSON.parse(original);
+      doc.engines["engine-1"].runtime.extra_args = ["--max-num-seqs", String(8 + i)];
+      const tmp = path.join(desired, `.engine-launch.json.${i}.tmp`);
+      await fsp.writeFile(tmp, JSON.stringify(doc));
+      const saved = performance.now();
+      const seen = whenState(
+        state,
+        (s) => (s.engines["engine-1"]?.history.length ?? 0) !== before || s.engines["engine-1"]?.phase !== "captured",
+        "a transition of engine-1",
+        60_000,
+      );
+      await fsp.rename(tmp, launchFile);
+      samples.push(Math.round((await seen).at - saved));
+      await whenState(
+        state,
+        (s) => allCaptured(s) && s.engines["engine-1"].history.length !== before,
+        "the fleet settled",
+        180_000,
+      );
+    }
+  } catch (err) {
+    throw new Error(`${err.message}\ncontroller log tail:\n${log.slice(-3000)}`);
+  } finally {
+    controller.kill("SIGTERM");
+    await exited;
+    await fsp.writeFile(launchFile, original);
+  }
+  return {
+    engines: Object.keys(JSON.parse(original).engines).length,
+    debounce_ms: debounceMs,
+    median_ms: median(samples),
+    samples_ms: samples,
+  };
+}

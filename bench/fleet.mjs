@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+// The fleet benchmarks of issue 14, side by side in one run (after `npm run build`):
+//
+//   node bench/fleet.mjs [--parts sizes,noop,watch] [--sizes 10,100,1000] [--runs 5] [--json FILE]
+//
+// sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
+//          a generated state of every engine captured (bench/fleet-state.mjs): wall, CPU, peak RSS.
+// noop:    16 native simulator engines converged for real, then the no-op `reconcile --once` against the
+//          floor (`node -e 0`: node's own start, which no command avoids).
+// watch:   on the same 16 engines, a watch-mode controller; an editor's save of engine-launch.json → the
+//          first persisted transition of the edited engine (fs.watch on the state directory).
+// Not yet here: docker-compose's no-op `up -d` against narwhal's container no-op on the same containers.
+// Runs of the same part are interleaved (each size and the floor in turn), so a burst of load on the shared
+// machine hits all of them alike; medians of --runs. Prints a table and writes JSON (default
+// bench/results/<date>.json).
+import { spawn } from "node:child_process";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { generateDesired } from "./fleet-gen.mjs";
+import { writeFleetState } from "./fleet-state.mjs";
+import { cleanEnv, measureNode, Samples } from "./measure.mjs";
+import { watchLatency } from "./fleet-watch.mjs";
+import { machine, printTable } from "./fleet-report.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: {
+    parts: { type: "string", default: "sizes,noop,watch" },
+    sizes: { type: "string", default: "10,100,1000" },
+    runs: { type: "string", default: "5" },
+    json: { type: "string" },
+    "noop-engines": { type: "string", default: "16" },
+  },
+});
+const parts = new Set(values.parts.split(","));
+for (const p of parts) if (!["sizes", "noop", "watch"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
+const sizes = values.sizes.split(",").map(Number);
+const runs = Number(values.runs);
+const main = path.join(root, "dist/bundle/main.js"); // what `narwhal` runs (scripts/bundle.mjs)
+await fs.access(main).catch(() => {
+  throw new Error("dist/ is missing: run `npm run build` first");
+});
+const { loadDesired } = await import(path.join(root, "dist/src/desired/load.js"));
+const env = cleanEnv();
+const work = await fs.mkdtemp(path.join(await fs.realpath(os.tmpdir()), "narwhal-bench-fleet-"));
+const cli = (...args) => [main, ...args];
+const report = { at: new Date().toISOString(), machine: machine(), runs, sizes: {}, noop: null, watch: null };
+
+// One live process every generated handle names: status checks it as it checks an engine's.
+const holder = spawn("sleep", ["3600"], { stdio: "ignore" });
+try {
+  if (parts.has("sizes")) {
+    const trees = [];
+    for (const n of sizes) {
+      const desired = await generateDesired(path.join(work, `desired-${n}`), { engines: n });
+      const state = path.join(work, `state-${n}`);
+      await writeFleetState(state, await loadDesired(desired), holder.pid);
+      trees.push({ n, desired, state });
+    }
+    const commands = {
+      validate: (t) => cli("validate", "--desired", t.desired),
+      plan: (t) => cli("plan", "--desired", t.desired, "--state", t.state),
+      status: (t) => cli("status", "--desired", t.desired, "--state", t.state),
+    };
+    const samples = new Map();
+    for (let i = 0; i < runs; i++)
+      for (const t of trees)
+        for (const [name, args] of Object.entries(commands)) {
+          const key = `${name}\t${t.n}`;
+          if (!samples.has(key)) samples.set(key, new Samples());
+          // plan: 0 nothing to do, 2 changes pending; both are a measured plan.
+          samples.get(key).add(measureNode(args(t), { env, okCodes: name === "plan" ? [0, 2] : [0] }));
+        }
+    for (const t of trees)
+      report.sizes[t.n] = Object.fromEntries(
+        Object.keys(commands).map((name) => [name, samples.get(`${name}\t${t.n}`).summary()]),
+      );
+  }
+
+  if (parts.has("noop") || parts.has("watch")) {
+    const n = Number(values["noop-engines"]);
+    // Ports of their own (kernel-chosen ranges are not available for a fleet of fixed ports): a random block.
+    const basePort = 30000 + Math.floor(Math.random() * 300) * 100;
+    const desired = await generateDesired(path.join(work, `desired-noop-${n}`), { engines: n, basePort });
+    const state = path.join(work, `state-noop-${n}`);
+    try {
+      const cold = measureNode(cli("reconcile", "--once", "--desired", desired, "--state", state), { env });
+      if (parts.has("noop")) {
+        const floor = new Samples();
+        const noop = new Samples();
+        for (let i = 0; i < runs; i++) {
+          floor.add(measureNode(["-e", "0"], { env }));
+          noop.add(measureNode(cli("reconcile", "--once", "--desired", desired, "--state", state), { env }));
+        }
+        const f = floor.summary();
+        const o = noop.summary();
+        report.noop = {
+          engines: n,
+          cold_converge_wall_s: cold.wall,
+          floor: f,
+          noop: o,
+          cpu_over_floor: Math.round((o.cpu_s / f.cpu_s) * 100) / 100,
+        };
+      }
+      if (parts.has("watch")) report.watch = await watchLatency({ main, desired, state, env, runs });
+    } finally {
+      measureNode(cli("down", "--desired", desired, "--state", state), { env, okCodes: [0, 1] });
+    }
+  }
+} finally {
+  holder.kill();
+  await fs.rm(work, { recursive: true, force: true });
+}
+
+printTable(report);
+const out = values.json ?? path.join(root, "bench/results", `${report.at.slice(0, 10)}.json`);
+await fs.mkdir(path.dirname(out), { recursive: true });
+await fs.writeFile(out, JSON.stringify(report, null, 2) + "\n");
+console.log(`written to ${path.relative(process.cwd(), out) || out}`);
