@@ -101,7 +101,8 @@ export interface CopyOptions {
   };
 }
 
-const pause = (ms: number, signal: AbortSignal) =>
+/** Waits `ms`, or less when `signal` aborts (a follow's poll ends at once when it is interrupted). */
+export const pause = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     const timer = setTimeout(done, ms);
     function done() {

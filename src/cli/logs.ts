@@ -9,7 +9,7 @@ import { readState } from "../state/store.js";
 import { validateDesired } from "../desired/load.js";
 import { nodeHostsFor } from "../backends/for-config.js";
 import { NativeBackend } from "../backends/native.js";
-import { copyLog } from "../backends/log-reader.js";
+import { copyLog, pause } from "../backends/log-reader.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import { EXIT } from "./exit-codes.js";
 import { chooseRun, logSource, type ChosenRun, type LogSource, type RunChoice } from "./logs-source.js";
@@ -132,13 +132,14 @@ async function printSource(
     while (!signal.aborted) {
       why = await deps.stop();
       if (why) return ended.abort();
-      await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS * 4));
+      await pause(FOLLOW_POLL_MS * 4, signal);
     }
   })();
   await streamContainerLog(docker, source.id, { follow: true, ...tail, signal }, deps.write);
-  if (deps.signal.aborted) return null;
+  // The watch is awaited on every path (an interrupt too): its pause ends at the abort, so SIGINT exits at once.
   ended.abort();
   await watch;
+  if (deps.signal.aborted) return null;
   return why ?? (await deps.stop()) ?? `container ${source.id.slice(0, 12)} stopped; stopped following`;
 }
 

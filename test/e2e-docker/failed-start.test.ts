@@ -83,6 +83,20 @@ describe("a failed start keeps its container", () => {
     const actions = (JSON.parse(plan.stdout) as { plan: { actions: Array<{ kind: string }> } }).plan.actions;
     expect(actions.filter((a) => a.kind === "sweep-orphan" || a.kind === "adopt")).toEqual([]);
 
+    // narwhal logs reads the kept container's own log: the error that failed the start.
+    const logs = (...args: string[]) =>
+      runCli(["logs", "engine-1", ...args, "--desired", fleet.dir, "--state", fleet.stateDir], env);
+    const kept = await logs();
+    expect(kept.code, kept.stderr).toBe(0);
+    expect(kept.stderr).toContain(`container ${failures[1]!.Id.slice(0, 12)} (exited, kept after its failed start)`);
+    expect(kept.stdout).toContain("CUDA out of memory");
+    expect(kept.stdout).not.toMatch(/[\x00-\x08]/); // Docker's frame headers taken off
+    // The first attempt's container is gone: its log is the copy taken when it was removed.
+    const previous = await logs("--previous");
+    expect(previous.code, previous.stderr).toBe(0);
+    expect(previous.stderr).toContain("(an older run)");
+    expect(previous.stdout).toContain("CUDA out of memory");
+
     const down = await runCli(["down", "--state", fleet.stateDir], env);
     expect(down.code, down.stderr.slice(-2000)).toBe(0);
     expect(await ours(fleet.stateDir)).toEqual([]);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { simFleet, type SimFleet, type SimFleetOptions } from "../e2e/sim-fleet.js";
+import { randomUUID } from "node:crypto";
 import { runCli, startCli, status, waitFor } from "../e2e/cli.js";
 import { startDockerProxy, type DockerProxy } from "../docker/docker-proxy.js";
 import { dockerClient } from "../docker/sim-image.mjs";
@@ -29,6 +30,22 @@ describe("reconcile --once with the container backend", () => {
   });
   const once = (extra: Record<string, string> = {}) =>
     runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], { ...env(), ...extra });
+  const logs = (...args: string[]) =>
+    runCli(["logs", ...args, "--desired", fleet.dir, "--state", fleet.stateDir], env());
+  /** The simulator writes an access-log line (stdout; its startup lines go to stderr) for each request. */
+  const request = (engine: number, at: string) =>
+    fetch(`http://127.0.0.1:${fleet.ports[engine]![0]}${at}`).then((r) => r.text());
+  /** `narwhal logs ENGINE -f` running: what it printed so far on each stream, and its exit code when it ends. */
+  const follow = (engine: string) => {
+    const child = startCli(["logs", engine, "-f", "--desired", fleet.dir, "--state", fleet.stateDir], env());
+    const seen = { stdout: "", stderr: "" };
+    child.stdout!.on("data", (d) => (seen.stdout += d));
+    child.stderr!.on("data", (d) => (seen.stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+    return { child, seen, exited };
+  };
+  /** A request engine-2 answered in its first container, looked for in its log after the replacement. */
+  const beforeReplace = `/engine-2-before-${randomUUID()}`;
   const byEngine = async () => Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
   const ours = async (purpose = "engine") =>
     docker.listContainers({
@@ -90,6 +107,44 @@ describe("reconcile --once with the container backend", () => {
       expect(await fs.readFile(path.join(e.run_dir!, "launch.json"), "utf8")).not.toContain(KEY);
   });
 
+  it("narwhal logs reads a container engine's log through its Docker endpoint: whole, --tail N, and -f until interrupted", async () => {
+    const marker = `/before-${randomUUID()}`;
+    await request(0, marker);
+    await request(1, beforeReplace);
+    // The access line is written after the answer: wait for it in the log, not a fixed time.
+    const r = await waitFor("the request's line in engine-1's container log", async () => {
+      const got = await logs("engine-1");
+      return got.code === 0 && got.stdout.includes(`"GET ${marker} HTTP/1.1"`) && got;
+    });
+    const { container_id } = (await byEngine())["engine-1"]!;
+    expect(r.stderr).toContain(`==> engine-1: run `);
+    expect(r.stderr).toContain(`(current run), container ${container_id!.slice(0, 12)} (running) on ${proxy.host}`);
+    // stderr (startup) and stdout (access log) in one stream, without Docker's 8-byte frame headers.
+    expect(r.stdout).toContain("Application startup complete");
+    expect(r.stdout).not.toMatch(/[\x00-\x08]/);
+    const tail = await logs("engine-1", "--tail", "1");
+    expect(tail.code, tail.stderr).toBe(0);
+    expect(tail.stdout.trimEnd().split("\n")).toEqual([expect.stringContaining(`"GET ${marker} HTTP/1.1"`)]);
+
+    const f = follow("engine-1");
+    try {
+      await waitFor("the follow to print the log so far", async () => f.seen.stdout.includes(marker), 30_000);
+      const after = `/after-${randomUUID()}`;
+      await request(0, after);
+      await waitFor("the follow to print a line written after it began", async () => f.seen.stdout.includes(after));
+    } finally {
+      f.child.kill("SIGINT");
+    }
+    // Interrupted: the follow ends quietly with exit 0, having printed the log once, unframed.
+    expect(await f.exited, f.seen.stderr).toBe(0);
+    const { stdout, stderr } = f.seen;
+    expect(stderr).not.toMatch(/error|docker logs/i);
+    expect(stdout.split("Application startup complete")).toHaveLength(2);
+    expect(stdout).not.toMatch(/[\x00-\x08]/);
+    // Seed 000: Ctrl-C stops the log follower and leaves the serving container running.
+    expect((await docker.getContainer(container_id!).inspect()).State.Running).toBe(true);
+  });
+
   it("makes no Docker write calls on a second run, and takes liveness from the one labelled list (no inspect per engine)", async () => {
     const before = await byEngine();
     proxy.calls.length = 0;
@@ -106,15 +161,35 @@ describe("reconcile --once with the container backend", () => {
 
   it("replaces only the engine whose extra_args changed", async () => {
     const before = await byEngine();
+    // A follow of engine-2's log across its replacement ends by itself, saying why, exit 0.
+    const f = follow("engine-2");
+    await waitFor("the follow to print engine-2's log so far", async () => f.seen.stdout.includes(beforeReplace));
     await fleet.write(opts({ engines: [{}, { extraArgs: ["--max-num-seqs", "64"] }] }));
     const r = await once();
     expect(r.code, r.stderr).toBe(0);
+    expect(await f.exited, f.seen.stderr).toBe(0);
+    expect(f.seen.stderr).toMatch(
+      /narwhal: (engine-2 was replaced|container [0-9a-f]{12} stopped).*; stopped following/,
+    );
     const after = await byEngine();
     expect(after["engine-1"]!.container_id).toBe(before["engine-1"]!.container_id);
     expect(after["engine-2"]!.container_id).not.toBe(before["engine-2"]!.container_id);
     expect((await ours()).map((c) => c.Id).sort()).toEqual(
       [after["engine-1"]!.container_id, after["engine-2"]!.container_id].sort(),
     );
+  });
+
+  it("narwhal logs --previous prints a replaced container engine's old run, copied when its container went", async () => {
+    const previous = await logs("engine-2", "--previous");
+    expect(previous.code, previous.stderr).toBe(0);
+    expect(previous.stderr).toContain("(an older run)");
+    expect(previous.stderr).toContain("its container is gone: the log copied when it stopped");
+    expect(previous.stdout).toContain(`"GET ${beforeReplace} HTTP/1.1"`);
+    const current = await logs("engine-2");
+    expect(current.code, current.stderr).toBe(0);
+    expect(current.stderr).toContain("(current run), container");
+    expect(current.stdout).toContain("Application startup complete");
+    expect(current.stdout).not.toContain(beforeReplace);
   });
 
   it("regroups and replaces both engines when the image changes", async () => {

@@ -1,34 +1,51 @@
-// `npm pack` of this clone (prepare builds dist) holds the built CLI and the
-// Python scripts narwhal runs on nodes; `npm install -g` of the tarball into a
-// temporary prefix gives a `narwhal` that works from any directory. Offline:
-// the dependencies come from the npm cache `npm ci` filled, never a registry.
+// `npm pack` of this clone holds the built CLI and the Python scripts narwhal runs on nodes; `npm install -g`
+// of the tarball into a temporary prefix gives a `narwhal` that works from any directory. Cheap enough for
+// every `npm test` (about 12 s on the shared two-core machine; it was opt-in at 2-5 minutes): the pack skips
+// `prepare` (dist/ is already built, as every e2e test's CLI is: npm test type-checks and builds first), and
+// the install is offline from the npm cache `npm ci` filled, without audit, fund or install scripts (ssh2's
+// optional native crypto build, which falls back to JavaScript).
 import { execFile } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO } from "./sim-fleet.js";
 
 const run = promisify(execFile);
-let dir = "";
+const FAST = ["--ignore-scripts", "--no-audit", "--no-fund"];
 
-// Opt-in (NARWHAL_TEST_GLOBAL_INSTALL=1): the install alone took 2-5 minutes on the shared two-core
-// machine, over the suite's budget; it passed by hand (npm pack + npm install -g --offline --prefix, then
-// PREFIX/bin/narwhal --version from /), but has not yet passed within its timeout under vitest.
-describe.skipIf(process.env.NARWHAL_TEST_GLOBAL_INSTALL !== "1")("installing narwhal globally", () => {
-  afterAll(() => (dir ? fs.rm(dir, { recursive: true, force: true }) : undefined));
+describe("installing narwhal globally", () => {
+  let dir = "";
+  let narwhal = "";
+  let elsewhere = "";
+  let files: string[] = [];
 
-  it("packs dist and the .py files, and installs a narwhal that runs from another directory", async () => {
+  beforeAll(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-install-"));
-    const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", dir], { cwd: REPO });
+    // Without prepare nothing builds dist/: a clone that was never built would pack a package without its CLI.
+    await fs.access(path.join(REPO, "dist/src/cli/main.js")).catch(() => {
+      throw new Error(`${REPO}/dist is not built: run npm run build (npm test builds it before the tests)`);
+    });
+    const { stdout } = await run("npm", ["pack", "--json", ...FAST, "--pack-destination", dir], { cwd: REPO });
     const [packed] = JSON.parse(stdout.slice(stdout.indexOf("["))) as Array<{
       name: string;
       filename: string;
       files: Array<{ path: string }>;
     }>;
     expect(packed!.name).toBe("@narwhal-fleet/narwhal");
-    const files = packed!.files.map((f) => f.path);
+    files = packed!.files.map((f) => f.path);
+    const prefix = path.join(dir, "prefix");
+    await run("npm", ["install", "-g", "--offline", ...FAST, "--prefix", prefix, path.join(dir, packed!.filename)], {
+      cwd: dir,
+      timeout: 90_000,
+    });
+    narwhal = path.join(prefix, "bin", "narwhal");
+    elsewhere = await fs.mkdtemp(path.join(dir, "cwd-"));
+  }, 120_000);
+  afterAll(() => (dir ? fs.rm(dir, { recursive: true, force: true }) : undefined));
+
+  it("packs dist, the .py files and the examples, and nothing of test/", () => {
     expect(files).toEqual(
       expect.arrayContaining([
         "dist/src/cli/main.js",
@@ -37,21 +54,28 @@ describe.skipIf(process.env.NARWHAL_TEST_GLOBAL_INSTALL !== "1")("installing nar
         "src/phases/inspect_runtime.py",
         "src/phases/attestation_serve.py",
         "src/phases/host/model_manifest.py",
+        "examples/container-sim/fleet.json",
       ]),
     );
     expect(files.some((f) => f.startsWith("test/"))).toBe(false);
-    const prefix = path.join(dir, "prefix");
-    await run(
-      "npm",
-      ["install", "-g", "--offline", "--no-audit", "--no-fund", "--prefix", prefix, path.join(dir, packed!.filename)],
-      { cwd: dir, timeout: 170_000 },
-    );
+  });
+
+  it("runs --version, --help and completion from another directory", async () => {
     const { version } = JSON.parse(await fs.readFile(path.join(REPO, "package.json"), "utf8")) as { version: string };
-    const elsewhere = await fs.mkdtemp(path.join(dir, "cwd-"));
-    const r = await run(path.join(prefix, "bin", "narwhal"), ["--version"], { cwd: elsewhere });
+    const r = await run(narwhal, ["--version"], { cwd: elsewhere });
     expect(r.stdout.trim()).toBe(version);
+    const help = await run(narwhal, ["--help"], { cwd: elsewhere });
+    expect(help.stdout).toMatch(/^Usage: narwhal /);
+    for (const command of ["validate", "reconcile", "status", "logs"]) expect(help.stdout).toContain(`  ${command}`);
     // The installed copy finds its own package root by the scoped name (app.ts), and its command tree.
-    const v = await run(path.join(prefix, "bin", "narwhal"), ["completion", "bash"], { cwd: elsewhere });
+    const v = await run(narwhal, ["completion", "bash"], { cwd: elsewhere });
     expect(v.stdout).toContain("complete -o default -F _narwhal narwhal");
-  }, 600_000);
+  });
+
+  it("validates an example copied to ./desired of another directory (exit 0)", async () => {
+    const installed = path.join(path.dirname(path.dirname(narwhal)), "lib/node_modules/@narwhal-fleet/narwhal");
+    await fs.cp(path.join(installed, "examples/container-sim"), path.join(elsewhere, "desired"), { recursive: true });
+    const r = await run(narwhal, ["validate"], { cwd: elsewhere });
+    expect(r.stdout).toContain(`desired state in ${path.join(elsewhere, "desired")} is valid: 2 engines`);
+  });
 });
