@@ -281,6 +281,21 @@ export const CORPUS: CorpusCase[] = [
     expect: { file: L, path: r1(".gpus"), message: /unknown field "gpus"/ },
   },
   {
+    // It becomes part of container names (narwhal-<name>-engine-<k>): a DNS-label-like word.
+    name: "fleet name with upper case and an underscore",
+    category: "odd name",
+    edit: (t) => {
+      t.fleet["name"] = "Prod_A";
+    },
+    expect: [
+      {
+        file: F,
+        path: "$.name",
+        message: /must be 1-32 lower-case letters, digits and inner hyphens, such as prod-a/,
+      },
+    ],
+  },
+  {
     name: "unknown top-level field in fleet.json",
     category: "unknown field",
     edit: (t) => {
