@@ -2,7 +2,8 @@
 // converges beside fleet A without a container name colliding; A, which started
 // before it had a name (containers narwhal-engine-<k>, no io.narwhal.fleet label),
 // is named afterwards and adopts what runs (no second engine, nothing restarted);
-// `down` of B stops only B's. One cold converge per fleet, both at once.
+// `down` of B stops only B's; a container of another fleet with A's state path is
+// never swept by A. One cold converge per fleet, both at once.
 import fs from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -57,11 +58,26 @@ describe("two fleets on one Docker host", () => {
       ["/narwhal-fleet-b-engine-2", "running", "fleet-b"],
     ]);
 
+    // Another fleet's engine whose controller's state directory has A's path (on another machine): never A's to sweep.
+    const stranger = await docker.createContainer({
+      name: "narwhal-fleet-z-engine-9",
+      Image: inject("simImage"),
+      Entrypoint: ["/usr/bin/python3.11", "-c", "import time; time.sleep(600)"],
+      Labels: {
+        "io.narwhal.engine": "engine-9",
+        "io.narwhal.state": a.stateDir,
+        "io.narwhal.fleet": "fleet-z",
+        "io.narwhal.purpose": "engine",
+      },
+    });
+    await stranger.start();
+
     // The upgrade: fleet A gets a name; what runs under the old names and labels is still A's.
     await nameFleet(a, "fleet-a");
     const again = await once(a);
     expect(again.code, again.stderr).toBe(0);
-    expect(await containersOf(a)).toEqual(before);
+    expect((await containersOf(a)).filter((c) => c.fleet !== "fleet-z")).toEqual(before);
+    expect((await stranger.inspect()).State.Running).toBe(true);
     expect((await status(a.stateDir)).engines.map((e) => [e.engine, e.phase, e.container_id])).toEqual(
       before.map((c, i) => [`engine-${i + 1}`, "captured", c.id]),
     );
@@ -69,6 +85,6 @@ describe("two fleets on one Docker host", () => {
     const down = await runCli(["down", "--desired", b.dir, "--state", b.stateDir], env);
     expect(down.code, down.stderr).toBe(0);
     expect((await containersOf(b)).filter((c) => c.state === "running")).toEqual([]);
-    expect(await containersOf(a)).toEqual(before);
+    expect((await containersOf(a)).filter((c) => c.fleet !== "fleet-z")).toEqual(before);
   });
 });
