@@ -3,12 +3,14 @@
 // a container whose create answer never arrived, is found and removed again.
 import type { DockerCalls } from "./docker-calls.js";
 import type { Failpoint } from "../failpoints.js";
-import { LABEL } from "./container-labels.js";
+import { LABEL, type FleetScope } from "./container-labels.js";
 
 /** What an attempt works with: one node's Docker client and the backend's settings. */
 export interface AttemptContext {
   docker: DockerCalls;
   stateDir: string;
+  /** The fleet the attempt is for (undefined: not learned; see container-labels.ts). */
+  fleet: FleetScope | undefined;
   /** Most bytes of a container's log read into memory or kept as engine.log. */
   logCapBytes: number;
   failpoint: Failpoint;

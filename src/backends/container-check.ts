@@ -36,7 +36,7 @@ export async function runContainerCheck(
         Entrypoint: ["python3"],
         Cmd: ["/narwhal/check_runtime.py", "/narwhal/check-input.json"],
         Env: planEnv(plan),
-        Labels: checkLabels(run, ctx.stateDir, token),
+        Labels: checkLabels(run, ctx.stateDir, token, ctx.fleet?.name),
         HostConfig: {
           NetworkMode: "none",
           Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`),

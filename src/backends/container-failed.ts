@@ -1,7 +1,7 @@
 // A failed start keeps its container (seed 000: "If startup fails: use the
 // recorded container ID. Trace the failure ..."): stopped, its log copied, its
 // `docker inspect` state saved as start-failure.json in the run directory, and
-// renamed narwhal-<engine>-failed-<id12> so the engine's name is free for the
+// renamed narwhal-[<fleet>-]<engine>-failed-<id12> so the engine's name is free for the
 // next attempt. Docker cannot relabel a container, and io.narwhal.state already
 // names the owning state directory: the name is what marks it. Nothing adopts or
 // sweeps a kept container; the engine's next start removes it, as does `down`.
@@ -10,14 +10,15 @@ import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import { writeFileExclusive } from "../state/atomic-file.js";
 import { copyContainerLog, containerLogSaved } from "./container-log.js";
 import type { ContainerSummary } from "./docker-calls.js";
-import { LABEL } from "./container-labels.js";
+import { LABEL, containerName, inFleet } from "./container-labels.js";
 import type { AttemptContext } from "./container-attempts.js";
 
 export const START_FAILURE_FILE = "start-failure.json";
 
 const KEPT_NAME = /^\/?narwhal-.+-failed-[0-9a-f]{12}$/;
 
-export const keptName = (engine: string, id: string) => `narwhal-${engine}-failed-${id.slice(0, 12)}`;
+export const keptName = (fleet: string | undefined, engine: string, id: string) =>
+  `${containerName(fleet, engine)}-failed-${id.slice(0, 12)}`;
 
 /** A stopped container kept as a failed start's evidence. */
 export const isKeptFailure = (c: Pick<ContainerSummary, "names" | "state">) =>
@@ -42,7 +43,7 @@ export async function keepFailedContainer(
     engine: run.engine,
     endpoint: docker.endpoint,
     Id: info.Id,
-    Name: keptName(run.engine, info.Id),
+    Name: keptName(ctx.fleet?.name, run.engine, info.Id),
     Image: info.Image,
     State: {
       Status: s.Status,
@@ -66,5 +67,5 @@ export async function removeKeptFailures(ctx: AttemptContext, engine: string, si
     [`${LABEL.engine}=${engine}`, `${LABEL.state}=${ctx.stateDir}`, `${LABEL.purpose}=engine`],
     signal,
   );
-  for (const c of listed) if (isKeptFailure(c)) await ctx.docker.remove(c.id, signal);
+  for (const c of listed) if (isKeptFailure(c) && inFleet(c.labels, ctx.fleet)) await ctx.docker.remove(c.id, signal);
 }

@@ -10,7 +10,7 @@ import { PhaseError } from "../errors.js";
 import { exists, writeFileExclusive } from "../state/atomic-file.js";
 import { copyContainerLog } from "./container-log.js";
 import { DockerCallError, type DockerCalls } from "./docker-calls.js";
-import { LABEL, engineLabels } from "./container-labels.js";
+import { LABEL, containerName, engineLabels, inFleet } from "./container-labels.js";
 import { containerPlanProblems, planEnv } from "./container-plan.js";
 import { SECRET_PATH, entrypoint, installKey, keyFileProblems, runKey } from "./container-key.js";
 import { byToken, removeAttempt, type AttemptContext } from "./container-attempts.js";
@@ -82,12 +82,12 @@ export async function ensureContainerStarted(
     ctx.failpoint("docker:create:before");
     id = await docker.create(
       {
-        name: `narwhal-${run.engine}`,
+        name: containerName(ctx.fleet?.name, run.engine),
         Image: plan.image!.id,
         Entrypoint: entrypoint(plan),
         Cmd: plan.command,
         Env: planEnv(plan),
-        Labels: engineLabels(run, plan, ctx.stateDir),
+        Labels: engineLabels(run, plan, ctx.stateDir, ctx.fleet?.name),
         HostConfig: {
           NetworkMode: "host",
           Binds: plan.mounts.map((m) => `${m.source}:${m.target}${m.read_only ? ":ro" : ""}`),
@@ -152,16 +152,16 @@ export async function planProblems(
   return containerPlanProblems(info.Config, { entrypoint: entrypoint(plan), imageEnv: image?.Config?.Env ?? [] }, plan);
 }
 
-/** `narwhal-<engine>` may still belong to this engine's previous, dead run: keep its log, then remove it. */
+/** The engine's container name (narwhal-[<fleet>-]<engine>) may still belong to this engine's previous, dead run: keep its log, then remove it. */
 async function clearName(ctx: AttemptContext, plan: LaunchPlan, signal: AbortSignal): Promise<void> {
   const { docker } = ctx;
-  const name = `narwhal-${plan.engine}`;
+  const name = containerName(ctx.fleet?.name, plan.engine);
   const existing = await docker.inspectContainer(name, signal);
   if (!existing) return;
   const labels = existing.Config.Labels ?? {};
-  if (labels[LABEL.state] !== ctx.stateDir) {
+  if (labels[LABEL.state] !== ctx.stateDir || !inFleet(labels, ctx.fleet)) {
     const owner = labels[LABEL.state]
-      ? `the narwhal controller of state directory ${labels[LABEL.state]}`
+      ? `the narwhal controller of state directory ${labels[LABEL.state]}${labels[LABEL.fleet] ? ` (fleet ${labels[LABEL.fleet]})` : ""}`
       : "no narwhal controller";
     // Like a stranger on a planned port: not narwhal's to remove, so outwaited until it is gone.
     throw new PhaseError(
@@ -171,7 +171,7 @@ async function clearName(ctx: AttemptContext, plan: LaunchPlan, signal: AbortSig
       {
         failure: "outwait",
         input: name,
-        fix: "Stop the other fleet's engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.",
+        fix: 'Give each fleet sharing this Docker host its own "name" in fleet.json, or stop the other fleet\'s engine (narwhal down --state DIR) or remove/rename that container; narwhal never touches containers it does not own.',
       },
     );
   }

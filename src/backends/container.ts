@@ -25,7 +25,7 @@ import { dockerOptions } from "./docker-endpoint.js";
 import { sshDialAgent } from "./docker-ssh.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
-import { LABEL } from "./container-labels.js";
+import { LABEL, inFleet, type FleetScope } from "./container-labels.js";
 import { imageByIdentity } from "./container-image.js";
 import { isKeptFailure, keepFailedContainer } from "./container-failed.js";
 import { keyFileProblems, runKey } from "./container-key.js";
@@ -66,6 +66,8 @@ export class ContainerBackend implements EngineBackend {
   private readonly clients = new Map<string, DockerCalls>();
 
   private readonly failpoint: Failpoint;
+  /** The fleet this backend acts for, learned with the desired engines (knowHosts); see container-labels.ts. */
+  private fleet: FleetScope | undefined;
   constructor(private readonly opts: ContainerBackendOptions) {
     this.failpoint = opts.failpoint ?? noFailpoints;
   }
@@ -94,6 +96,7 @@ export class ContainerBackend implements EngineBackend {
   /** Make every node's endpoint known, so orphans are found on all of them. */
   knowHosts(specs: EngineSpec[]): void {
     this.opts.hosts.learn(specs);
+    if (specs[0]) this.fleet = { name: specs[0].fleet };
     for (const s of specs) if (s.backend === "container") this.client(s.node.docker_host);
   }
 
@@ -125,6 +128,7 @@ export class ContainerBackend implements EngineBackend {
     return {
       docker: this.client(host),
       stateDir: this.opts.stateDir,
+      fleet: this.fleet,
       logCapBytes: this.opts.logCapBytes,
       failpoint: this.failpoint,
     };
@@ -245,6 +249,8 @@ export class ContainerBackend implements EngineBackend {
       for (const c of listed) {
         // A failed start's container, kept as evidence: not an engine that runs, nor an orphan to sweep.
         if (!opts.keptFailures && isKeptFailure(c)) continue;
+        // Another fleet's, whose controller has a state directory of the same path (on another machine).
+        if (!inFleet(c.labels, this.fleet)) continue;
         const purpose = c.labels[LABEL.purpose];
         // A check container left by a killed controller: at startup every one is (no check runs yet), later only past its deadline.
         const staleCheck =

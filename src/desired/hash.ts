@@ -61,7 +61,8 @@ export function canonicalJson(value: unknown): string {
  * The launcher digest and its parts count (see INPUT_HASH_VERSION), so a plan
  * names the part that changed; the operator's pin on it (`launcher_pin`) does not: it only gates prepare,
  * and setting it to the digest engines already run from must replace none of them. The API key changes `--api-key`, so it counts — as the sha256 of its value,
- * never in clear, because the hash is a visible container label.
+ * never in clear, because the hash is a visible container label. The fleet's `name` does not: it names
+ * containers, and naming a running fleet must replace none of its engines.
  */
 export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): Record<string, unknown> {
   const {
@@ -70,6 +71,7 @@ export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineS
     attestation_url: _a,
     attestation_port: _p,
     launcher_pin: _l,
+    fleet: _f,
     node,
     ...rest
   } = spec as EngineSpec;

@@ -16,8 +16,9 @@ import type { ValidationIssue } from "../errors.js";
 import { findDuplicateKeys } from "./json-duplicate-keys.js";
 import { findJsonError } from "./json-error-position.js";
 import { jsonPath } from "./schemas.js";
+import { FLAT_CAP, oversized, type SizeCap } from "./size-caps.js";
 
-export const MAX_FILE_BYTES = 1024 * 1024;
+export { MAX_FILE_BYTES } from "./size-caps.js";
 export const MAX_JSON_DEPTH = 32;
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 
@@ -38,10 +39,15 @@ function kindOf(st: Stats): string {
 }
 
 /**
- * Read a UTF-8 text file with the size cap; problems become issues, not throws.
+ * Read a UTF-8 text file within its size cap; problems become issues, not throws.
  * `root` is the desired directory the file must resolve inside (default: its own directory).
  */
-export async function readTextFile(absPath: string, file: string, root = dirname(absPath)): Promise<ReadResult> {
+export async function readTextFile(
+  absPath: string,
+  file: string,
+  root = dirname(absPath),
+  cap: SizeCap = FLAT_CAP,
+): Promise<ReadResult> {
   const issue = (message: string): ReadResult => ({ issues: [{ file, path: "$", message, rule: "syntax" }] });
   let fh: FileHandle | undefined;
   try {
@@ -72,9 +78,10 @@ export async function readTextFile(absPath: string, file: string, root = dirname
     fh = await open(target, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     const st = await fh.stat();
     if (!st.isFile()) return issue(`is ${kindOf(st)}, not a regular file`);
-    if (st.size > MAX_FILE_BYTES) return issue(`is ${st.size} bytes; the limit is ${MAX_FILE_BYTES} (1 MiB)`);
-    const bytes = await readCapped(fh);
-    if (bytes.length > MAX_FILE_BYTES) return issue(`is larger than ${MAX_FILE_BYTES} bytes (1 MiB)`);
+    if (st.size > cap.bytes) return issue(oversized(st.size, cap));
+    const bytes = await readCapped(fh, cap.bytes, st.size);
+    if (bytes.length > cap.bytes)
+      return issue(`grew while being read past its limit of ${cap.bytes} bytes (${cap.why})`);
     if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
       return issue("starts with a UTF-8 byte-order mark; save it as UTF-8 without BOM");
     }
@@ -97,15 +104,19 @@ export async function readTextFile(absPath: string, file: string, root = dirname
   }
 }
 
-/** At most MAX_FILE_BYTES + 1 bytes: a file that grows while read is still caught. */
-async function readCapped(fh: FileHandle): Promise<Buffer> {
-  const buf = Buffer.alloc(MAX_FILE_BYTES + 1);
+/**
+ * At most `max` + 1 bytes: a file that grows while read is still caught. The buffer starts at the
+ * stat size (a generous per-engine cap must not cost its full size on every read) and grows if the file does.
+ */
+async function readCapped(fh: FileHandle, max: number, size: number): Promise<Buffer> {
+  let buf = Buffer.alloc(Math.min(size, max) + 1);
   let n = 0;
   for (;;) {
     const { bytesRead } = await fh.read(buf, n, buf.length - n, n);
     if (bytesRead === 0) break;
     n += bytesRead;
-    if (n === buf.length) break;
+    if (n === max + 1) break;
+    if (n === buf.length) buf = Buffer.concat([buf, Buffer.alloc(Math.min(buf.length, max + 1 - buf.length))]);
   }
   return buf.subarray(0, n);
 }

@@ -14,6 +14,7 @@ import { DesiredStateError, type ValidationIssue } from "../errors.js";
 import { indexOfEngineName, indexOfIid } from "./engine-pairs.js";
 import { parseEnvFile } from "./env-file.js";
 import { parseJsonSafely, readTextFile } from "./json-safe.js";
+import { engineCount, oversized, perEngineCap, type SizeCap } from "./size-caps.js";
 import { inspectNodeFiles } from "./node-files.js";
 import { recordsForRules } from "./records-for-rules.js";
 import { ENV_FILE, FLEET_FILE, LAUNCH_FILE, runRules, SECRET_VARIABLES } from "./rules.js";
@@ -68,25 +69,31 @@ export async function loadDesired(dir: string, overrides: DesiredOverrides = {})
 /** Load and validate without throwing on invalid input (for `narwhal validate`). */
 export async function validateDesired(dir: string, overrides: DesiredOverrides = {}): Promise<ValidationResult> {
   const absDir = resolve(dir);
-  const [envText, fleetText, launchText] = await Promise.all(
-    [ENV_FILE, FLEET_FILE, LAUNCH_FILE].map((f) => readTextFile(join(absDir, f), f, absDir)),
-  );
-  const issues: ValidationIssue[] = [...envText!.issues, ...fleetText!.issues, ...launchText!.issues];
+  const read = (file: string, cap?: SizeCap) => readTextFile(join(absDir, file), file, absDir, cap);
+  // engine-launch.json's bound follows the engine count fleet.json lists (size-caps.ts), so it is read second.
+  const [envText, fleetText] = await Promise.all([read(ENV_FILE), read(FLEET_FILE, perEngineCap(undefined))]);
+  const fleetParsed = fleetText.text === undefined ? undefined : parseJsonSafely(fleetText.text, FLEET_FILE);
+  const engines = engineCount(fleetParsed?.value);
+  const fleetRaw = withinCap(fleetParsed, fleetText.text, FLEET_FILE, perEngineCap(engines));
+  const launchText = await read(LAUNCH_FILE, perEngineCap(engines));
+  const issues: ValidationIssue[] = [...envText.issues, ...fleetText.issues, ...launchText.issues];
 
-  const env = parseEnvFile(envText!.text ?? "", ENV_FILE);
+  const env = parseEnvFile(envText.text ?? "", ENV_FILE);
   issues.push(...env.issues);
   const vars = resolvePathVariables(
     absDir,
     Object.assign(Object.create(null) as Record<string, string>, env.variables, overrides.variables),
   );
 
-  const fleetRaw = fleetText!.text === undefined ? undefined : parseJsonSafely(fleetText!.text, FLEET_FILE);
-  const launchParsed = launchText!.text === undefined ? undefined : parseJsonSafely(launchText!.text, LAUNCH_FILE);
+  const launchParsed = launchText.text === undefined ? undefined : parseJsonSafely(launchText.text, LAUNCH_FILE);
   const launchRaw =
     launchParsed && overrides.editLaunch && launchParsed.value !== undefined
       ? { ...launchParsed, value: overrides.editLaunch(launchParsed.value) }
       : launchParsed;
   issues.push(...(fleetRaw?.issues ?? []), ...(launchRaw?.issues ?? []));
+  // Unread (missing, oversized, not text), deployment.env defines nothing: every "required" or
+  // "not defined" issue after this would be its consequence, not a cause.
+  if (envText.issues.length > 0) return { issues };
 
   const indices = engineIndices(fleetRaw?.value, launchRaw?.value);
   const { derived, unavailable } = deriveEndpoints(vars, indices);
@@ -194,6 +201,18 @@ function engineIndices(fleet: unknown, launch: unknown): Set<number> {
     }
   }
   return ks;
+}
+
+/** A fleet.json read under the ceiling is held to the bound of the engines it lists. */
+function withinCap(
+  parsed: { value?: unknown; issues: ValidationIssue[] } | undefined,
+  text: string | undefined,
+  file: string,
+  cap: SizeCap,
+): { value?: unknown; issues: ValidationIssue[] } | undefined {
+  const size = text === undefined ? 0 : Buffer.byteLength(text);
+  if (!parsed || size <= cap.bytes) return parsed;
+  return { issues: [{ file, path: "$", message: oversized(size, cap), rule: "syntax" }] };
 }
 
 function underFailed(issue: ValidationIssue, failed: Map<string, Set<string>>): boolean {

@@ -187,9 +187,19 @@ export const RolloutSchema = z
   .strict()
   .describe("How pending changes roll out across the fleet; every field optional");
 
+/** A fleet's name: part of its container names (narwhal-<name>-engine-<k>), so a DNS-label-like word. */
+export const FLEET_NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/;
+
 export const FleetSchema = z
   .object({
     $schema: schemaRef,
+    name: z
+      .string()
+      .regex(FLEET_NAME_PATTERN, "must be 1-32 lower-case letters, digits and inner hyphens, such as prod-a")
+      .optional()
+      .describe(
+        "The fleet's name, unique among fleets sharing a Docker host: its containers are narwhal-<name>-engine-<k>, labelled io.narwhal.fleet=<name>; unset, narwhal-engine-<k>. Renaming a running fleet: narwhal down first",
+      ),
     engines: z.array(FleetEngineSchema).min(1, "list at least one engine").describe("Engine records"),
     nodes: z.array(FleetNodeSchema).min(1, "list at least one node").describe("Hosts and the engines each runs"),
     hardware: HardwareSchema,

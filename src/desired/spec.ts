@@ -141,6 +141,7 @@ export function buildSpecs(
     if (nixl === undefined) throw new Error(`internal: ${p.name} NIXL port passed validation but is invalid`);
     const spec: Omit<EngineSpec, "input_hash"> = {
       name: p.name,
+      ...(fleet.name === undefined ? {} : { fleet: fleet.name }),
       index: p.k,
       iid: p.iid,
       role: p.fleet.role,

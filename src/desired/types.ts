@@ -90,6 +90,8 @@ export class Secret {
 export interface EngineSpec {
   /** "engine-<n>": key of desired/engine-launch.json. */
   name: string;
+  /** fleet.json's `name`: scopes container names and labels (not hashed: naming a fleet restarts nothing). */
+  fleet?: string;
   /** n, shared with fleet iid "n<n>" and NARWHAL_NODE_<n>_* variables. */
   index: number;
   iid: string;

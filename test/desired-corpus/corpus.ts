@@ -117,18 +117,32 @@ export const CORPUS: CorpusCase[] = [
     expect: { file: E, path: "$", message: /byte-order mark/ },
   },
   {
-    name: "engine-launch.json over 1 MiB",
+    // The bound grows with the engines fleet.json lists (src/desired/size-caps.ts): 1 MiB + 8 KiB × 2 here.
+    name: "engine-launch.json over its bound for two engines",
     category: "oversized",
     edit: (t) => {
-      rec(t, 1)["sources"] = { padding: "x".repeat(1024 * 1024) };
+      rec(t, 1)["sources"] = { padding: "x".repeat(1024 * 1024 + 16 * 1024) };
     },
-    expect: { file: L, path: "$", message: /the limit is 1048576/ },
+    expect: [
+      {
+        file: L,
+        path: "$",
+        message: /^is \d+ bytes; the limit is 1064960 \(1 MiB \+ 8 KiB × 2 engines in fleet\.json\); shorten it$/,
+      },
+    ],
   },
   {
+    name: "fleet.json over its bound for the engines it lists",
+    category: "oversized",
+    raw: (t) => ({ fleet: JSON.stringify(t.fleet).replace(/}$/, " ".repeat(1024 * 1024 + 16 * 1024) + "}") }),
+    expect: [{ file: F, path: "$", message: /^is \d+ bytes; the limit is 1064960 \(1 MiB \+ 8 KiB × 2 engines/ }],
+  },
+  {
+    // Only the size: an unread deployment.env defines nothing, and "required" issues would be its consequence.
     name: "deployment.env over 1 MiB",
     category: "oversized",
     raw: (t) => ({ env: envText(t.env) + "# " + "y".repeat(1024 * 1024) + "\n" }),
-    expect: { file: E, path: "$", message: /the limit is 1048576/ },
+    expect: [{ file: E, path: "$", message: /^is \d+ bytes; the limit is 1048576 \(1 MiB\); shorten it$/ }],
   },
   {
     name: "fleet.json nested 33 objects deep",
@@ -265,6 +279,21 @@ export const CORPUS: CorpusCase[] = [
       rec(t, 1)["gpus"] = 1;
     },
     expect: { file: L, path: r1(".gpus"), message: /unknown field "gpus"/ },
+  },
+  {
+    // It becomes part of container names (narwhal-<name>-engine-<k>): a DNS-label-like word.
+    name: "fleet name with upper case and an underscore",
+    category: "odd name",
+    edit: (t) => {
+      t.fleet["name"] = "Prod_A";
+    },
+    expect: [
+      {
+        file: F,
+        path: "$.name",
+        message: /must be 1-32 lower-case letters, digits and inner hyphens, such as prod-a/,
+      },
+    ],
   },
   {
     name: "unknown top-level field in fleet.json",

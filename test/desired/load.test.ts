@@ -30,7 +30,7 @@ describe("file safety", () => {
     ["invalid", '{"engines": ]}', /not valid JSON at line 1 column 13: unexpected "]"/],
     ["trailing comma", '{\n  "engines": {},\n}', /line 3 column 1/],
     ["too deep", "[".repeat(40) + "]".repeat(40), /deeper than 32/],
-    ["too large", JSON.stringify({ x: "a".repeat(1024 * 1024) }), /limit is 1048576/],
+    ["too large", JSON.stringify({ x: "a".repeat(1100 * 1024) }), /limit is 1064960 \(1 MiB \+ 8 KiB × 2 engines/],
   ])("reports a %s JSON file as an issue", async (_name, text, message) => {
     const issues = await issuesOf(() => {}, { launch: text });
     expect(issues).toContainEqual(
