@@ -2,6 +2,7 @@
 // the hooks tests and tools observe it by; the engines' retry policy, which is
 // this controller's configuration, never an engine's history; and the engine
 // machine provided with the real phases.
+import { untilResumed } from "./resume-gate.js";
 import { engineMachine, type RetryPolicy } from "../../machines/engine.js";
 import { phaseActors } from "./phase-actors.js";
 import { SharedStarts } from "./shared-starts.js";
@@ -84,6 +85,10 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       ...(opts.failpoint ? { failpoint: opts.failpoint } : {}),
       ...(opts.observer ? { observer: opts.observer } : {}),
       persisted: () => access.persisted(),
+      suspension: {
+        suspended: (engine) => access.actors.get(engine)?.getSnapshot().context.suspended === true,
+        untilResumed: (engine, signal) => untilResumed(access.actors.get(engine), signal),
+      },
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),
       checkpointPeers: (engine) => checkpointPeers(access.actors, engine),

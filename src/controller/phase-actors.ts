@@ -37,6 +37,8 @@ export interface PhaseDeps {
   hosts: NodeHosts;
   /** Resolves once every transition so far is on disk. */
   persisted(): Promise<void>;
+  /** Whether the engine is suspended now, and a wait until it is resumed (src/controller/resume-gate.ts). */
+  suspension?: { suspended(engine: string): boolean; untilResumed(engine: string, signal: AbortSignal): Promise<void> };
   /** Resolves once the serving fleet reflects every transition so far (nothing stopped is still listed). */
   servingSettled(): Promise<void>;
   secrets(): string[];
@@ -78,6 +80,15 @@ export function phaseActors(deps: PhaseDeps) {
     fromPromise<T, StepInput>(async ({ input, signal }) => {
       await deps.persisted();
       signal.throwIfAborted();
+      // Suspended while its previous step ran: this step does not begin until `narwhal resume`.
+      if (deps.suspension?.suspended(input.engine)) {
+        deps.log.info(`${name} held: ${input.engine} is suspended; narwhal resume ${input.engine} lets it begin`, {
+          engine: input.engine,
+          step: name,
+        });
+        await deps.suspension.untilResumed(input.engine, signal);
+        signal.throwIfAborted();
+      }
       deps.log.debug(`${name} begins`, { engine: input.engine, step: name });
       deps.observer?.step(input.engine, { kind: "begin", step: name });
       const began = performance.now();
