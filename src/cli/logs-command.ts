@@ -3,7 +3,7 @@ import { InvalidArgumentError, Option, type Command } from "commander";
 import { configFrom } from "./config-from.js";
 import { exitCodesHelp } from "./exit-codes.js";
 import type { RunChoice } from "./logs-source.js";
-import type { Act } from "./engine/command.js";
+import { desiredOpt, stateOpt, type Act } from "./options.js";
 
 const count = (what: string) => (v: string) => {
   if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`${what} must be a whole number (0 or more)`);
@@ -36,13 +36,8 @@ export function registerLogs(program: Command, act: Act, err: (s: string) => voi
       ),
     )
     .addOption(new Option("--tail <n>", "only the last N lines").argParser(count("--tail")))
-    .addOption(
-      new Option("--desired <dir>", "desired-state directory: the engine's node (env NARWHAL_DESIRED)").default(
-        undefined,
-        "./desired",
-      ),
-    )
-    .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
+    .addOption(desiredOpt("desired-state directory: the engine's node"))
+    .addOption(stateOpt())
     .addHelpText(
       "after",
       exitCodesHelp([

@@ -14,11 +14,12 @@ import { appIdentity } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { DesiredStateError, NarwhalError, type ValidationIssue } from "../errors.js";
-import { document, FORMATS, formatInArgv, isMachineFormat, listDocument, renderDocument } from "./documents.js";
+import { document, formatInArgv, isMachineFormat, listDocument, renderDocument } from "./documents.js";
 import { inheritUsageErrors, usageError, withUsageErrors } from "./usage.js";
 import { registerSchemaCommand } from "./schema.js";
 import { registerPruneCommand } from "./prune-command.js";
 import { lazy } from "./lazy.js";
+import { desiredOpt, formatOpt, stateOpt } from "./options.js";
 
 // What the commands run, loaded by the command that runs it (lazy.ts): `--help` loads none of it.
 const validateDesired = lazy(async () => (await import("../desired/load.js")).validateDesired);
@@ -57,14 +58,6 @@ async function withLogger(
     await log.close();
   }
 }
-
-const desiredOpt = () =>
-  new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired");
-const stateOpt = () => new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state");
-const formatOpt = () =>
-  new Option("--format <format>", "output format: json and yaml print an apiVersion/kind document")
-    .choices(FORMATS)
-    .default("text");
 
 /** An invalid desired state, as `validate` prints it: every issue with its file and JSON path. */
 function printInvalid(dir: string, issues: ValidationIssue[], format: string): void {

@@ -1,11 +1,9 @@
 // `narwhal prune`'s command line; what it runs (prune.ts: the state, the backends) loads only when it runs.
 import { InvalidArgumentError, Option, type Command } from "commander";
 import { EXIT, exitCodesHelp } from "./exit-codes.js";
-import { configFrom, type GlobalOptions } from "./config-from.js";
-
-type Act = (
-  fn: (opts: GlobalOptions & Record<string, unknown>, ...args: unknown[]) => Promise<number>,
-) => (...args: unknown[]) => Promise<void>;
+import { configFrom } from "./config-from.js";
+import { isMachineFormat, renderDocument } from "./documents.js";
+import { desiredOpt, formatOpt, stateOpt, type Act } from "./options.js";
 
 const count = (v: string) => {
   if (!/^[0-9]+$/.test(v)) throw new InvalidArgumentError("must be a whole number of runs (0 or more)");
@@ -20,14 +18,9 @@ export function registerPruneCommand(program: Command, act: Act, out: (s: string
     )
     .addOption(new Option("--keep <k>", "runs to keep per engine (env NARWHAL_KEEP_RUNS)").argParser(count))
     .option("--dry-run", "print what would be removed, remove nothing")
-    .addOption(
-      new Option("--desired <dir>", "desired-state directory: reaches kept containers on other nodes").default(
-        undefined,
-        "./desired",
-      ),
-    )
-    .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
-    .addOption(new Option("--format <format>", "output format").choices(["text", "json"]).default("text"))
+    .addOption(desiredOpt("desired-state directory: reaches kept containers on other nodes"))
+    .addOption(stateOpt())
+    .addOption(formatOpt())
     .addHelpText(
       "after",
       exitCodesHelp(
@@ -47,7 +40,8 @@ export function registerPruneCommand(program: Command, act: Act, out: (s: string
         try {
           const keep = (opts["keep"] as number | undefined) ?? config.keepRuns;
           const result = await prune(config, log, keep, opts["dryRun"] === true);
-          out(opts.format === "json" ? JSON.stringify(result, null, 2) : renderText(result));
+          const format = opts.format ?? "text";
+          out(isMachineFormat(format) ? renderDocument(result, format) : renderText(result));
           return EXIT.ok;
         } finally {
           await log.close();

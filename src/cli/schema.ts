@@ -4,11 +4,8 @@
 // writes a file editors and validators read as is.
 import { Argument, type Command } from "commander";
 import { DESIRED_SCHEMA_NAMES, desiredJsonSchema, type DesiredSchemaName } from "../desired/json-schema.js";
+import type { Act } from "./options.js";
 import { EXIT, exitCodesHelp } from "./exit-codes.js";
-
-type Act = (
-  fn: (opts: Record<string, unknown>, ...args: unknown[]) => Promise<number>,
-) => (...args: unknown[]) => Promise<void>;
 
 export function registerSchemaCommand(program: Command, act: Act, out: (s: string) => void): void {
   program

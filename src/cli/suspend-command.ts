@@ -4,7 +4,7 @@ import { Option, type Command } from "commander";
 import { configFrom } from "./config-from.js";
 import { exitCodesHelp } from "./exit-codes.js";
 import type { Kind } from "./suspend.js";
-import type { Act } from "./engine/command.js";
+import { desiredOpt, formatOpt, stateOpt, type Act } from "./options.js";
 
 const EXIT_HELP = exitCodesHelp([
   ["ok", "done (or already so)"],
@@ -31,11 +31,9 @@ export function registerSuspend(program: Command, act: Act, out: (s: string) => 
       .addOption(
         new Option("--timeout <seconds>", "how long to wait for the running controller's answer").default("30"),
       )
-      .addOption(
-        new Option("--desired <dir>", "desired-state directory (env NARWHAL_DESIRED)").default(undefined, "./desired"),
-      )
-      .addOption(new Option("--state <dir>", "state directory (env NARWHAL_STATE)").default(undefined, "./state"))
-      .addOption(new Option("--format <format>", "output format").choices(["text", "json"]).default("text"))
+      .addOption(desiredOpt())
+      .addOption(stateOpt())
+      .addOption(formatOpt())
       .addHelpText("after", EXIT_HELP)
       .action(
         act(async (opts, engines) => {

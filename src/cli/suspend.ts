@@ -17,6 +17,7 @@ import {
 import { validateDesired } from "../desired/load.js";
 import { closestName } from "../desired/did-you-mean.js";
 import { EXIT } from "./exit-codes.js";
+import { document, isMachineFormat, renderDocument } from "./documents.js";
 
 export type Kind = OperatorRequest["kind"];
 
@@ -134,8 +135,7 @@ export async function operatorRequest(
     (await applyHere(config, kind, names)) ??
     (await askController(config, { kind, engines: opts.all ? [] : names, all: opts.all }, opts.timeoutMs));
   const ok = results.every((r) => r.ok);
-  if (opts.format === "json")
-    out(JSON.stringify({ apiVersion: "narwhal/v1", kind: KINDS[kind], ok, results }, null, 2));
+  if (isMachineFormat(opts.format)) out(renderDocument(document(KINDS[kind], { ok, results }), opts.format));
   else for (const r of results) out(`${r.engine}: ${r.message}`);
   return ok ? EXIT.ok : EXIT.invalid;
 }
