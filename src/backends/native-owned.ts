@@ -24,8 +24,7 @@ function belongs(host: HostAccess, said: string | null, hosts?: NodeHosts): bool
 
 /** The controller's run directory a process's cwd on its node stands for (a remote node's dir is under work_dir). */
 async function runDirOf(host: HostAccess, pid: number, stateDir: string, engine: string, hosts?: NodeHosts) {
-  const r = await host.run(["readlink", "--", `/proc/${pid}/cwd`], { timeoutMs: 10_000 }).catch(() => null);
-  const cwd = r?.code === 0 ? r.stdout.trim() : "";
+  const cwd = await host.readLink(`/proc/${pid}/cwd`);
   if (!cwd) return undefined;
   const spec = hosts?.spec(host.node);
   if (host.kind === "local" || !spec) return cwd;

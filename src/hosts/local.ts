@@ -119,6 +119,11 @@ export class LocalHost implements HostAccess {
     }
   }
 
+  async readLink(file: string): Promise<string | null> {
+    // In-process: the orphan sweep reads one per owned engine, and a readlink process each cost a spawn.
+    return fs.readlink(file).catch(() => null);
+  }
+
   async writeFile(file: string, data: string | Buffer, mode: number): Promise<void> {
     try {
       await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });

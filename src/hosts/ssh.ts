@@ -221,6 +221,11 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
     return r.stdout.split("\0").filter(Boolean).sort();
   }
 
+  async readLink(file: string): Promise<string | null> {
+    const r = await this.run(["readlink", "--", file], { timeoutMs: 10_000 }).catch(() => null);
+    return r?.code === 0 && r.stdout.trim() ? r.stdout.trim() : null;
+  }
+
   async writeFile(file: string, data: string | Buffer, mode: number): Promise<void> {
     const r = await this.script(scripts.WRITE_FILE, [file, mode.toString(8)], { stdin: data });
     if (r.code !== 0) throw scripts.remoteIoError(this.node, "open", file, r.stderr);

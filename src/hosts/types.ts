@@ -76,6 +76,8 @@ export interface HostAccess {
   stat(path: string): Promise<FileStat | null>;
   /** Entry names of a directory (sorted); null when it does not exist. */
   readDir(path: string): Promise<string[] | null>;
+  /** A symbolic link's target (a process's /proc/PID/cwd); null when it cannot be read (gone, not a link, not ours). */
+  readLink(path: string): Promise<string | null>;
   /** Atomic on the node: a temp file beside it, then rename. Missing parent directories are created 0700. */
   writeFile(path: string, data: string | Buffer, mode: number): Promise<void>;
   /**

@@ -155,6 +155,22 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       expect(await host.stat(`${dir}/s/f/under-a-file`)).toBeNull();
     });
 
+    it("reads a symlink's target (a process's cwd too); null for a file, nothing, or a gone process", async () => {
+      const { host, dir } = setup();
+      await host.writeFile(`${dir}/rl/f`, "abc", 0o600);
+      await host.run(["ln", "-s", `${dir}/rl/f`, `${dir}/rl/link`]);
+      expect(await host.readLink(`${dir}/rl/link`)).toBe(`${dir}/rl/f`);
+      expect(await host.readLink(`${dir}/rl/f`)).toBeNull();
+      expect(await host.readLink(`${dir}/rl/none`)).toBeNull();
+      const { pid } = await host.spawnDetached(["sleep", "30"], { cwd: `${dir}/rl`, logFile: `${dir}/rl.log` });
+      try {
+        expect(await host.readLink(`/proc/${pid}/cwd`)).toBe(`${dir}/rl`);
+      } finally {
+        await host.run(["kill", "-9", `-${pid}`]);
+      }
+      expect(await host.readLink("/proc/999999999/cwd")).toBeNull();
+    });
+
     it("lists a directory sorted, dotfiles and odd names included; null when missing", async () => {
       const { host, dir } = setup();
       for (const n of ["b", ".hidden", "a b", "new\nline"]) await host.writeFile(`${dir}/ls/${n}`, "", 0o600);
