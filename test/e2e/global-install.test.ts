@@ -24,7 +24,7 @@ describe("installing narwhal globally", () => {
   beforeAll(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-install-"));
     // Without prepare nothing builds dist/: a clone that was never built would pack a package without its CLI.
-    await fs.access(path.join(REPO, "dist/src/cli/main.js")).catch(() => {
+    await fs.access(path.join(REPO, "dist/bundle/main.js")).catch(() => {
       throw new Error(`${REPO}/dist is not built: run npm run build (npm test builds it before the tests)`);
     });
     const { stdout } = await run("npm", ["pack", "--json", ...FAST, "--pack-destination", dir], { cwd: REPO });
@@ -45,11 +45,10 @@ describe("installing narwhal globally", () => {
   }, 120_000);
   afterAll(() => (dir ? fs.rm(dir, { recursive: true, force: true }) : undefined));
 
-  it("packs dist, the .py files and the examples, and nothing of test/", () => {
+  it("packs the CLI bundle, the .py files and the examples, and nothing of test/ or of tsc's dist/src", () => {
     expect(files).toEqual(
       expect.arrayContaining([
-        "dist/src/cli/main.js",
-        "dist/machines/engine.js",
+        "dist/bundle/main.js",
         "src/phases/check_runtime.py",
         "src/phases/inspect_runtime.py",
         "src/phases/attestation_serve.py",
@@ -58,6 +57,8 @@ describe("installing narwhal globally", () => {
       ]),
     );
     expect(files.some((f) => f.startsWith("test/"))).toBe(false);
+    // The bundle holds narwhal's code: the tsc build is for type-checking and tests, not shipped.
+    expect(files.some((f) => f.startsWith("dist/src/") || f.startsWith("dist/machines/"))).toBe(false);
   });
 
   it("runs --version, --help and completion from another directory", async () => {
