@@ -10,17 +10,6 @@ import { KV_CONDITION } from "../../src/controller/kv-condition.js";
 
 export const CLI = path.join(REPO, "dist/bundle/main.js");
 
-/**
- * The PATH the CLI runs with: the tests' own, less pyenv's shims. narwhal runs `python3` from PATH on a
- * node for its host helpers (manifest hashing, the bind test, the attestation sidecar); through a pyenv
- * shim each start cost 0.2 s of CPU (a chain of bash processes) against 0.025 s for the interpreter
- * itself, on this machine where the shims come first. The helpers need only the standard library.
- */
-const PATH_WITHOUT_SHIMS = (process.env["PATH"] ?? "")
-  .split(":")
-  .filter((dir) => !/\/\.pyenv\/(plugins\/[^/]+\/)?shims\/?$/.test(dir))
-  .join(":");
-
 /** Fast retries so fault tests settle in seconds. */
 export const TEST_ENV = {
   NARWHAL_RETRY_BASE_MS: "200",
@@ -39,7 +28,7 @@ export interface CliResult {
 
 export function startCli(args: string[], env: Record<string, string> = {}): ChildProcess {
   return spawn(process.execPath, [CLI, ...args], {
-    env: { ...process.env, PATH: PATH_WITHOUT_SHIMS, ...TEST_ENV, ...env },
+    env: { ...process.env, ...TEST_ENV, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
 }
