@@ -132,7 +132,9 @@ export async function stateWrittenAt(stateDir: string): Promise<string | null> {
   const times = await Promise.all(
     [stateFilePath(stateDir), journalPath(stateDir)].map((f) =>
       fs.stat(f).then(
-        (st) => st.mtimeMs,
+        // the Date fs builds (its milliseconds), not mtimeMs: new Date(mtimeMs) truncates the fraction, so the
+        // two could name different milliseconds for one write
+        (st) => st.mtime.getTime(),
         () => null,
       ),
     ),

@@ -2,8 +2,10 @@
 // of the tarball into a temporary prefix gives a `narwhal` that works from any directory. Cheap enough for
 // every `npm test` (about 12 s on the shared two-core machine; it was opt-in at 2-5 minutes): the pack skips
 // `prepare` (dist/ is already built, as every e2e test's CLI is: npm test type-checks and builds first), and
-// the install is offline from the npm cache `npm ci` filled, without audit, fund or install scripts (ssh2's
-// optional native crypto build, which falls back to JavaScript).
+// the install prefers the npm cache `npm ci` filled, without audit, fund or install scripts (ssh2's
+// optional native crypto build, which falls back to JavaScript). Prefer, not only: `npm ci` caches the
+// lockfile's tarballs but not the registry's package documents an install of a tarball resolves its
+// dependencies with, so on a fresh machine `--offline` failed with ENOTCACHED (chokidar).
 import { execFile } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -36,7 +38,7 @@ describe("installing narwhal globally", () => {
     expect(packed!.name).toBe("@narwhal-fleet/narwhal");
     files = packed!.files.map((f) => f.path);
     const prefix = path.join(dir, "prefix");
-    await run("npm", ["install", "-g", "--offline", ...FAST, "--prefix", prefix, path.join(dir, packed!.filename)], {
+    await run("npm", ["install", "-g", "--prefer-offline", ...FAST, "--prefix", prefix, path.join(dir, packed!.filename)], {
       cwd: dir,
       timeout: 90_000,
     });
