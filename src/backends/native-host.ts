@@ -50,7 +50,8 @@ export async function startTimeOn(host: HostAccess, startTicks: number): Promise
 
 /** Send a signal to a whole process group on the node; a group already gone is fine. */
 export async function signalGroupOn(host: HostAccess, pgid: number, sig: "TERM" | "KILL"): Promise<void> {
-  // procps/util-linux kill(1): "--" ends options, so the negative pid is the group.
+  // procps/util-linux kill(1): "--" ends options, so the negative pid is the group. Never without it:
+  // procps-ng 4 reads "-s KILL -192" as "-1", which signals every process on the node.
   const r = await host.run(["kill", "-s", sig, "--", `-${pgid}`], { env: { LC_ALL: "C" }, timeoutMs: 10_000 });
   if (r.code === 0 || /no such process/i.test(r.stderr)) return;
   throw new NarwhalError(

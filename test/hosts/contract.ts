@@ -166,7 +166,9 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       try {
         expect(await host.readLink(`/proc/${pid}/cwd`)).toBe(`${dir}/rl`);
       } finally {
-        await host.run(["kill", "-9", `-${pid}`]);
+        // "--" before the group, always: procps-ng 4's kill(1) reads "-9 -192" as "-1" and sends SIGKILL to
+        // every process on the machine (a group id starting with 1; strace showed kill(-1, SIGKILL)).
+        await host.run(["kill", "-s", "KILL", "--", `-${pid}`]);
       }
       expect(await host.readLink("/proc/999999999/cwd")).toBeNull();
     });
