@@ -38,10 +38,14 @@ describe("installing narwhal globally", () => {
     expect(packed!.name).toBe("@narwhal-fleet/narwhal");
     files = packed!.files.map((f) => f.path);
     const prefix = path.join(dir, "prefix");
-    await run("npm", ["install", "-g", "--prefer-offline", ...FAST, "--prefix", prefix, path.join(dir, packed!.filename)], {
-      cwd: dir,
-      timeout: 90_000,
-    });
+    await run(
+      "npm",
+      ["install", "-g", "--prefer-offline", ...FAST, "--prefix", prefix, path.join(dir, packed!.filename)],
+      {
+        cwd: dir,
+        timeout: 90_000,
+      },
+    );
     narwhal = path.join(prefix, "bin", "narwhal");
     elsewhere = await fs.mkdtemp(path.join(dir, "cwd-"));
   }, 120_000);
