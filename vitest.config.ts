@@ -33,6 +33,10 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts"],
+          // One module graph per worker, not per file: 42 s against 83 s (the import phase 3.8 s against
+          // 16.7 s). Safe because src/ keeps no module-level mutable state (DESIGN.md), and a test that
+          // fakes timers or spies restores them in its own hooks.
+          isolate: false,
           exclude: ["test/e2e/**", "test/docker/**", "test/e2e-docker/**", "node_modules/**"],
           testTimeout: 20_000,
         },
