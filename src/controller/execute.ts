@@ -256,7 +256,8 @@ export class Execution {
                     ? { role: spec.role, applied_inputs: this.inputsOf(spec) }
                     : { role: prev?.role, applied_inputs: prev?.applied_inputs ?? null }),
                   // Reaching started, probed or captured is itself an observation: the step just talked to the engine.
-                  ...(OBSERVING.has(phase)
+                  // Not an actor's first snapshot, which only restores where it was (the observation stamped it).
+                  ...(OBSERVING.has(phase) && lastPhase !== ""
                     ? { observed_at: new Date().toISOString() }
                     : prev?.observed_at
                       ? { observed_at: prev.observed_at }
