@@ -1,18 +1,23 @@
 // Watch-mode latency: a controller watches a converged fleet; an editor's save of engine-launch.json
 // (temp file + rename, as editors save) changes engine-1's extra_args; the latency is the time from the rename
 // to the first state write that records a new transition of engine-1 (fs.watch on the state directory, so
-// the write is seen when it lands, not at a poll). After each sample the fleet settles (all captured) again.
+// the write is seen when it lands, not at a poll; read through the journal, where a transition lands). After each sample the fleet settles (all captured) again.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { median } from "./measure.mjs";
 
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+// The state as the controller's readers see it: narwhal.json plus the journal's entries after it (a
+// transition is an append to narwhal.journal; narwhal.json changes only when the journal is folded in).
+const { readStateDir } = await import(path.join(root, "dist/src/state/state-journal.js"));
 const readState = async (state) => {
   try {
-    return JSON.parse(await fsp.readFile(path.join(state, "narwhal.json"), "utf8"));
+    return (await readStateDir(state))?.state ?? null;
   } catch {
-    return null; // mid-rename or not yet written
+    return null; // a line being appended, or not yet written
   }
 };
 
