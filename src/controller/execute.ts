@@ -198,7 +198,7 @@ export class Execution {
         }
         case "forget-retiring":
           if (ctx?.retiring) {
-            log.warn(`${a.reason}; the replacement goes on without it`, { engine: name });
+            log.warn(a.reason, { engine: name });
             events.push({ type: "RETIRING_LOST" });
           }
           break;

@@ -219,11 +219,15 @@ export async function observe(
   const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told, listed)));
   world.report(told);
   for (const e of observed) engines[e.engine] = opts.retry?.has(e.engine) ? { ...e, retry_requested: true } : e;
-  const owned = opts.owned === null ? lastOwned : await ownedObserved(opts.owned);
   const claimed = claimedTokens(
     known.flatMap((k) => [k.context, recordContext(k.record)]),
     known.map((k) => k.record?.handle ?? null),
   );
+  // Without a scan, what runs is the last scan's list less what is no longer claimed: the controller
+  // stopped those itself since (a replaced engine's old process, a swept orphan), so they are not
+  // orphans to stop again. What no one claimed at the scan was swept after it; new orphans wait for a scan.
+  const owned =
+    opts.owned === null ? lastOwned.filter((o) => claimed.has(o.launch_token)) : await ownedObserved(opts.owned);
   const unlisted = world.unlistedNodes();
   return {
     at: new Date().toISOString(),

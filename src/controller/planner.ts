@@ -115,11 +115,13 @@ function desiredObserved(d: DesiredEngine, o: ObservedEngine, policy: PlanPolicy
     });
     disrupts = true;
   }
-  if (o.retiring?.liveness === "gone") {
+  // While it replaces the engine, its stop step is what ends the retiring one: gone is then the stop's
+  // work, not a loss to report.
+  if (o.retiring?.liveness === "gone" && o.phase !== "replacing") {
     actions.push({
       kind: "forget-retiring",
       engine: d.engine,
-      reason: `the engine kept serving its old inputs ${h8(o.retiring.hash)} during the replacement is gone; the replacement goes on without it`,
+      reason: `the old engine (inputs ${h8(o.retiring.hash)}), kept serving during the replacement, is gone; the replacement goes on without it`,
     });
   }
   if (o.applied_hash !== d.input_hash) return { actions, disrupts, pending: change() };

@@ -154,9 +154,19 @@ describe("plan: per-engine actions and reasons", () => {
       {
         kind: "forget-retiring",
         engine: "engine-1",
-        reason: expect.stringMatching(/kept serving its old inputs .* is gone/),
+        reason: expect.stringMatching(
+          /^the old engine \(inputs \w+\), kept serving during the replacement, is gone; the replacement goes on without it$/,
+        ),
       },
     ]);
+  });
+
+  it("does not report a retiring engine gone while its own stop step (replacing) ends it", () => {
+    const e1 = desiredOf(compatibleEdit(s1));
+    const o = released(d1, e1, "replacing");
+    o.retiring!.liveness = "gone";
+    const p = plan(desiredFor([e1, d2]), observedOf([o, captured(d2)]), RUNNING);
+    expect(p.actions.filter((a) => a.kind === "forget-retiring")).toEqual([]);
   });
 
   it("retries a terminally failed engine at startup only (a fresh attempt budget), not when a record only is seen later", () => {

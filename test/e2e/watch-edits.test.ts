@@ -85,6 +85,8 @@ describe("watch mode: how edits arrive", () => {
     expectReplacedOnce(after, before, "engine-2");
     expect(controller.applied(at)).toBe(1);
     expect(controller.since(at)).not.toMatch(/desired state is invalid/);
+    // The old engine-2 was stopped by its replacement, not swept later as an orphan.
+    expect(controller.since(at)).not.toMatch(/orphaned engine/);
     // status agrees with the state file.
     const view = Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
     expect(view["engine-2"]!.pid).toBe(after["engine-2"]!.pid);
@@ -92,7 +94,7 @@ describe("watch mode: how edits arrive", () => {
     base = await readDesired(fleet.dir);
   });
 
-  // 300 ms as the issue asks; 900 ms outlasts write-finish detection plus the debounce, so the half file is surely reloaded.
+  // 300 ms as the issue asks; 900 ms outlasts the debounce by far, so the half file is surely reloaded.
   it.each([
     [300, "8"],
     [900, "12"],
