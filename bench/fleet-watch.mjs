@@ -46,10 +46,13 @@ function whenState(state, test, what, timeoutMs) {
   });
 }
 
+const lastTransition = (record) => JSON.stringify(record?.history.at(-1) ?? null);
+
 const allCaptured = (s) =>
   Object.values(s.engines).length > 0 && Object.values(s.engines).every((e) => e.phase === "captured");
 
-export async function watchLatency({ main, desired, state, env, runs, debounceMs = 300 }) {
+// debounceMs: the controller's default (src/config.ts), set explicitly so the report names it.
+export async function watchLatency({ main, desired, state, env, runs, debounceMs = 100 }) {
   const launchFile = path.join(desired, "engine-launch.json");
   const original = await fsp.readFile(launchFile, "utf8");
   const controller = spawn(process.execPath, [main, "reconcile", "--desired", desired, "--state", state], {
@@ -64,7 +67,8 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
     // Ready: it has applied the desired state once and every engine is captured.
     await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
     for (let i = 0; i < runs; i++) {
-      const before = (await readState(state)).engines["engine-1"].history.length;
+      // The newest history entry marks where engine-1 stood (the history is capped: its length stops growing).
+      const before = lastTransition((await readState(state)).engines["engine-1"]);
       const doc = JSON.parse(original);
       doc.engines["engine-1"].runtime.extra_args = ["--max-num-seqs", String(8 + i)];
       const tmp = path.join(desired, `.engine-launch.json.${i}.tmp`);
@@ -72,7 +76,7 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
       const saved = performance.now();
       const seen = whenState(
         state,
-        (s) => (s.engines["engine-1"]?.history.length ?? 0) !== before || s.engines["engine-1"]?.phase !== "captured",
+        (s) => lastTransition(s.engines["engine-1"]) !== before || s.engines["engine-1"]?.phase !== "captured",
         "a transition of engine-1",
         60_000,
       );
@@ -80,7 +84,7 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
       samples.push(Math.round((await seen).at - saved));
       await whenState(
         state,
-        (s) => allCaptured(s) && s.engines["engine-1"].history.length !== before,
+        (s) => allCaptured(s) && lastTransition(s.engines["engine-1"]) !== before,
         "the fleet settled",
         180_000,
       );

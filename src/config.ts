@@ -120,7 +120,7 @@ export function loadConfig(
       onceOutwaitMs: intFrom(env, "NARWHAL_ONCE_OUTWAIT_MS", 120_000),
     },
     watch: {
-      debounceMs: intFrom(env, "NARWHAL_WATCH_DEBOUNCE_MS", 300),
+      debounceMs: intFrom(env, "NARWHAL_WATCH_DEBOUNCE_MS", 100),
       resyncMs: intFrom(env, "NARWHAL_RESYNC_MS", 10_000),
     },
     stopGraceMs: intFrom(env, "NARWHAL_STOP_GRACE_MS", 10_000),

@@ -1,6 +1,11 @@
-// Watch mode's eyes: chokidar on the desired directory, debounced, waiting
-// for writes to finish, so an editor's atomic save (write temp, rename) or a
-// chunked write becomes one reload of a complete file.
+// Watch mode's eyes: chokidar on the desired directory, debounced, so an
+// editor's atomic save (write temp, rename) or a chunked write becomes one
+// reload of a complete file. The debounce is the only wait: every chunk of a
+// write is a change event that restarts it, so a file is read once it has been
+// quiet for the debounce. chokidar's awaitWriteFinish would add its own
+// stability wait (and size polls) on top of it for the same purpose; a write
+// that pauses longer than the debounce is reloaded half-written, reported as
+// invalid and ignored (the last valid desired state stays), then reloaded whole.
 //
 // A deleted file gets a grace period before the reload: tools that replace a
 // file by delete-then-create (some editors, `git checkout`, config management)
@@ -90,7 +95,6 @@ export function watchDesired(
         ignoreInitial: true,
         // Editors' swap and backup files are not desired state.
         ignored: (p: string) => /(^|\/)(\.#|#|~$|\.swp$|\.swx$|\.tmp$)/.test(p) || /\.(swp|swx|tmp)$/.test(p),
-        awaitWriteFinish: { stabilityThreshold: Math.max(50, Math.floor(debounceMs / 2)), pollInterval: 25 },
         atomic: true,
       })
       .on("add", (p: string) => (missing.delete(p), kick()))
