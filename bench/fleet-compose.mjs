@@ -15,16 +15,18 @@
 // `docker compose` plugin); without either the part is skipped with one line saying why. The bench does not
 // start a dockerd: CPU is the client's alone on both sides (dockerd and containerd work for both alike).
 import { spawnSync } from "node:child_process";
+import { readFileSync, readdirSync } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import YAML from "yaml";
 import { dockerClient, ensureSimImage } from "../test/docker/sim-image.mjs";
 import { generateDesired } from "./fleet-gen.mjs";
-import { measureCommand, measureNode, Samples } from "./measure.mjs";
+import { measureCommand, measureNode, median, Samples } from "./measure.mjs";
 
 const SECRET_PATH = "/run/secrets/narwhal-api-key"; // src/backends/container-key.ts
-const r2 = (x) => Math.round(x * 100) / 100;
+const DEFAULT_SOCKET = "/var/run/docker.sock";
+const r2 = (x) => (x === null ? null : Math.round(x * 100) / 100);
 /** One measurement in the shape of a median summary (runs: 1). */
 const single = (m) => {
   const s = new Samples();
@@ -32,9 +34,46 @@ const single = (m) => {
   return s.summary();
 };
 
+/**
+ * The daemon's side of a command: the dockerd serving `host` (a unix socket named on its command line, or
+ * the only dockerd when the host is the default socket) and its containerd. Their CPU seconds so far (null:
+ * not found, e.g. a remote engine); /proc/<pid>/stat utime + stime, in clock ticks of 10 ms.
+ */
+function daemonCpu(host) {
+  const procs = readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+        return { pid, ppid: f[1], ticks: Number(f[11]) + Number(f[12]), args };
+      } catch {
+        return null; // gone meanwhile
+      }
+    })
+    .filter((p) => p !== null);
+  const dockerds = procs.filter((p) => path.basename(p.args[0]) === "dockerd");
+  const socket = host.startsWith("unix://") ? host.slice("unix://".length) : null;
+  const named = dockerds.filter((p) => socket && p.args.some((a) => a.endsWith(socket)));
+  const dockerd =
+    named.length === 1 ? named[0] : dockerds.length === 1 && socket === DEFAULT_SOCKET ? dockerds[0] : null;
+  if (!dockerd) return null;
+  const containerd = procs.filter((p) => p.ppid === dockerd.pid && path.basename(p.args[0]) === "containerd");
+  return [dockerd, ...containerd].reduce((t, p) => t + p.ticks, 0) / 100;
+}
+
+/** `run()` with the daemon's CPU seconds during it added (as daemon_cpu; null when unknown). */
+function withDaemon(host, run) {
+  const before = daemonCpu(host);
+  const m = run();
+  const after = daemonCpu(host);
+  return { ...m, daemonCpu: before === null || after === null ? null : after - before };
+}
+
 /** The Docker Engine to use ({ host, version }), or why there is none ({ skipped }). */
 async function findEngine() {
-  const candidates = [process.env.DOCKER_HOST, "unix:///var/run/docker.sock"].filter(Boolean);
+  const candidates = [process.env.DOCKER_HOST, `unix://${DEFAULT_SOCKET}`].filter(Boolean);
   for (const host of candidates) {
     try {
       const docker = dockerClient(host);
@@ -174,7 +213,8 @@ export async function composeBench({ main, env: baseEnv, work, runs, engines: n,
   let composeUp = false;
   try {
     log(`compose: narwhal converges ${n} container engines (ports ${narwhalBase}+)`);
-    narwhal.cold = single(measureNode(cli("reconcile", "--once"), { env }));
+    const cold = withDaemon(host, () => measureNode(cli("reconcile", "--once"), { env }));
+    narwhal.cold = { ...single(cold), daemon_cpu_s: r2(cold.daemonCpu) };
     const keyFile = path.join(work, "compose-api-key");
     const key = /^NARWHAL_ENGINE_API_KEY=(.*)$/m.exec(await fs.readFile(path.join(desired, "deployment.env"), "utf8"));
     await fs.writeFile(keyFile, `${key[1]}\n`, { mode: 0o400 });
@@ -186,7 +226,8 @@ export async function composeBench({ main, env: baseEnv, work, runs, engines: n,
     log(`compose: ${compose.version} up -d, ${n} containers (ports ${composeBase}+)`);
     composeUp = true;
     const t0 = performance.now();
-    other.cold = single(composeRun("up", "-d"));
+    const up = withDaemon(host, () => composeRun("up", "-d"));
+    other.cold = { ...single(up), daemon_cpu_s: r2(up.daemonCpu) };
     await allHealthy(Array.from({ length: n }, (_, i) => composeBase + i));
     other.cold.ready_wall_s = r2((performance.now() - t0) / 1000);
 
@@ -195,21 +236,27 @@ export async function composeBench({ main, env: baseEnv, work, runs, engines: n,
     const floor = new Samples();
     const nNoop = new Samples();
     const cNoop = new Samples();
+    const daemon = { narwhal: [], compose: [] };
     for (let i = 0; i < runs; i++) {
       floor.add(measureNode(["-e", "0"], { env }));
-      const a = nNoop.add(measureNode(cli("reconcile", "--once"), { env }));
+      const a = nNoop.add(withDaemon(host, () => measureNode(cli("reconcile", "--once"), { env })));
+      daemon.narwhal.push(a.daemonCpu);
       // A no-op that could not observe (Docker unreachable) is fast and wrong: it must not be measured.
       if (/ warn /.test(a.stderr)) throw new Error(`narwhal no-op warned:\n${a.stderr.slice(-1200)}`);
-      const b = cNoop.add(composeRun("up", "-d"));
+      const b = cNoop.add(withDaemon(host, () => composeRun("up", "-d")));
+      daemon.compose.push(b.daemonCpu);
       if (/Creating|Recreating|Starting/.test(b.stderr)) throw new Error(`compose no-op acted:\n${b.stderr}`);
     }
     const after = { narwhal: await ids(docker, narwhalLabel), compose: await ids(docker, composeLabel) };
     for (const k of ["narwhal", "compose"])
       if (after[k].join() !== before[k].join()) throw new Error(`compose: a no-op replaced ${k}'s containers`);
-    narwhal.noop = nNoop.summary();
-    other.noop = cNoop.summary();
+    // Medians of the daemon's CPU during each run (null: the daemon's processes were not found).
+    const daemonMedian = (xs) => (xs.includes(null) ? null : r2(median(xs)));
+    narwhal.noop = { ...nNoop.summary(), daemon_cpu_s: daemonMedian(daemon.narwhal) };
+    other.noop = { ...cNoop.summary(), daemon_cpu_s: daemonMedian(daemon.compose) };
     const f = floor.summary();
     const ratio = (a, b) => r2(a / b);
+    const withD = (x) => (x.daemon_cpu_s === null ? null : x.cpu_s + x.daemon_cpu_s);
     return {
       engines: n,
       docker_engine: engine.version,
@@ -221,6 +268,11 @@ export async function composeBench({ main, env: baseEnv, work, runs, engines: n,
       ratios: {
         noop_cpu_narwhal_over_compose: ratio(narwhal.noop.cpu_s, other.noop.cpu_s),
         noop_wall_narwhal_over_compose: ratio(narwhal.noop.wall_s, other.noop.wall_s),
+        // The client's CPU and the daemon's (dockerd + containerd) during it: work moved into the daemon counts.
+        noop_cpu_with_daemon_narwhal_over_compose:
+          withD(narwhal.noop) === null || withD(other.noop) === null
+            ? null
+            : ratio(withD(narwhal.noop), withD(other.noop)),
         noop_cpu_narwhal_over_floor: ratio(narwhal.noop.cpu_s, f.cpu_s),
         noop_cpu_compose_over_floor: ratio(other.noop.cpu_s, f.cpu_s),
         cold_wall_narwhal_over_compose_ready: ratio(narwhal.cold.wall_s, other.cold.ready_wall_s),

@@ -52,10 +52,17 @@ export function printTable(report) {
 /** The compose part's rows: narwhal and docker-compose on the same containers, and the ratios. */
 function printCompose(c) {
   console.log(`compose: ${c.engines} container engines each; Docker Engine ${c.docker_engine}, ${c.compose}`);
-  console.log(["".padEnd(34), "wall s".padStart(8), "cpu s".padStart(8), "rss MB".padStart(8)].join(" "));
+  console.log("dockerd = CPU s of dockerd + containerd during the command (- when they are not found here)");
+  console.log(["".padEnd(34), ...["wall s", "cpu s", "rss MB", "dockerd"].map((x) => x.padStart(8))].join(" "));
   const row = (name, s, extra = "") =>
     console.log(
-      [name.padEnd(34), ...[f(s.wall_s), f(s.cpu_s), String(s.peak_rss_mb)].map((x) => x.padStart(8)), extra]
+      [
+        name.padEnd(34),
+        ...[f(s.wall_s), f(s.cpu_s), String(s.peak_rss_mb), s.daemon_cpu_s === undefined ? "" : f(s.daemon_cpu_s)].map(
+          (x) => x.padStart(8),
+        ),
+        extra,
+      ]
         .join(" ")
         .trimEnd(),
     );
@@ -70,7 +77,7 @@ function printCompose(c) {
   row("floor (node -e 0)", c.floor);
   const r = c.ratios;
   console.log(
-    `no-op narwhal / docker-compose: cpu ${f(r.noop_cpu_narwhal_over_compose)}x, wall ${f(r.noop_wall_narwhal_over_compose)}x; ` +
+    `no-op narwhal / docker-compose: cpu ${f(r.noop_cpu_narwhal_over_compose)}x (with dockerd's ${f(r.noop_cpu_with_daemon_narwhal_over_compose)}x), wall ${f(r.noop_wall_narwhal_over_compose)}x; ` +
       `over the floor: narwhal ${f(r.noop_cpu_narwhal_over_floor, 1)}x, docker-compose ${f(r.noop_cpu_compose_over_floor, 1)}x cpu; ` +
       `down: narwhal ${f(c.down.narwhal_wall_s, 1)} s, docker-compose ${f(c.down.compose_wall_s, 1)} s wall`,
   );
