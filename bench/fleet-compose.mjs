@@ -37,7 +37,7 @@ const single = (m) => {
 /**
  * The daemon's side of a command: the dockerd serving `host` (a unix socket named on its command line, or
  * the only dockerd when the host is the default socket) and its containerd. Their CPU seconds so far (null:
- * not found, e.g. a remote engine); /proc/<pid>/stat utime + stime, in clock ticks of 10 ms.
+ * not found, e.g. a remote engine); /proc/<pid>/stat, in clock ticks of 10 ms.
  */
 function daemonCpu(host) {
   const procs = readdirSync("/proc")
@@ -47,7 +47,8 @@ function daemonCpu(host) {
         const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
         const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
         const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-        return { pid, ppid: f[1], ticks: Number(f[11]) + Number(f[12]), args };
+        // utime, stime, and cutime, cstime: the children dockerd reaped (the docker-tar of an archive call).
+        return { pid, ppid: f[1], ticks: f.slice(11, 15).reduce((t, x) => t + Number(x), 0), args };
       } catch {
         return null; // gone meanwhile
       }
