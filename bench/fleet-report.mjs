@@ -45,4 +45,40 @@ export function printTable(report) {
     console.log(
       `watch: save → first persisted transition, median ${report.watch.median_ms} ms (${report.watch.samples_ms.join(", ")} ms; debounce ${report.watch.debounce_ms} ms)`,
     );
+  if (report.compose?.skipped) console.log(`compose: skipped: ${report.compose.skipped}`);
+  else if (report.compose) printCompose(report.compose);
+}
+
+/** The compose part's rows: narwhal and docker-compose on the same containers, and the ratios. */
+function printCompose(c) {
+  console.log(`compose: ${c.engines} container engines each; Docker Engine ${c.docker_engine}, ${c.compose}`);
+  console.log("dockerd = CPU s of dockerd + containerd during the command (- when they are not found here)");
+  console.log(["".padEnd(34), ...["wall s", "cpu s", "rss MB", "dockerd"].map((x) => x.padStart(8))].join(" "));
+  const row = (name, s, extra = "") =>
+    console.log(
+      [
+        name.padEnd(34),
+        ...[f(s.wall_s), f(s.cpu_s), String(s.peak_rss_mb), s.daemon_cpu_s === undefined ? "" : f(s.daemon_cpu_s)].map(
+          (x) => x.padStart(8),
+        ),
+        extra,
+      ]
+        .join(" ")
+        .trimEnd(),
+    );
+  row("narwhal reconcile --once, cold", c.narwhal.cold, "(all captured)");
+  row(
+    "docker-compose up -d, cold",
+    c.docker_compose.cold,
+    `(all /health 200 after ${f(c.docker_compose.cold.ready_wall_s)} s)`,
+  );
+  row("narwhal reconcile --once, no-op", c.narwhal.noop);
+  row("docker-compose up -d, no-op", c.docker_compose.noop);
+  row("floor (node -e 0)", c.floor);
+  const r = c.ratios;
+  console.log(
+    `no-op narwhal / docker-compose: cpu ${f(r.noop_cpu_narwhal_over_compose)}x (with dockerd's ${f(r.noop_cpu_with_daemon_narwhal_over_compose)}x), wall ${f(r.noop_wall_narwhal_over_compose)}x; ` +
+      `over the floor: narwhal ${f(r.noop_cpu_narwhal_over_floor, 1)}x, docker-compose ${f(r.noop_cpu_compose_over_floor, 1)}x cpu; ` +
+      `down: narwhal ${f(c.down.narwhal_wall_s, 1)} s, docker-compose ${f(c.down.compose_wall_s, 1)} s wall`,
+  );
 }

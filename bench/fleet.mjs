@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The fleet benchmarks of issue 14, side by side in one run (after `npm run build`):
 //
-//   node bench/fleet.mjs [--parts sizes,noop,watch] [--sizes 10,100,1000] [--runs 5] [--json FILE]
+//   node bench/fleet.mjs [--parts sizes,noop,watch,compose] [--sizes 10,100,1000] [--runs 5] [--json FILE]
 //
 // sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
 //          a generated state of every engine captured (bench/fleet-state.mjs): wall, CPU, peak RSS.
@@ -9,7 +9,10 @@
 //          floor (`node -e 0`: node's own start, which no command avoids).
 // watch:   on the same 16 engines, a watch-mode controller; an editor's save of engine-launch.json → the
 //          first persisted transition of the edited engine (fs.watch on the state directory).
-// Not yet here: docker-compose's no-op `up -d` against narwhal's container no-op on the same containers.
+// compose: 16 container engines (--noop-engines) converged by narwhal and the same 16 containers by
+//          docker-compose, each on ports of its own: cold converge once each, then the no-op `reconcile --once`
+//          against docker-compose's no-op `up -d` and the floor (bench/fleet-compose.mjs). Needs a Docker Engine
+//          and docker-compose; skipped with one line saying why without them.
 // Runs of the same part are interleaved (each size and the floor in turn), so a burst of load on the shared
 // machine hits all of them alike; medians of --runs. Prints a table and writes JSON (default
 // bench/results/<date>.json).
@@ -28,7 +31,7 @@ import { machine, printTable } from "./fleet-report.mjs";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
   options: {
-    parts: { type: "string", default: "sizes,noop,watch" },
+    parts: { type: "string", default: "sizes,noop,watch,compose" },
     sizes: { type: "string", default: "10,100,1000" },
     runs: { type: "string", default: "5" },
     json: { type: "string" },
@@ -36,7 +39,8 @@ const { values } = parseArgs({
   },
 });
 const parts = new Set(values.parts.split(","));
-for (const p of parts) if (!["sizes", "noop", "watch"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
+for (const p of parts)
+  if (!["sizes", "noop", "watch", "compose"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
 const sizes = values.sizes.split(",").map(Number);
 const runs = Number(values.runs);
 const main = path.join(root, "dist/bundle/main.js"); // what `narwhal` runs (scripts/bundle.mjs)
@@ -47,7 +51,15 @@ const { loadDesired } = await import(path.join(root, "dist/src/desired/load.js")
 const env = cleanEnv();
 const work = await fs.mkdtemp(path.join(await fs.realpath(os.tmpdir()), "narwhal-bench-fleet-"));
 const cli = (...args) => [main, ...args];
-const report = { at: new Date().toISOString(), machine: machine(), runs, sizes: {}, noop: null, watch: null };
+const report = {
+  at: new Date().toISOString(),
+  machine: machine(),
+  runs,
+  sizes: {},
+  noop: null,
+  watch: null,
+  compose: null,
+};
 
 // One live process every generated handle names: status checks it as it checks an engine's.
 const holder = spawn("sleep", ["3600"], { stdio: "ignore" });
@@ -109,6 +121,11 @@ try {
     } finally {
       measureNode(cli("down", "--desired", desired, "--state", state), { env, okCodes: [0, 1] });
     }
+  }
+  if (parts.has("compose")) {
+    // Loaded only here: it loads dockerode (the test setup's sim-image.mjs).
+    const { composeBench } = await import("./fleet-compose.mjs");
+    report.compose = await composeBench({ main, env, work, runs, engines: Number(values["noop-engines"]) });
   }
 } finally {
   holder.kill();

@@ -6,8 +6,14 @@ import { spawnSync } from "node:child_process";
  * Run `node ...args` once under /usr/bin/time.
  * @returns {{ wall: number, cpu: number, rssMb: number, code: number, stdout: string, stderr: string }}
  */
-export function measureNode(args, { cwd, env, okCodes = [0] } = {}) {
-  const r = spawnSync("/usr/bin/time", ["-f", "BENCH %e %U %S %M", process.execPath, ...args], {
+export function measureNode(args, options = {}) {
+  return measureCommand(process.execPath, args, options);
+}
+
+/** Run `file ...args` once under /usr/bin/time (any command: docker-compose's `up -d` beside narwhal's). */
+export function measureCommand(file, args, { cwd, env, okCodes = [0] } = {}) {
+  const what = `${file === process.execPath ? "node" : file} ${args.join(" ")}`;
+  const r = spawnSync("/usr/bin/time", ["-f", "BENCH %e %U %S %M", file, ...args], {
     cwd,
     env,
     encoding: "utf8",
@@ -15,13 +21,11 @@ export function measureNode(args, { cwd, env, okCodes = [0] } = {}) {
   });
   const line = r.stderr.trimEnd().split("\n").pop() ?? "";
   const m = /^BENCH ([\d.]+) ([\d.]+) ([\d.]+) (\d+)$/.exec(line);
-  if (!m) throw new Error(`cannot measure node ${args.join(" ")}: ${r.stderr.slice(-600)}`);
+  if (!m) throw new Error(`cannot measure ${what}: ${r.stderr.slice(-600)}`);
   // GNU time reports the child's status in its own exit code.
   const code = r.status ?? -1;
   if (!okCodes.includes(code))
-    throw new Error(
-      `node ${args.join(" ")} exited ${code} (expected ${okCodes.join(" or ")}):\n${r.stderr.slice(-1200)}`,
-    );
+    throw new Error(`${what} exited ${code} (expected ${okCodes.join(" or ")}):\n${r.stderr.slice(-1200)}`);
   const [wall, user, sys, rssKb] = m.slice(1).map(Number);
   return { wall, cpu: user + sys, rssMb: rssKb / 1024, code, stdout: r.stdout, stderr: r.stderr };
 }
