@@ -46,6 +46,31 @@ function whenState(state, test, what, timeoutMs) {
   });
 }
 
+/** How long the state directory must see no write for the controller to count as idle. */
+const QUIET_MS = 1500;
+
+/** Resolves once nothing in the state directory has changed for `ms`. */
+function quiet(state, ms, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    let timer;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        watcher.close();
+        clearTimeout(limit);
+        resolve();
+      }, ms);
+    };
+    const watcher = fs.watch(state, { recursive: false }, arm);
+    const limit = setTimeout(() => {
+      watcher.close();
+      clearTimeout(timer);
+      reject(new Error(`watch bench: the state directory did not go quiet for ${ms} ms within ${timeoutMs} ms`));
+    }, timeoutMs);
+    arm();
+  });
+}
+
 const lastTransition = (record) => JSON.stringify(record?.history.at(-1) ?? null);
 
 const allCaptured = (s) =>
@@ -66,6 +91,7 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
   try {
     // Ready: it has applied the desired state once and every engine is captured.
     await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
+    await quiet(state, QUIET_MS, 180_000);
     for (let i = 0; i < runs; i++) {
       // The newest history entry marks where engine-1 stood (the history is capped: its length stops growing).
       const before = lastTransition((await readState(state)).engines["engine-1"]);
@@ -88,6 +114,9 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
         "the fleet settled",
         180_000,
       );
+      // Captured is not idle: the decodes prove KV from the restarted prefill next. Each sample starts from a
+      // controller with nothing to do, so it measures the path from a save, not the work queued before it.
+      await quiet(state, QUIET_MS, 180_000);
     }
   } catch (err) {
     throw new Error(`${err.message}\ncontroller log tail:\n${log.slice(-3000)}`);
