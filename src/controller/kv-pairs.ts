@@ -171,6 +171,31 @@ export interface PairMember {
   o: ObservedEngine;
 }
 
+/** A set of indices 0..n-1 as 32-bit words: subset tests cost n/32 word operations, not n lookups. */
+class Bits {
+  readonly words: Uint32Array;
+  constructor(n: number) {
+    this.words = new Uint32Array(Math.ceil(n / 32));
+  }
+  set(i: number): void {
+    this.words[i >>> 5]! |= 1 << (i & 31);
+  }
+  has(i: number): boolean {
+    return (this.words[i >>> 5]! & (1 << (i & 31))) !== 0;
+  }
+  empty(): boolean {
+    return this.words.every((w) => w === 0);
+  }
+  /** Whether every member of this set is in `other`. */
+  within(other: Bits): boolean {
+    // No member outside `other` (bitwise results are signed 32-bit: compare with 0, not with w).
+    return this.words.every((w, k) => (w & ~other.words[k]!) === 0);
+  }
+  key(): string {
+    return this.words.join(",");
+  }
+}
+
 /**
  * A large set of prefill and decode engines of one group in which every prefill × decode pair is
  * `ok` (the router pairs any listed prefill with any listed decode). Each engine in turn seeds a
@@ -178,25 +203,40 @@ export interface PairMember {
  * candidate wins, ties to the earlier seed (prefills, then decodes, in name order). Exact search
  * is exponential; this is deterministic, keeps every engine whose pairs are all ok, finds a pair
  * whenever one is ok, and is exact when one engine is at fault. Empty when no pair is ok.
+ *
+ * Cost: `ok` is asked once per pair (every plan computes this, and `ok` reads proofs), and a seed
+ * whose peers equal an earlier seed's makes the same candidate, so it is skipped: a fleet whose
+ * pairs are all ok costs one seed per role, not a cubic walk of every seed over every pair.
  */
 export function pairableSet(
   prefills: readonly string[],
   decodes: readonly string[],
   ok: (prefill: string, decode: string) => boolean,
 ): string[] {
-  const okPD = (x: string, y: string, seedIsPrefill: boolean) => (seedIsPrefill ? ok(x, y) : ok(y, x));
+  // rows[i]: the decodes prefill i pairs with; cols[j]: the prefills decode j pairs with.
+  const rows = prefills.map(() => new Bits(decodes.length));
+  const cols = decodes.map(() => new Bits(prefills.length));
+  prefills.forEach((p, i) =>
+    decodes.forEach((d, j) => {
+      if (ok(p, d)) (rows[i]!.set(j), cols[j]!.set(i));
+    }),
+  );
   let best: string[] = [];
-  for (const [seeds, own, other, isPrefill] of [
-    [prefills, prefills, decodes, true],
-    [decodes, decodes, prefills, false],
-  ] as const)
-    for (const seed of seeds) {
-      const peers = other.filter((y) => okPD(seed, y, isPrefill));
-      if (peers.length === 0) continue;
-      const mates = own.filter((x) => peers.every((y) => okPD(x, y, isPrefill)));
-      const set = isPrefill ? [...mates, ...peers] : [...peers, ...mates];
+  for (const [own, other, peersOf, isPrefill] of [
+    [prefills, decodes, rows, true],
+    [decodes, prefills, cols, false],
+  ] as const) {
+    const seen = new Set<string>();
+    for (const peers of peersOf) {
+      const key = peers.key();
+      if (peers.empty() || seen.has(key)) continue;
+      seen.add(key); // equal peers, equal candidate: it cannot beat the earlier one (ties go to the earlier)
+      const mates = own.filter((_, x) => peers.within(peersOf[x]!));
+      const others = other.filter((_, y) => peers.has(y));
+      const set = isPrefill ? [...mates, ...others] : [...others, ...mates];
       if (set.length > best.length) best = set;
     }
+  }
   return best;
 }
 

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 // Choosing what the router may pair: captured engines only, and one group
 // among prefill and decode engines.
 import { describe, expect, it } from "vitest";
@@ -168,5 +169,57 @@ describe("pairableSet: the prefill/decode set a router may pair any way", () => 
     // p2–d2 not ok: seeded by p1 {p1, d1, d2}, by p2 {p1, p2, d1}; both three engines, p1 seeds first.
     const ok = okAll([["p2", "d2"]]);
     expect(pairableSet(["p1", "p2"], ["d1", "d2"], ok)).toEqual(["p1", "d1", "d2"]);
+  });
+
+  /** The rule as first written (every seed, every pair asked again): what the faster one must equal. */
+  const reference = (prefills: string[], decodes: string[], ok: (p: string, d: string) => boolean): string[] => {
+    const okPD = (x: string, y: string, seedIsPrefill: boolean) => (seedIsPrefill ? ok(x, y) : ok(y, x));
+    let best: string[] = [];
+    for (const [own, other, isPrefill] of [
+      [prefills, decodes, true],
+      [decodes, prefills, false],
+    ] as const)
+      for (const seed of own) {
+        const peers = other.filter((y) => okPD(seed, y, isPrefill));
+        if (peers.length === 0) continue;
+        const mates = own.filter((x) => peers.every((y) => okPD(x, y, isPrefill)));
+        const set = isPrefill ? [...mates, ...peers] : [...peers, ...mates];
+        if (set.length > best.length) best = set;
+      }
+    return best;
+  };
+
+  it("equals the rule as first written on any ok relation (up to 40 × 40 engines), asking ok once per pair", () => {
+    const relation = fc
+      .record({
+        np: fc.integer({ min: 0, max: 40 }),
+        nd: fc.integer({ min: 0, max: 40 }),
+        density: fc.double({ min: 0, max: 1 }),
+      })
+      .chain(({ np, nd, density }) =>
+        fc.tuple(
+          fc.constant(np),
+          fc.constant(nd),
+          fc.array(
+            fc.double({ min: 0, max: 1, noNaN: true }).map((x) => x < density),
+            { minLength: np * nd, maxLength: np * nd },
+          ),
+        ),
+      );
+    fc.assert(
+      fc.property(relation, ([np, nd, cells]) => {
+        const prefills = Array.from({ length: np }, (_, i) => `p${i}`);
+        const decodes = Array.from({ length: nd }, (_, j) => `d${j}`);
+        const asked = new Map<string, number>();
+        const ok = (p: string, d: string) => {
+          asked.set(`${p} ${d}`, (asked.get(`${p} ${d}`) ?? 0) + 1);
+          return cells[Number(p.slice(1)) * nd + Number(d.slice(1))]!;
+        };
+        const fast = pairableSet(prefills, decodes, ok);
+        expect(Math.max(0, ...asked.values())).toBeLessThanOrEqual(1);
+        expect(fast).toEqual(reference(prefills, decodes, ok));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
