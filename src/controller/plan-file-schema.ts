@@ -2,7 +2,7 @@
 // What it parses is returned as plan-file.ts's SavedPlan (built on plan-types.ts), so a required field
 // the planner adds to its types and not here is a compile error, not a value silently dropped.
 // Objects are loose: a field added later is kept through a read, not stripped.
-import { z } from "zod";
+import * as z from "zod";
 
 export const PLAN_API_VERSION = "narwhal/v1";
 export const PLAN_KIND = "Plan";

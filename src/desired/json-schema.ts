@@ -11,7 +11,7 @@
 // a string), and keys are not substituted, so neither accepts a placeholder.
 // The "input" shape is generated: fields with a default are optional, and
 // gpu_ids takes integers as well as strings (the transform's input).
-import { z } from "zod";
+import * as z from "zod";
 import { EngineLaunchSchema, FleetSchema } from "./schemas.js";
 
 export const DESIRED_SCHEMAS = {

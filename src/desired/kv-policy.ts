@@ -2,7 +2,7 @@
 // each prefill → decode pair is proven before it serves, with its documented
 // defaults applied. The defaults live in the schema so the file and the code
 // cannot disagree: a fleet without the block gets exactly what `{}` parses to.
-import { z } from "zod";
+import * as z from "zod";
 import type { KvPolicy } from "../controller/plan-types.js";
 
 export const KvTransferSchema = z

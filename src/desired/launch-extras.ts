@@ -2,7 +2,7 @@
 // engines that share one GPU (seed 001 "Native shared startup"), and the
 // role environment's NARWHAL_ENGINE_ARGS / NARWHAL_ENGINE_ENV, which add
 // serving arguments and environment without dropping derived settings.
-import { z } from "zod";
+import * as z from "zod";
 
 /** A plain non-negative decimal as written ("0.3", "1"); JSON numbers are taken as their shortest text. */
 const DECIMAL_TEXT = /^\d+(?:\.\d+)?$/;

@@ -4,7 +4,7 @@
 // disjoint GPUs, unique ports, ...) live in rules.ts, not here: a schema sees
 // one value at a time and would stop the operator at the first problem.
 
-import { z } from "zod";
+import * as z from "zod";
 import { SharedDeviceSchema } from "./launch-extras.js";
 import { KvTransferSchema } from "./kv-policy.js";
 

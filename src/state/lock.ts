@@ -6,7 +6,7 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { LockHeldError } from "../errors.js";
 import { processExists, processStartedAtMs, readBootId, readProcCmdline, readProcStat } from "../backends/proc.js";
 import { readRegularFile, writeFileExclusive } from "./atomic-file.js";

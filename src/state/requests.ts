@@ -9,7 +9,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { readJsonIfExists, writeFileAtomic } from "./atomic-file.js";
 
 export const REQUESTS_DIR = "requests";

@@ -5,7 +5,7 @@
 // `null` record). The controller sets such a file aside; `status` reports it.
 // The schema checks the types consumers rely on and lets unknown fields through:
 // a field added to EngineRecord needs nothing here, a field removed or retyped does.
-import { z } from "zod";
+import * as z from "zod";
 import { StateFileError } from "../errors.js";
 import type { StateFile } from "./store.js";
 import { readRegularFile } from "./atomic-file.js";

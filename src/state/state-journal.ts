@@ -8,7 +8,7 @@
 // between the two leaves entries the base already holds, which replay skips by seq.
 import fs from "node:fs/promises";
 import path from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { StateFileError } from "../errors.js";
 import type { ObservedProof } from "../controller/plan-types.js";
 import type { EngineRecord, StateFile } from "./store.js";

@@ -7,7 +7,7 @@
 
 import fs from "node:fs/promises";
 import path from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { packageRoot } from "../../app.js";
 import { canonicalJson, sha256Hex } from "../../desired/hash.js";
 import { CancelledError, NarwhalError } from "../../errors.js";
