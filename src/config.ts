@@ -27,8 +27,10 @@ export interface Config {
    * The controller's work queue: how many engines (and the fleet's planning) are worked on at
    * once (NARWHAL_CONCURRENCY), and how long SIGTERM lets running work settle before the
    * controller abandons it at its next await (NARWHAL_SHUTDOWN_GRACE_MS). Engines keep running.
+   * nodeConcurrency (NARWHAL_NODE_CONCURRENCY, 0: unbounded): how many engines' inspections, runtime
+   * checks and starts run on one node at once (src/controller/node-slots.ts).
    */
-  queue: { concurrency: number; shutdownGraceMs: number };
+  queue: { concurrency: number; shutdownGraceMs: number; nodeConcurrency: number };
   /** How long engines sharing a GPU wait for each other before a shared start. */
   sharedStartWaitMs: number;
   docker: DockerConfig;
@@ -127,6 +129,7 @@ export function loadConfig(
     queue: {
       concurrency: Math.max(1, intFrom(env, "NARWHAL_CONCURRENCY", 8)),
       shutdownGraceMs: intFrom(env, "NARWHAL_SHUTDOWN_GRACE_MS", 3_000),
+      nodeConcurrency: Math.max(0, intFrom(env, "NARWHAL_NODE_CONCURRENCY", 4)),
     },
     sharedStartWaitMs: intFrom(env, "NARWHAL_SHARED_START_WAIT_MS", 30_000),
     keepRuns: intFrom(env, "NARWHAL_KEEP_RUNS", 5),

@@ -6,6 +6,7 @@ import { untilResumed } from "./resume-gate.js";
 import { engineMachine, type RetryPolicy } from "../../machines/engine.js";
 import { phaseActors } from "./phase-actors.js";
 import { SharedStarts } from "./shared-starts.js";
+import { NodeSlots } from "./node-slots.js";
 import type { EngineActor } from "./engine-actors.js";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
@@ -72,6 +73,8 @@ export interface MachineAccess {
 
 /** The engine machine with its IO: the real phases, reaching the controller only through `access`. */
 export function providedMachine(opts: ControllerOptions, access: MachineAccess) {
+  // One set of slots for the controller: every engine of a node draws on the same bound.
+  const slots = new NodeSlots(opts.config.queue.nodeConcurrency);
   return engineMachine.provide({
     actors: phaseActors({
       stateDir: opts.config.stateDir,
@@ -92,7 +95,9 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),
       checkpointPeers: (engine) => checkpointPeers(access.actors, engine),
+      slots,
       sharedStarts: new SharedStarts({
+        slots,
         specs: () => [...access.applied.values()],
         running: (engine) => access.actors.get(engine)?.getSnapshot().context.handle != null,
         log: opts.log,

@@ -15,6 +15,7 @@ import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
 import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
 import type { SharedStarts } from "./shared-starts.js";
+import { slotWait, type NodeSlots } from "./node-slots.js";
 import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
@@ -42,6 +43,8 @@ export interface PhaseDeps {
   /** Resolves once the serving fleet reflects every transition so far (nothing stopped is still listed). */
   servingSettled(): Promise<void>;
   secrets(): string[];
+  /** The nodes' slots (NARWHAL_NODE_CONCURRENCY): inspections and checks hold one (starts, in sharedStarts). */
+  slots: NodeSlots;
   /** Engines sharing a GPU start together through start-shared. */
   sharedStarts: SharedStarts;
   /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
@@ -119,21 +122,31 @@ export function phaseActors(deps: PhaseDeps) {
     };
   };
 
+  /** `work` holding one of the engine's node's slots; a wait for one is the step's wait. */
+  const slotted = <T>(spec: EngineSpec, name: Step, signal: AbortSignal, work: () => Promise<T>): Promise<T> =>
+    deps.slots.run(spec.node.name, signal, work, (limit) =>
+      waits(spec.name, name)({ awaiting: slotWait(spec.node.name, limit), limitMs: null }),
+    );
+
+  const inspectOn = async (spec: EngineSpec, input: StepInput, signal: AbortSignal) => {
+    const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);
+    // The engine being replaced still holds its ports; they are not a foreign listener.
+    const ignorePorts = input.retiring?.run ? await planPorts(input.retiring.run.dir) : [];
+    return inspect(spec, {
+      signal,
+      imageId,
+      ignorePorts,
+      host: deps.hosts.access(spec.node.name),
+      manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
+      checkpointPeers: () => deps.checkpointPeers(input.engine),
+      waits: waits(input.engine, "inspect"),
+    });
+  };
+
   return {
     inspect: step("inspect", async (input, signal) => {
       const spec = specFor(input, "inspect");
-      const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);
-      // The engine being replaced still holds its ports; they are not a foreign listener.
-      const ignorePorts = input.retiring?.run ? await planPorts(input.retiring.run.dir) : [];
-      return inspect(spec, {
-        signal,
-        imageId,
-        ignorePorts,
-        host: deps.hosts.access(spec.node.name),
-        manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
-        checkpointPeers: () => deps.checkpointPeers(input.engine),
-        waits: waits(input.engine, "inspect"),
-      });
+      return slotted(spec, "inspect", signal, () => inspectOn(spec, input, signal));
     }),
     prepare: step("prepare", async (input) => {
       const spec = specFor(input, "prepare");
@@ -145,13 +158,16 @@ export function phaseActors(deps: PhaseDeps) {
     }),
     check: step("check", async (input, signal) => {
       const spec = specFor(input, "check");
-      return check(need(input.run, input.engine, "check", "prepared run"), {
-        backend: deps.backend(spec.backend),
-        scriptPath: deps.scriptPath,
-        signal,
-        launcher: deps.app.launcher,
-        waits: waits(input.engine, "check"),
-      });
+      const run = need(input.run, input.engine, "check", "prepared run");
+      return slotted(spec, "check", signal, () =>
+        check(run, {
+          backend: deps.backend(spec.backend),
+          scriptPath: deps.scriptPath,
+          signal,
+          launcher: deps.app.launcher,
+          waits: waits(input.engine, "check"),
+        }),
+      );
     }),
     start: step("start", async (input, signal) => {
       const spec = specFor(input, "start");

@@ -12,6 +12,7 @@ import { PhaseError, NarwhalError, inStep } from "../errors.js";
 import type { Logger } from "../log.js";
 import { wasStarted } from "../phases/checked-run.js";
 import { readVerifiedPlan } from "../phases/plan-binding.js";
+import { slotWait, type NodeSlots } from "./node-slots.js";
 
 interface Request {
   spec: EngineSpec;
@@ -31,6 +32,8 @@ export interface SharedStartsDeps {
   waitMs: number;
   /** How to reach a node: a shared start checks listeners and reads GPU memory on the GPUs' own node. */
   host(node: string): HostAccess;
+  /** The node's start slots: a start holds one; a sharing group's launch holds one for all of it. */
+  slots: NodeSlots;
 }
 
 export const sharedKey = (spec: EngineSpec): string | null =>
@@ -44,7 +47,7 @@ export class SharedStarts {
 
   start(spec: EngineSpec, run: PreparedRun, opts: StartOptions): Promise<EngineHandle> {
     const key = sharedKey(spec);
-    if (!key) return start(run, opts);
+    if (!key) return this.slotted(spec, opts, () => start(run, opts));
     return new Promise<EngineHandle>((resolve, reject) => {
       const request: Request = { spec, run, opts, resolve, reject };
       const list = (this.waiting.get(key) ?? []).filter((r) => r.spec.name !== spec.name);
@@ -52,6 +55,13 @@ export class SharedStarts {
       opts.signal.addEventListener("abort", () => this.withdraw(key, request), { once: true });
       this.evaluate(key);
     });
+  }
+
+  /** `work` holding one of the engine's node's slots; the wait for one, when there is a wait, is told as the step's. */
+  private slotted<T>(spec: EngineSpec, opts: StartOptions, work: () => Promise<T>): Promise<T> {
+    return this.deps.slots.run(spec.node.name, opts.signal, work, (limit) =>
+      opts.waits?.({ awaiting: slotWait(spec.node.name, limit), limitMs: null }),
+    );
   }
 
   private withdraw(key: string, request: Request): void {
@@ -103,7 +113,7 @@ export class SharedStarts {
     for (const r of all) {
       if (await wasStarted(r.run.dir, r.spec)) {
         // Not awaited, so the rest of the group is not held up by this one; its outcome settles its request.
-        void start(r.run, r.opts).then(r.resolve, r.reject);
+        void this.slotted(r.spec, r.opts, () => start(r.run, r.opts)).then(r.resolve, r.reject);
         continue;
       }
       // start-shared re-reads each plan from its directory; bind it to the state's hash first, as start does.
@@ -118,16 +128,19 @@ export class SharedStarts {
     if (batch.length === 1) {
       // The others already run (or never came): a single start; the desired-state rules already bound the budget.
       const [r] = batch;
-      return start(r!.run, r!.opts).then(r!.resolve, r!.reject);
+      return this.slotted(r!.spec, r!.opts, () => start(r!.run, r!.opts)).then(r!.resolve, r!.reject);
     }
     // A stable launch order (by engine name), whatever order the engines were checked in.
     batch.sort((a, b) => a.spec.name.localeCompare(b.spec.name));
     const first = batch[0]!;
     try {
-      const result = await startShared(
-        batch.map((r) => r.run.dir),
-        // One key is one node and GPU (sharedKey): every member runs on first's node.
-        { ...first.opts, env: {}, host: this.deps.host(first.spec.node.name) },
+      // Gathered first, then one slot for the whole launch: a group never holds a slot while it waits.
+      const result = await this.slotted(first.spec, first.opts, () =>
+        startShared(
+          batch.map((r) => r.run.dir),
+          // One key is one node and GPU (sharedKey): every member runs on first's node.
+          { ...first.opts, env: {}, host: this.deps.host(first.spec.node.name) },
+        ),
       );
       for (const r of batch) {
         const record = result.records.find((x) => x.engine === r.spec.name);

@@ -9,13 +9,23 @@ import { engineProcesses, runCli, status, teardown } from "./cli.js";
 import { editCheckedPlan, killAt } from "./campaign.js";
 
 describe("reconcile with a shared GPU", () => {
-  it("starts both sharing engines through start-shared and captures them", async () => {
+  // NARWHAL_NODE_CONCURRENCY=1 is below the sharing group: the two gather before their launch takes the
+  // node's one slot, so they still start together (holding a slot while waiting would start each alone).
+  it.each([
+    ["at the default node concurrency", {}],
+    ["with one slot on the node (NARWHAL_NODE_CONCURRENCY=1)", { NARWHAL_NODE_CONCURRENCY: "1" }],
+  ])("starts both sharing engines through start-shared and captures them, %s", async (_, extra) => {
     const fleet = await engineFleet();
     try {
-      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], fleet.env);
+      const env = { ...fleet.env, ...extra };
+      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], env);
       expect(r.code, r.stderr.slice(-3000)).toBe(0);
       const engines = (await status(fleet.stateDir)).engines;
       expect(engines.map((e) => e.phase)).toEqual(["captured", "captured"]);
+      // Both inspections begin together: with one slot, one of them says it waits for it.
+      if ("NARWHAL_NODE_CONCURRENCY" in extra)
+        expect(r.stderr).toMatch(/waiting for a free slot on node \S+ \(all 1 of NARWHAL_NODE_CONCURRENCY taken/);
+      else expect(r.stderr).not.toMatch(/a free slot on node/);
       const records = await Promise.all(
         engines.map(async (e) => JSON.parse(await fs.readFile(path.join(e.run_dir!, "shared-start.json"), "utf8"))),
       );
