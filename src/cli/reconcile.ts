@@ -6,8 +6,6 @@ import { readState, type StateFile } from "../state/store.js";
 import { KV_CONDITION } from "../controller/kv-condition.js";
 import { isPairedRole, PAIRED_ROLES } from "../controller/serving-fleet.js";
 import { watchPruner } from "./prune.js";
-import { serveRequests } from "../controller/request-server.js";
-import { watchDesired } from "../controller/watch.js";
 import type { Controller, PlanGuard } from "../controller/controller.js";
 import { fanOut, type ObserverSubscriber } from "../controller/observer.js";
 import type { LiveView } from "./progress-tty.js";
@@ -197,6 +195,11 @@ export async function reconcileWatch(config: Config, log: Logger, live: LiveView
     throw err;
   }
   metrics?.watch(controller);
+  // chokidar (desired/ and the request files) is watch mode's alone: `reconcile --once` never loads it.
+  const [{ watchDesired }, { serveRequests }] = await Promise.all([
+    import("../controller/watch.js"),
+    import("../controller/request-server.js"),
+  ]);
   // narwhal suspend|resume|retry while this controller holds the lock: request files, answered here.
   const requests = await serveRequests(config.stateDir, (req) => controller.request(req), log);
   const shutdown = onShutdown();

@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { runCli, type CliResult } from "./cli.js";
+import { runCli, teardown, type CliResult } from "./cli.js";
 import { REPO, simFleet } from "./sim-fleet.js";
 
 const RECORDER = pathToFileURL(path.join(REPO, "test/fixtures/load-recorder/record.mjs")).href;
@@ -82,6 +82,23 @@ describe("a command loads what it runs", () => {
       const r = await loaded([...args]);
       expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(0);
       expectNoneOf(r.modules, args.join(" "), heavy);
+    }
+  });
+
+  it("reconcile --once of a native fleet loads neither chokidar (watch mode's), prom-client (metrics') nor dockerode", async () => {
+    const fleet = await simFleet();
+    try {
+      const r = await loaded(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
+      expect(r.code, r.stderr).toBe(0);
+      expectNoneOf(r.modules, "reconcile --once", [
+        ["chokidar", "/node_modules/chokidar/"],
+        ["prom-client", "/node_modules/prom-client/"],
+        ["dockerode", "/node_modules/dockerode/"],
+      ]);
+      // It did run the controller: the map from chunks to sources sees it.
+      expect(r.modules.some((m) => m.endsWith("/src/controller/controller.ts"))).toBe(true);
+    } finally {
+      await teardown(fleet.stateDir);
     }
   });
 
