@@ -182,7 +182,10 @@ describe("an in-process controller, interleaved", () => {
     expect((await h.state()).engines["engine-1"]!.phase).toBe("prepared");
     expect(
       h.lines.some(
-        (l) => l.level === "warn" && l.meta.engine === "engine-1" && /during the replacement is gone/.test(l.message),
+        (l) =>
+          l.level === "warn" &&
+          l.meta.engine === "engine-1" &&
+          /kept serving during the replacement, is gone/.test(l.message),
       ),
       "the forgetting is logged",
     ).toBe(true);
