@@ -25,7 +25,9 @@ describe("engine faults under watch mode", () => {
   });
 
   it("restarts an engine that crashes after captured, then gives up on the crash loop with the cause", async () => {
-    const fleet = await simFleet({ engines: [{ faults: "crash_after=2" }] });
+    // 6 s of serving before each crash: probe and capture (with its attestation) must finish first, and on a
+    // loaded two-core machine (load 10) they did not within 2 s, so the engine was never captured at all.
+    const fleet = await simFleet({ engines: [{ faults: "crash_after=6" }] });
     const child = watch(fleet);
     cleanup.push(
       () => stopWatch(child),
