@@ -172,16 +172,25 @@ interface WalkHandlers {
   nul(segments: PropertyKey[]): void;
 }
 
+/** `segments` is one stack for the whole walk (a copy per value cost more than the checks); handlers get copies. */
 function walk(value: unknown, segments: PropertyKey[], on: WalkHandlers): void {
   if (typeof value === "string") {
-    if (value.includes("\0")) on.nul(segments);
+    if (value.includes("\0")) on.nul([...segments]);
   } else if (Array.isArray(value)) {
-    value.forEach((v, i) => walk(v, [...segments, i], on));
+    value.forEach((v, i) => {
+      segments.push(i);
+      walk(v, segments, on);
+      segments.pop();
+    });
   } else if (value !== null && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) {
-      if (FORBIDDEN_KEYS.has(k)) on.forbiddenKey(segments, k);
+      if (FORBIDDEN_KEYS.has(k)) on.forbiddenKey([...segments], k);
       else if (k.includes("\0")) on.nul([...segments, k]);
-      else walk(v, [...segments, k], on);
+      else {
+        segments.push(k);
+        walk(v, segments, on);
+        segments.pop();
+      }
     }
   }
 }
