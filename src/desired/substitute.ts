@@ -57,7 +57,16 @@ export function substitute<T>(
     if (typeof value === "string") return substituteString(value);
     if (Array.isArray(value)) return value.map((v, i) => at(i, v));
     if (value !== null && typeof value === "object") {
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, at(k, v)]));
+      // As Object.fromEntries would build it (own data properties, a "__proto__" key too), without the
+      // two arrays per key it takes.
+      const out: Record<string, unknown> = {};
+      for (const k of Object.keys(value)) {
+        const v = at(k, (value as Record<string, unknown>)[k]);
+        if (k === "__proto__")
+          Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+        else out[k] = v;
+      }
+      return out;
     }
     return value;
   };
