@@ -157,11 +157,29 @@ export function compatiblePairs(
       .map((d) => d.engine)
       .sort(compareNames);
   const [prefills, decodes] = [of("prefill"), of("decode")];
-  return decodes.flatMap((decode) =>
-    prefills
-      .filter((prefill) => compatible(observed.engines[prefill], observed.engines[decode]))
-      .map((prefill) => ({ prefill, decode })),
-  );
+  // compatible() of each pair, with each prefill's pairing class computed once and only the prefills of a
+  // decode's class tried (every pair built both class strings again: quadratic work at 1000 engines).
+  const byClass = new Map<string, string[]>();
+  for (const prefill of prefills) {
+    const o = observed.engines[prefill];
+    const cls = inService(o) ? pairingClass(o) : null;
+    if (cls === null) continue;
+    const list = byClass.get(cls);
+    if (list) list.push(prefill);
+    else byClass.set(cls, [prefill]);
+  }
+  const pairs: Pair[] = [];
+  for (const decode of decodes) {
+    const d = observed.engines[decode];
+    if (!inService(d)) continue;
+    const cls = pairingClass(d);
+    if (cls === null) continue;
+    for (const prefill of byClass.get(cls) ?? []) {
+      const p = observed.engines[prefill] as ObservedEngine;
+      if (nixlAgree(p, d) && handshakeRefusal(p, d) === null) pairs.push({ prefill, decode });
+    }
+  }
+  return pairs;
 }
 
 /** An engine in service, as the serving fleet offers it for pairing. */

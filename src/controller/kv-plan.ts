@@ -17,9 +17,16 @@ export interface ProofRestarts {
   deferred: Array<{ decode: string; why: string }>;
 }
 
+/** Add `v` to the list under `k` in place (a copy per entry is quadratic in a decode's pairs). */
+function append<V>(m: Map<string, V[]>, k: string, v: V): void {
+  const list = m.get(k);
+  if (list) list.push(v);
+  else m.set(k, [v]);
+}
+
 const byDecode = (pairs: readonly Pair[]): Map<string, Pair[]> => {
   const m = new Map<string, Pair[]>();
-  for (const p of pairs) m.set(p.decode, [...(m.get(p.decode) ?? []), p]);
+  for (const p of pairs) append(m, p.decode, p);
   return m;
 };
 
@@ -141,8 +148,8 @@ export function awaitingProof(
   if (!kv.prove) return peers;
   for (const { prefill, decode } of compatiblePairs(desired, observed, out)) {
     if (proven(observed, prefill, decode)) [prefill, decode].forEach((e) => provenWith.add(e));
-    peers.set(prefill, [...(peers.get(prefill) ?? []), decode]);
-    peers.set(decode, [...(peers.get(decode) ?? []), prefill]);
+    append(peers, prefill, decode);
+    append(peers, decode, prefill);
   }
   for (const e of provenWith) peers.delete(e);
   return peers;

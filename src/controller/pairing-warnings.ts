@@ -17,9 +17,11 @@ export function pairingWarnings(desired: readonly DesiredEngine[]): string[] {
   const keys = new Map<string, Set<string>>();
   for (const d of paired) {
     const key = predictedPairKey(d.inputs);
-    keys.set(key, (keys.get(key) ?? new Set()).add(d.role));
+    const roles = (keys.get(key) ?? new Set()).add(d.role);
+    // One key both roles share is enough: the keys of the rest cannot change that (1000 keys made for none).
+    if (roles.has("prefill") && roles.has("decode")) return [];
+    keys.set(key, roles);
   }
-  if ([...keys.values()].some((roles) => roles.has("prefill") && roles.has("decode"))) return [];
   const ofRole = (role: string) =>
     paired.filter((d) => d.role === role).sort((a, b) => compareNames(a.engine, b.engine));
   const [p, d] = [ofRole("prefill"), ofRole("decode")];

@@ -6,7 +6,7 @@
 //   the seed's Python does so signatures agree with the seed's tools.
 
 import { createHash } from "node:crypto";
-import type { EngineSpec, GpuVisibilityEnv, RuntimeRecord, Transport } from "./types.js";
+import type { EngineSpec, GpuVisibilityEnv, RuntimeRecord, Secret, Transport } from "./types.js";
 import { DEFAULT_WORK_DIR } from "./node-host.js";
 import { compareCodePoints, pythonJsonDumps } from "./python-json.js";
 
@@ -86,8 +86,16 @@ export function inputHashMaterial(spec: Omit<EngineSpec, "input_hash"> | EngineS
     hash_version: INPUT_HASH_VERSION,
   };
   delete material["input_hash"];
-  material["api_key_sha256"] = api_key === undefined ? null : sha256Hex(api_key.reveal());
+  material["api_key_sha256"] = api_key === undefined ? null : keyDigest(api_key);
   return material;
+}
+
+/** The sha256 of each Secret's value, once per Secret (an immutable one is shared by a fleet's specs). */
+const keyDigests = new WeakMap<Secret, string>();
+function keyDigest(key: Secret): string {
+  let digest = keyDigests.get(key);
+  if (digest === undefined) keyDigests.set(key, (digest = sha256Hex(key.reveal())));
+  return digest;
 }
 
 /** sha256 hex of the canonical JSON of inputHashMaterial(spec). */

@@ -13,28 +13,48 @@ export interface DuplicateKey {
   firstOffset: number;
 }
 
-const WS = new Set([" ", "\t", "\n", "\r"]);
+// Character codes, compared directly (a Set of one-character strings per character cost most of the scan).
+const SPACE = 32;
+const TAB = 9;
+const LF = 10;
+const CR = 13;
+const QUOTE = 34;
+const BACKSLASH = 92;
+const COMMA = 44;
+const OPEN_OBJECT = 123;
+const CLOSE_OBJECT = 125;
+const OPEN_ARRAY = 91;
+const CLOSE_ARRAY = 93;
+const isWs = (c: number) => c === SPACE || c === LF || c === CR || c === TAB;
 
 export function findDuplicateKeys(text: string): DuplicateKey[] {
   const out: DuplicateKey[] = [];
   const path: PropertyKey[] = [];
+  const n = text.length;
   let i = 0;
   const ws = () => {
-    while (i < text.length && WS.has(text[i] as string)) i++;
+    while (i < n && isWs(text.charCodeAt(i))) i++;
   };
   const string = (): string => {
     const start = i++;
-    while (i < text.length && text[i] !== '"') i += text[i] === "\\" ? 2 : 1;
+    let escaped = false;
+    for (let c = text.charCodeAt(i); i < n && c !== QUOTE; c = text.charCodeAt(i)) {
+      if (c === BACKSLASH) {
+        escaped = true;
+        i += 2;
+      } else i++;
+    }
     i++;
-    return JSON.parse(text.slice(start, i)) as string;
+    // Without an escape the text between the quotes is the string itself (the syntax is already valid).
+    return escaped ? (JSON.parse(text.slice(start, i)) as string) : text.slice(start + 1, i - 1);
   };
   const value = (): void => {
     ws();
-    const c = text[i];
-    if (c === "{") {
+    const c = text.charCodeAt(i);
+    if (c === OPEN_OBJECT) {
       i++;
       ws();
-      if (text[i] === "}") return void i++;
+      if (text.charCodeAt(i) === CLOSE_OBJECT) return void i++;
       const seen = new Map<string, number>();
       for (;;) {
         ws();
@@ -49,23 +69,26 @@ export function findDuplicateKeys(text: string): DuplicateKey[] {
         value();
         path.pop();
         ws();
-        if (text[i++] !== ",") return;
+        if (text.charCodeAt(i++) !== COMMA) return;
       }
     }
-    if (c === "[") {
+    if (c === OPEN_ARRAY) {
       i++;
       ws();
-      if (text[i] === "]") return void i++;
-      for (let n = 0; ; n++) {
-        path.push(n);
+      if (text.charCodeAt(i) === CLOSE_ARRAY) return void i++;
+      for (let k = 0; ; k++) {
+        path.push(k);
         value();
         path.pop();
         ws();
-        if (text[i++] !== ",") return;
+        if (text.charCodeAt(i++) !== COMMA) return;
       }
     }
-    if (c === '"') return void string();
-    while (i < text.length && !WS.has(text[i] as string) && text[i] !== "," && text[i] !== "]" && text[i] !== "}") i++;
+    if (c === QUOTE) return void string();
+    for (let d = text.charCodeAt(i); i < n; d = text.charCodeAt(i)) {
+      if (isWs(d) || d === COMMA || d === CLOSE_ARRAY || d === CLOSE_OBJECT) break;
+      i++;
+    }
   };
   value();
   return out;

@@ -172,16 +172,25 @@ interface WalkHandlers {
   nul(segments: PropertyKey[]): void;
 }
 
+/** `segments` is one stack for the whole walk (a copy per value cost more than the checks); handlers get copies. */
 function walk(value: unknown, segments: PropertyKey[], on: WalkHandlers): void {
   if (typeof value === "string") {
-    if (value.includes("\0")) on.nul(segments);
+    if (value.includes("\0")) on.nul([...segments]);
   } else if (Array.isArray(value)) {
-    value.forEach((v, i) => walk(v, [...segments, i], on));
+    value.forEach((v, i) => {
+      segments.push(i);
+      walk(v, segments, on);
+      segments.pop();
+    });
   } else if (value !== null && typeof value === "object") {
-    for (const [k, v] of Object.entries(value)) {
-      if (FORBIDDEN_KEYS.has(k)) on.forbiddenKey(segments, k);
+    for (const k of Object.keys(value)) {
+      if (FORBIDDEN_KEYS.has(k)) on.forbiddenKey([...segments], k);
       else if (k.includes("\0")) on.nul([...segments, k]);
-      else walk(v, [...segments, k], on);
+      else {
+        segments.push(k);
+        walk((value as Record<string, unknown>)[k], segments, on);
+        segments.pop();
+      }
     }
   }
 }
@@ -190,15 +199,16 @@ function walk(value: unknown, segments: PropertyKey[], on: WalkHandlers): void {
 function findExcessiveDepth(text: string): number | undefined {
   let depth = 0;
   let inString = false;
+  // Character codes: 34 ", 92 backslash, 123 {, 91 [, 125 }, 93 ].
   for (let i = 0; i < text.length; i++) {
-    const c = text[i];
+    const c = text.charCodeAt(i);
     if (inString) {
-      if (c === "\\") i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === "{" || c === "[") {
+      if (c === 92) i++;
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) {
       if (++depth > MAX_JSON_DEPTH) return i;
-    } else if (c === "}" || c === "]") depth--;
+    } else if (c === 125 || c === 93) depth--;
   }
   return undefined;
 }

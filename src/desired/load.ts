@@ -25,6 +25,7 @@ import { rolloutPolicy } from "./rollout-policy.js";
 import { IMAGE_RULE } from "./rules-image.js";
 import { imageTagsToResolve, type ImageTag } from "./image-tags.js";
 import { kvPolicy } from "./kv-policy.js";
+import { parseLaunchDocument } from "./launch-parse.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
 import { deriveEndpoints } from "./urls.js";
@@ -107,6 +108,7 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
     raw: unknown,
     file: string,
     schema: S,
+    parse: (doc: unknown) => z.ZodSafeParseResult<z.output<S>> = (doc) => schema.safeParse(doc),
   ): { doc: unknown; parsed?: z.output<S> } | undefined => {
     if (raw === undefined) return undefined;
     const sub = substitute(raw, allVars, {
@@ -117,7 +119,7 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
     issues.push(...sub.issues);
     failed.set(file, sub.failedPaths);
     for (const name of sub.referenced) referenced?.add(name);
-    const parsed = schema.safeParse(sub.value);
+    const parsed = parse(sub.value);
     // Rules still run on a document with unresolved variables; their issues
     // under the failed paths are dropped as consequences, not causes.
     if (parsed.success) return { doc: sub.value, parsed: parsed.data };
@@ -125,7 +127,13 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
     return { doc: sub.value };
   };
   const fleetChecked = check(fleetRaw?.value, FLEET_FILE, FleetSchema);
-  const launchChecked = check(launchRaw?.value, LAUNCH_FILE, EngineLaunchSchema);
+  // An edited document may hold what JSON cannot (undefined): only JSON data is parsed record by record.
+  const launchChecked = check(
+    launchRaw?.value,
+    LAUNCH_FILE,
+    EngineLaunchSchema,
+    overrides.editLaunch ? undefined : parseLaunchDocument,
+  );
   const fleet = fleetChecked?.parsed as FleetFile | undefined;
   const launch = launchChecked?.parsed as EngineLaunchFile | undefined;
 

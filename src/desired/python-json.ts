@@ -53,6 +53,20 @@ class ValueError extends TypeError {}
 
 /** Python's str ordering: by code point, not by UTF-16 unit. */
 export function compareCodePoints(a: string, b: string): number {
+  // Up to the first unit that differs both agree; there, two units that are not surrogates are the code
+  // points themselves (no iterator needed: canonicalJson sorts every object's keys with this).
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  if (i > 0 && isSurrogate(a.charCodeAt(i - 1))) return compareByIterator(a, b);
+  if (i === n) return a.length === b.length ? 0 : a.length < b.length ? -1 : 1;
+  const [ca, cb] = [a.charCodeAt(i), b.charCodeAt(i)];
+  return isSurrogate(ca) || isSurrogate(cb) ? compareByIterator(a, b) : ca - cb;
+}
+
+const isSurrogate = (c: number) => c >= 0xd800 && c <= 0xdfff;
+
+function compareByIterator(a: string, b: string): number {
   const ia = a[Symbol.iterator]();
   const ib = b[Symbol.iterator]();
   for (;;) {

@@ -3,6 +3,7 @@
 // that matched their schema (records-for-rules.ts); variable rules always run.
 
 import type { ValidationIssue } from "../errors.js";
+import { withPairsOnce } from "./engine-pairs.js";
 import type { NodeFiles } from "./node-files.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { fleetRules } from "./rules-fleet.js";
@@ -49,6 +50,10 @@ export const RULE_NAMES: readonly string[] = [
 
 /** Run every applicable rule; never stops at the first issue. */
 export function runRules(input: RuleInput): ValidationIssue[] {
+  return withPairsOnce(() => rulesOf(input));
+}
+
+function rulesOf(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
   const files = input.nodeFiles ? { nodeFiles: input.nodeFiles } : {};
   const failures = input.failures ?? {

@@ -132,6 +132,8 @@ export function buildSpecs(
   if ("error" in args || "error" in env)
     throw new Error(`internal: ${ENGINE_ARGS_VARIABLE}/${ENGINE_ENV_VARIABLE} passed validation but do not parse`);
   const extras: EngineExtras = { args: args.value, env: { ...env.value } };
+  // One Secret for every engine (it is immutable): the input hash digests it once (hash.ts).
+  const secret = apiKey === undefined ? undefined : new Secret(apiKey);
 
   return pairEngines(fleet, launch).map((p) => {
     if (!p.node) throw new Error(`internal: ${p.iid} passed validation without a node`);
@@ -169,7 +171,7 @@ export function buildSpecs(
         ...(modelPath === undefined ? {} : { path: modelPath }),
       },
       python: get("NARWHAL_NATIVE_PYTHON") ?? DEFAULT_NATIVE_PYTHON,
-      ...(apiKey === undefined ? {} : { api_key: new Secret(apiKey) }),
+      ...(secret === undefined ? {} : { api_key: secret }),
       ready_seconds: ready === undefined ? DEFAULT_READY_SECONDS : Number(ready),
       launcher,
       ...(launcherPin === undefined ? {} : { launcher_pin: launcherPin }),

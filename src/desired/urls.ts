@@ -108,8 +108,22 @@ function writtenHost(url: string): string | undefined {
   return /^[A-Za-z][A-Za-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)/.exec(url)?.[1];
 }
 
+/** parseEndpoint's answers by URL (it is pure): rules and specs parse each of 2000 URLs five times. */
+const parsed = new Map<string, Endpoint | string>();
+const PARSED_MAX = 10_000;
+
 /** Parse an engine or attestation URL; a string error says what is wrong. */
 export function parseEndpoint(url: string): Endpoint | string {
+  let e = parsed.get(url);
+  if (e === undefined) {
+    if (parsed.size >= PARSED_MAX) parsed.clear();
+    e = parseEndpointOnce(url);
+    parsed.set(url, e);
+  }
+  return typeof e === "string" ? e : { ...e };
+}
+
+function parseEndpointOnce(url: string): Endpoint | string {
   // The URL parser silently drops tabs and newlines; the launcher and the shell tools would not.
   if (/[\s\x00-\x1f\x7f]/.test(url)) return `${JSON.stringify(url)} contains whitespace or control characters`;
   let u: URL;

@@ -83,14 +83,24 @@ export class LocalHost implements HostAccess {
         const chunks: Buffer[] = [];
         let total = 0;
         // Small first (a /proc stat or boot id is a few hundred bytes), then larger: a fixed 64 KiB per
-        // read cost 128 KiB of zeroed memory per such file, 250 MB for `status` of 1000 engines.
-        for (let size = 4 * 1024; ; size = Math.min(size * 4, 64 * 1024)) {
-          const chunk = Buffer.allocUnsafe(size);
-          const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
-          if (bytesRead === 0) return Buffer.concat(chunks);
+        // read cost 128 KiB of zeroed memory per such file, 250 MB for `status` of 1000 engines. Each
+        // chunk is filled before the next is taken, so a small file's read that finds its end needs none.
+        let chunk = Buffer.allocUnsafe(4 * 1024);
+        let used = 0;
+        for (;;) {
+          if (used === chunk.length) {
+            chunks.push(chunk);
+            chunk = Buffer.allocUnsafe(Math.min(chunk.length * 4, 64 * 1024));
+            used = 0;
+          }
+          const { bytesRead } = await handle.read(chunk, used, chunk.length - used, null);
+          if (bytesRead === 0) {
+            chunks.push(chunk.subarray(0, used));
+            return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+          }
           total += bytesRead;
           if (total > max) throw tooLarge(file, max);
-          chunks.push(chunk.subarray(0, bytesRead));
+          used += bytesRead;
         }
       } finally {
         await handle.close();
