@@ -14,6 +14,7 @@ import type { DesiredEngine, KvPolicy, Observed, ObservedEngine, ObservedProof }
 import { pairKey } from "./plan-types.js";
 import { compareNames, inService } from "./in-service.js";
 import { tpRatioRefusal } from "../phases/nixl-compat.js";
+import { append } from "./map-lists.js";
 
 export interface Pair {
   prefill: string;
@@ -55,7 +56,12 @@ export function handshakeRefusal(p: ObservedEngine, d: ObservedEngine): string |
 export function compatible(p: ObservedEngine | undefined, d: ObservedEngine | undefined): boolean {
   if (!inService(p) || !inService(d)) return false;
   const cls = pairingClass(p);
-  return cls !== null && cls === pairingClass(d) && nixlAgree(p, d) && handshakeRefusal(p, d) === null;
+  return cls !== null && cls === pairingClass(d) && handshakeAccepts(p, d);
+}
+
+/** Within one pairing class: NIXL hashes that agree and a handshake vLLM accepts. */
+function handshakeAccepts(p: ObservedEngine, d: ObservedEngine): boolean {
+  return nixlAgree(p, d) && handshakeRefusal(p, d) === null;
 }
 
 /** The proof speaks for these instances of its prefill and decode (their launch tokens; null: none runs). */
@@ -163,10 +169,7 @@ export function compatiblePairs(
   for (const prefill of prefills) {
     const o = observed.engines[prefill];
     const cls = inService(o) ? pairingClass(o) : null;
-    if (cls === null) continue;
-    const list = byClass.get(cls);
-    if (list) list.push(prefill);
-    else byClass.set(cls, [prefill]);
+    if (cls !== null) append(byClass, cls, prefill);
   }
   const pairs: Pair[] = [];
   for (const decode of decodes) {
@@ -176,7 +179,7 @@ export function compatiblePairs(
     if (cls === null) continue;
     for (const prefill of byClass.get(cls) ?? []) {
       const p = observed.engines[prefill] as ObservedEngine;
-      if (nixlAgree(p, d) && handshakeRefusal(p, d) === null) pairs.push({ prefill, decode });
+      if (handshakeAccepts(p, d)) pairs.push({ prefill, decode });
     }
   }
   return pairs;
@@ -266,8 +269,7 @@ export function listablePairs(members: readonly PairMember[], observed: Observed
   const byClass = new Map<string, PairMember[]>();
   for (const m of members) {
     const cls = pairingClass(m.o);
-    if (cls !== null && (m.role === "prefill" || m.role === "decode"))
-      byClass.set(cls, [...(byClass.get(cls) ?? []), m]);
+    if (cls !== null && (m.role === "prefill" || m.role === "decode")) append(byClass, cls, m);
   }
   const out = new Set<string>();
   for (const members of byClass.values()) {

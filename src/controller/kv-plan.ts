@@ -7,6 +7,7 @@
 import type { Action, DesiredEngine, KvPolicy, Observed } from "./plan-types.js";
 import { compatiblePairs, decidePair, proven, type Pair } from "./kv-pairs.js";
 import { inService, nameList } from "./in-service.js";
+import { append } from "./map-lists.js";
 
 export interface ProofRestarts {
   /** restart-unproven actions, one per decode at most. */
@@ -15,13 +16,6 @@ export interface ProofRestarts {
   held: Array<{ decode: string; why: string }>;
   /** Decodes whose restart after their prefill's (restart_decodes) waits for the decode budget, and why. */
   deferred: Array<{ decode: string; why: string }>;
-}
-
-/** Add `v` to the list under `k` in place (a copy per entry is quadratic in a decode's pairs). */
-function append<V>(m: Map<string, V[]>, k: string, v: V): void {
-  const list = m.get(k);
-  if (list) list.push(v);
-  else m.set(k, [v]);
 }
 
 const byDecode = (pairs: readonly Pair[]): Map<string, Pair[]> => {

@@ -7,6 +7,7 @@
 // for another engine (engines sharing a GPU gather in SharedStarts first, then their whole launch
 // takes one slot), so a bound below a sharing group cannot deadlock. Stops take none: they free a node.
 // First come, first served per node; a step cancelled while queued leaves the queue at once.
+import { append } from "./map-lists.js";
 
 /** What a step queued for one of a node's slots waits for, in the operator's words. */
 export const slotWait = (node: string, limit: number): string =>
@@ -70,7 +71,7 @@ export class NodeSlots {
         reject(signal.reason);
       };
       signal.addEventListener("abort", onAbort, { once: true });
-      this.queued.set(node, [...(this.queued.get(node) ?? []), waiter]);
+      append(this.queued, node, waiter);
     });
   }
 
