@@ -7,6 +7,7 @@
 // for another engine (engines sharing a GPU gather in SharedStarts first, then their whole launch
 // takes one slot), so a bound below a sharing group cannot deadlock. Stops take none: they free a node.
 // First come, first served per node; a step cancelled while queued leaves the queue at once.
+import type { ProgressSink } from "../phases/progress.js";
 import { append } from "./map-lists.js";
 
 /** What a step queued for one of a node's slots waits for, in the operator's words. */
@@ -25,16 +26,11 @@ export class NodeSlots {
   constructor(private readonly limit: number) {}
 
   /**
-   * Run `work` holding one of `node`'s slots. `onQueued` is told (once, with the limit) when the node's
-   * slots are all taken and this waits. Rejects with the signal's reason if it is cancelled while queued.
+   * Run `work` holding one of `node`'s slots. `waits` (the step's) is told once, when the node's slots are
+   * all taken and this waits. Rejects with the signal's reason if it is cancelled while queued.
    */
-  async run<T>(
-    node: string,
-    signal: AbortSignal,
-    work: () => Promise<T>,
-    onQueued?: (limit: number) => void,
-  ): Promise<T> {
-    await this.acquire(node, signal, onQueued);
+  async run<T>(node: string, signal: AbortSignal, work: () => Promise<T>, waits?: ProgressSink): Promise<T> {
+    await this.acquire(node, signal, waits);
     try {
       return await work();
     } finally {
@@ -47,14 +43,14 @@ export class NodeSlots {
     return this.busy.get(node) ?? 0;
   }
 
-  private acquire(node: string, signal: AbortSignal, onQueued?: (limit: number) => void): Promise<void> {
+  private acquire(node: string, signal: AbortSignal, waits?: ProgressSink): Promise<void> {
     signal.throwIfAborted();
     const busy = this.busy.get(node) ?? 0;
     if (this.limit === 0 || busy < this.limit) {
       this.busy.set(node, busy + 1);
       return Promise.resolve();
     }
-    onQueued?.(this.limit);
+    waits?.({ awaiting: slotWait(node, this.limit), limitMs: null });
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = {
         grant: () => {

@@ -15,7 +15,7 @@ import type { CheckpointObservation } from "../phases/checkpoint-agreement.js";
 import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
 import type { SharedStarts } from "./shared-starts.js";
-import { slotWait, type NodeSlots } from "./node-slots.js";
+import type { NodeSlots } from "./node-slots.js";
 import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
@@ -124,9 +124,7 @@ export function phaseActors(deps: PhaseDeps) {
 
   /** `work` holding one of the engine's node's slots; a wait for one is the step's wait. */
   const slotted = <T>(spec: EngineSpec, name: Step, signal: AbortSignal, work: () => Promise<T>): Promise<T> =>
-    deps.slots.run(spec.node.name, signal, work, (limit) =>
-      waits(spec.name, name)({ awaiting: slotWait(spec.node.name, limit), limitMs: null }),
-    );
+    deps.slots.run(spec.node.name, signal, work, waits(spec.name, name));
 
   const inspectOn = async (spec: EngineSpec, input: StepInput, signal: AbortSignal) => {
     const imageId = await deps.backend(spec.backend).runtimeIdentity(spec, signal);

@@ -12,7 +12,7 @@ import { PhaseError, NarwhalError, inStep } from "../errors.js";
 import type { Logger } from "../log.js";
 import { wasStarted } from "../phases/checked-run.js";
 import { readVerifiedPlan } from "../phases/plan-binding.js";
-import { slotWait, type NodeSlots } from "./node-slots.js";
+import type { NodeSlots } from "./node-slots.js";
 
 interface Request {
   spec: EngineSpec;
@@ -59,9 +59,7 @@ export class SharedStarts {
 
   /** `work` holding one of the engine's node's slots; the wait for one, when there is a wait, is told as the step's. */
   private slotted<T>(spec: EngineSpec, opts: StartOptions, work: () => Promise<T>): Promise<T> {
-    return this.deps.slots.run(spec.node.name, opts.signal, work, (limit) =>
-      opts.waits?.({ awaiting: slotWait(spec.node.name, limit), limitMs: null }),
-    );
+    return this.deps.slots.run(spec.node.name, opts.signal, work, opts.waits);
   }
 
   private withdraw(key: string, request: Request): void {
