@@ -14,6 +14,7 @@ import { nodeHostsFor } from "../backends/for-config.js";
 import { processExists, readBootId, readProcStat } from "../backends/proc.js";
 import { validateDesired } from "../desired/load.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
+import { append } from "../controller/map-lists.js";
 
 /** A status command answers in seconds: an endpoint that does not list in this time is "unknown", not waited on. */
 export const STATUS_DOCKER_DEADLINE_MS = 3_000;
@@ -67,7 +68,7 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
     hosts: nodeHostsFor(config),
   });
   const byHost = new Map<string, ContainerHandle[]>();
-  for (const h of handles) byHost.set(h.docker_host ?? "", [...(byHost.get(h.docker_host ?? "") ?? []), h]);
+  for (const h of handles) append(byHost, h.docker_host ?? "", h);
   const found = new Map<ContainerHandle, Live>();
   await Promise.all(
     [...byHost].map(async ([host, group]) => {

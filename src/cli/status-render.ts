@@ -2,6 +2,7 @@
 // (controller, desired/, the no-controller check) once above the table, then
 // one row per engine; `status ENGINE` adds its details.
 import type { ControllerView, DesiredNow, Live, StatusEngine, StatusView } from "./status-view.js";
+import { append } from "../controller/map-lists.js";
 
 const short = (s: string | null | undefined, n = 12) => (s ? s.slice(0, n) : "-");
 
@@ -77,7 +78,7 @@ function unreachableLines(view: StatusView): string[] {
     const c = e.conditions.find((x) => x.type === "NodeReachable" && x.status === "False");
     if (!c) continue;
     const key = `(${c.reason}) ${c.message}${c.lastTransitionTime ? ` [since ${c.lastTransitionTime}]` : ""}`;
-    byFault.set(key, [...(byFault.get(key) ?? []), e.engine]);
+    append(byFault, key, e.engine);
   }
   return [...byFault].map(([fault, engines]) => `NodeReachable=False for ${engines.join(", ")} ${fault}`);
 }

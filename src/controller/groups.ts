@@ -4,6 +4,7 @@
 // fabric budget).
 import type { EngineRecord } from "../state/store.js";
 import { layoutKey } from "../phases/capture.js";
+import { append } from "./map-lists.js";
 
 export interface GroupReport {
   signature: string;
@@ -17,7 +18,7 @@ export function groupReport(records: EngineRecord[]): GroupReport[] {
   const bySig = new Map<string, EngineRecord[]>();
   for (const r of [...records].sort((a, b) => a.engine.localeCompare(b.engine))) {
     if (!r.group_signature) continue;
-    bySig.set(r.group_signature, [...(bySig.get(r.group_signature) ?? []), r]);
+    append(bySig, r.group_signature, r);
   }
   return [...bySig.entries()]
     .sort(([a], [b]) => a.localeCompare(b))

@@ -5,6 +5,7 @@
 import type { Action, Observed, ObservedProof, Plan, ProofCause } from "./plan-types.js";
 import { compareNames, isPairedRole } from "./serving-fleet.js";
 import { proofIsCurrent } from "./kv-pairs.js";
+import { append } from "./map-lists.js";
 
 export const KV_CONDITION = "KVTransfer";
 
@@ -52,7 +53,7 @@ function currentByEngine(observed: Observed): Map<string, ObservedProof[]> {
   const out = new Map<string, ObservedProof[]>();
   for (const p of Object.values(observed.proofs ?? {})) {
     if (!proofIsCurrent(p, observed)) continue;
-    for (const e of [p.prefill.engine, p.decode.engine]) out.set(e, [...(out.get(e) ?? []), p]);
+    for (const e of [p.prefill.engine, p.decode.engine]) append(out, e, p);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 import { canonicalJson } from "../desired/hash.js";
 import { desiredFingerprint, observedProjection, type ObservedEngineProjection, type SavedPlan } from "./plan-file.js";
 import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
+import { append } from "./map-lists.js";
 
 /** Hashes and tokens as an operator compares them by eye: the first 12 characters. */
 export const abbrev = (s: string | null | undefined): string => (s ? `${s.slice(0, 12)}…` : "none");
@@ -134,7 +135,7 @@ function actionKey(a: Action): string {
 function planLines(saved: Plan, now: Plan): string[] {
   const per = (p: Plan) => {
     const m = new Map<string, string[]>();
-    for (const a of p.actions) m.set(a.engine, [...(m.get(a.engine) ?? []), actionKey(a)]);
+    for (const a of p.actions) append(m, a.engine, actionKey(a));
     return m;
   };
   const was = per(saved);

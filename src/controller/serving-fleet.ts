@@ -9,6 +9,7 @@
 import type { DesiredEngine, KvPolicy, ObservedEngine, Observed, ServingEngine, ServingFleet } from "./plan-types.js";
 import { PAIRED_ROLES, compareNames, inService, isPairedRole } from "./in-service.js";
 import { listablePairs, pairingClass, type Pair } from "./kv-pairs.js";
+import { append } from "./map-lists.js";
 
 export { PAIRED_ROLES, compareNames, inService, isPairedRole };
 
@@ -35,7 +36,7 @@ export function pairedClasses(candidates: readonly Candidate[]): Array<{ cls: st
   const byClass = new Map<string, Candidate[]>();
   for (const c of candidates) {
     if (!isPairedRole(c.role) || c.pairing_class === null) continue;
-    byClass.set(c.pairing_class, [...(byClass.get(c.pairing_class) ?? []), c]);
+    append(byClass, c.pairing_class, c);
   }
   return [...byClass.entries()]
     .filter(([, members]) => PAIRED_ROLES.every((r) => members.some((m) => m.role === r)))

@@ -5,6 +5,7 @@
 // it, a decode restarted because its pair with a suspended prefill is not
 // proven); in their place one wait says it is suspended and what is held.
 import type { Action, Observed } from "./plan-types.js";
+import { append } from "./map-lists.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 
@@ -46,7 +47,7 @@ export function holdSuspended(
   const since = observed.suspended ?? {};
   if (Object.keys(since).length === 0) return actions;
   const holds = new Map<string, string[]>();
-  const hold = (engine: string, what: string) => holds.set(engine, [...(holds.get(engine) ?? []), what]);
+  const hold = (engine: string, what: string) => append(holds, engine, what);
   for (const c of changes) hold(c.engine, `replace (inputs ${h8(c.from)} → ${h8(c.to)}: ${c.fields})`);
   const kept = actions.filter((a) => {
     const through = (a.kind === "prove" || a.kind === "restart-unproven") && Object.hasOwn(since, a.prefill);
