@@ -24,7 +24,7 @@ import { LaunchConfigWriter } from "./launch-config-writer.js";
 import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
-import { keyedActions } from "./plan-keys.js";
+import { keyedActions, PROOF_KEY } from "./plan-keys.js";
 import { providedMachine, retryPolicy, type ControllerOptions } from "./controller-options.js";
 import { DecodeScrapes, type KvIo } from "./kv-proofs.js";
 import { proveKvTransfer } from "../phases/kv-proof.js";
@@ -132,6 +132,9 @@ export class Controller {
         ),
       {
         concurrency: opts.concurrency ?? opts.config.queue.concurrency,
+        // The fleet's observe-and-plan never waits for a slot (a save is planned while every slot
+        // runs a step), and KV proofs and scrapes have slots of their own beside the engines' steps.
+        lane: (key) => (key === FLEET ? null : key === KV_WATCH || key.startsWith(PROOF_KEY) ? "kv" : ""),
         retry: { baseMs: retryBaseMs, capMs: Math.max(retryBaseMs, opts.config.watch.resyncMs) },
         onError: (key, err, failures) =>
           this.opts.log.error(
@@ -348,7 +351,7 @@ export class Controller {
     const actions = this.pending.get(key) ?? [];
     this.pending.delete(key);
     if (signal.aborted) return;
-    await this.execution.run(key, actions, this.lastObserved);
+    await this.execution.run(key, actions, this.lastObserved, signal);
     this.notify();
   }
 

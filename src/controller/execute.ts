@@ -17,6 +17,7 @@ import type { EngineActor, EngineActors, MadeActor } from "./engine-actors.js";
 import type { Owned, World } from "./world.js";
 import type { Action, Observed } from "./plan-types.js";
 import { proofEnd, runProof, type KvIo } from "./kv-proofs.js";
+import { PROOF_KEY } from "./plan-keys.js";
 import type { ProofEnd } from "../phases/kv-proof.js";
 
 /** Transitions that come from talking to the live engine. */
@@ -121,9 +122,10 @@ export class Execution {
     this.made.set(name, made);
   }
 
-  /** Execute one queue key's actions (an engine name, or `orphan:<token>`). */
-  async run(key: string, actions: Action[], observed: Observed | null): Promise<void> {
+  /** Execute one queue key's actions (an engine name, `orphan:<token>`, or a decode's `kv:<decode>`). */
+  async run(key: string, actions: Action[], observed: Observed | null, signal: AbortSignal): Promise<void> {
     if (key.startsWith("orphan:")) return this.sweep(actions);
+    if (key.startsWith(PROOF_KEY)) return this.prove(key.slice(PROOF_KEY.length), actions, observed, signal);
     const name = key;
     const { controller, world, log } = this.deps;
     const events: EngineEvent[] = [];
@@ -177,31 +179,13 @@ export class Execution {
           if (actor && phase !== "removing" && phase !== "removed" && !ctx?.deferred?.remove)
             events.push({ type: "REMOVE" });
           break;
-        case "prove": {
-          const peer = controller.actors.get(a.prefill);
-          const captured = phase === "captured" && peer && String(peer.getSnapshot().value) === "captured";
-          if (!captured) break; // either left captured since the plan: a newer plan follows
-          const proof = await runProof(
-            a,
-            { prefill: this.proofEndOf(a.prefill), decode: this.proofEndOf(name) },
-            observed,
-            {
-              io: this.deps.kv,
-              store: this.deps.storeOf(),
-              log,
-              timeoutMs: this.deps.kvTimeoutMs,
-              failpoint: this.deps.failpoint,
-            },
-          );
-          if (proof) this.deps.onProved(name);
-          break;
-        }
         case "forget-retiring":
           if (ctx?.retiring) {
             log.warn(a.reason, { engine: name });
             events.push({ type: "RETIRING_LOST" });
           }
           break;
+        case "prove": // under its own key (plan-keys.ts), never here
         case "sweep-orphan":
         case "wait":
           break;
@@ -212,6 +196,25 @@ export class Execution {
     const made = this.made.get(name);
     if (made) this.begin(name, made);
     for (const e of events) actor.send(e);
+  }
+
+  /**
+   * A decode's proofs, one prefill at a time, each only while both ends are captured. The engines' own
+   * keys run meanwhile: a failure of an end that moved on during its proof is not recorded (`current`).
+   */
+  private async prove(name: string, actions: Action[], observed: Observed | null, signal: AbortSignal) {
+    const captured = (engine: string) =>
+      String(this.deps.controller.actors.get(engine)?.getSnapshot().value) === "captured";
+    const current = (end: ProofEnd) =>
+      captured(end.engine) && this.proofEndOf(end.engine)?.launch_token === end.launch_token;
+    for (const a of actions) {
+      if (a.kind !== "prove" || signal.aborted || !captured(name) || !captured(a.prefill)) continue; // a newer plan follows
+      const ends = { prefill: this.proofEndOf(a.prefill), decode: this.proofEndOf(name) };
+      const { kv: io, kvTimeoutMs: timeoutMs, log, failpoint } = this.deps;
+      const store = this.deps.storeOf();
+      if (await runProof(a, ends, observed, { io, store, log, timeoutMs, failpoint, signal, current }))
+        this.deps.onProved(name);
+    }
   }
 
   private async sweep(actions: Action[]): Promise<void> {

@@ -40,7 +40,16 @@ export async function runProof(
   a: Prove,
   ends: { prefill: ProofEnd | null; decode: ProofEnd | null },
   observed: Observed | null,
-  deps: { io: KvIo; store: StateStore; log: Logger; timeoutMs: number; signal?: AbortSignal; failpoint?: Failpoint },
+  deps: {
+    io: KvIo;
+    store: StateStore;
+    log: Logger;
+    timeoutMs: number;
+    signal?: AbortSignal;
+    failpoint?: Failpoint;
+    /** Whether an end is still the instance the proof began with (captured, same launch token). */
+    current?: (end: ProofEnd) => boolean;
+  },
 ): Promise<ObservedProof | null> {
   const { prefill, decode } = ends;
   const seen = (end: ProofEnd | null) =>
@@ -67,6 +76,15 @@ export async function runProof(
   }
   // Killed here, the evidence is written and the state knows nothing: the rerun proves again (fresh file names).
   deps.failpoint?.("kv:prove:after");
+  // A proof runs beside its engines' own steps: one that failed because an end was being replaced or
+  // stopped meanwhile says nothing of the new instance, and is no finding to warn about.
+  if (!result.passed && deps.current && !(deps.current(prefill) && deps.current(decode))) {
+    deps.log.debug(
+      `the proof of ${prefill.engine} → ${decode.engine} ended (${result.cause}) after an end moved on: not recorded; a newer plan follows`,
+      { engine: decode.engine },
+    );
+    return null;
+  }
   const prev = deps.store.proofs()[key];
   const proof: ObservedProof = {
     prefill,

@@ -1,8 +1,13 @@
 // Which queue keys a plan gives work to: each engine's actions under its own
-// key (an orphan's sweep under orphan:<token>), and a key for every actor not
+// key (an orphan's sweep under orphan:<token>, a decode's KV proofs under
+// kv:<decode>, so a proof never holds up the engine's steps), and a key for every actor not
 // started yet (restored at startup: its key starts it, with or without
 // actions). A started engine that only waits gets no key. Pure.
 import type { Action } from "./plan-types.js";
+import { append } from "./map-lists.js";
+
+/** The queue key of a decode's KV proofs (engine names have no colon). */
+export const PROOF_KEY = "kv:";
 
 export function keyedActions(
   actions: readonly Action[],
@@ -11,8 +16,9 @@ export function keyedActions(
 ): Map<string, Action[]> {
   const byKey = new Map<string, Action[]>();
   for (const a of actions) {
-    const key = a.kind === "sweep-orphan" ? `orphan:${a.launch_token}` : a.engine;
-    byKey.set(key, [...(byKey.get(key) ?? []), a]);
+    const key =
+      a.kind === "sweep-orphan" ? `orphan:${a.launch_token}` : a.kind === "prove" ? PROOF_KEY + a.engine : a.engine;
+    append(byKey, key, a);
   }
   for (const name of unstarted) if (!byKey.has(name)) byKey.set(name, []);
   for (const [key, list] of byKey) if (list.every((a) => a.kind === "wait") && isStarted(key)) byKey.delete(key);

@@ -11,8 +11,15 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export type Reconcile = (key: string, signal: AbortSignal) => Promise<void>;
 
 export interface WorkQueueOptions {
-  /** Most keys reconciled at once (>= 1). */
+  /** Most keys reconciled at once (>= 1), in each lane. */
   concurrency: number;
+  /**
+   * The lane a key's slots come from: each lane has `concurrency` slots of its own, so long work in
+   * one (KV proofs) never holds up another (engine steps). null: the key never waits for a slot (the
+   * controller's own observe-and-plan, which must not queue behind the work it hands out). Default:
+   * one lane for every key.
+   */
+  lane?: (key: string) => string | null;
   /** Per-key backoff after a failed reconcile: base and cap (ms); jittered 50–100%; reset by a success. */
   retry: { baseMs: number; capMs: number };
   /** Each failure, before the key is re-queued with backoff. */
@@ -36,6 +43,8 @@ export class WorkQueue {
   /** Waiting to run, in request order (a Set keeps insertion order and deduplicates). */
   readonly #pending = new Set<string>();
   readonly #running = new Map<string, Running>();
+  /** Running keys by lane (keys of a null lane are not counted: they take no slot). */
+  readonly #busy = new Map<string, number>();
   /** Requested while running: run once more when the current run settles. */
   readonly #dirty = new Set<string>();
   readonly #delayed = new Map<string, Delayed>();
@@ -152,21 +161,32 @@ export class WorkQueue {
     this.#delayed.delete(key);
   }
 
-  /** Start pending keys, oldest request first, while there is room. */
+  /** Start pending keys, oldest request first, each while its lane has room. */
   #pump(): void {
     if (this.#pumping) return;
     this.#pumping = true;
     try {
-      while (!this.#closed && this.#running.size < this.#opts.concurrency) {
-        const next = this.#pending.values().next();
-        if (next.done) break;
-        this.#pending.delete(next.value);
-        this.#start(next.value);
+      // A Set iterates what is added while it is walked, so a key requested by a reconcile started here is seen too.
+      for (const key of this.#pending) {
+        if (this.#closed) break;
+        const lane = this.#laneOf(key);
+        if (lane !== null && (this.#busy.get(lane) ?? 0) >= this.#opts.concurrency) continue;
+        this.#pending.delete(key);
+        this.#start(key);
       }
     } finally {
       this.#pumping = false;
     }
     this.#settleIdle();
+  }
+
+  #laneOf(key: string): string | null {
+    return this.#opts.lane ? this.#opts.lane(key) : "";
+  }
+
+  #count(key: string, by: 1 | -1): void {
+    const lane = this.#laneOf(key);
+    if (lane !== null) this.#busy.set(lane, (this.#busy.get(lane) ?? 0) + by);
   }
 
   #start(key: string): void {
@@ -175,6 +195,7 @@ export class WorkQueue {
     // inside it marks the key dirty rather than starting it twice.
     const entry: Running = { controller, done: Promise.resolve() };
     this.#running.set(key, entry);
+    this.#count(key, 1);
     entry.done = this.#run(key, controller.signal);
   }
 
@@ -190,6 +211,7 @@ export class WorkQueue {
     }
     if (!failed) this.#failures.delete(key);
     this.#running.delete(key);
+    this.#count(key, -1);
     if (!this.#closed) {
       if (this.#dirty.delete(key)) {
         // Asked for again while it ran: that request runs now (after a failure, it is the retry).

@@ -24,12 +24,16 @@ function harness(opts: Partial<WorkQueueOptions> = {}) {
   const live = new Set<string>();
   const state = { clock: 0 };
   const concurrency = opts.concurrency ?? 1;
+  const laneOf = opts.lane ?? (() => "");
   const queue = new WorkQueue(
     (key, signal) =>
       new Promise<void>((resolve, reject) => {
         if (live.has(key)) violations.push(`${key} started while already running`);
         live.add(key);
-        if (live.size > concurrency) violations.push(`${live.size} running with concurrency ${concurrency}`);
+        const lane = laneOf(key);
+        const inLane = [...live].filter((k) => laneOf(k) === lane).length;
+        if (lane !== null && inLane > concurrency)
+          violations.push(`${inLane} running in lane "${lane}" with concurrency ${concurrency}`);
         const run: Run = {
           key,
           signal,
@@ -121,6 +125,28 @@ describe("WorkQueue: deduplication, single flight, concurrency", () => {
     const h = harness({ concurrency });
     for (let i = 0; i < keys; i++) h.queue.add(`k${i}`);
     expect([h.queue.running, h.queue.depth]).toEqual([running, depth]);
+  });
+
+  it("gives each lane its own slots, and a key of no lane never waits for one", async () => {
+    const lane = (key: string) => (key === "fleet" ? null : key.startsWith("kv:") ? "kv" : "");
+    const h = harness({ concurrency: 2, lane });
+    for (const k of ["kv:a", "kv:b", "kv:c", "a", "b", "c"]) h.queue.add(k);
+    // Both lanes full: kv:c and c wait, each behind its own lane's work only.
+    expect(h.open().map((r) => r.key)).toEqual(["kv:a", "kv:b", "a", "b"]);
+    h.queue.add("fleet");
+    expect(h.open("fleet")).toHaveLength(1);
+    expect([h.queue.running, h.queue.depth]).toEqual([5, 2]);
+    h.open("a")[0]!.ok();
+    await flush();
+    // The freed engine slot goes to the engine lane's oldest waiter, not to the proof waiting longer.
+    expect(h.open("c")).toHaveLength(1);
+    expect(h.open("kv:c")).toHaveLength(0);
+    h.open("kv:a")[0]!.ok();
+    await flush();
+    expect(h.open("kv:c")).toHaveLength(1);
+    for (const r of h.open()) r.ok();
+    await h.queue.idle();
+    expect(h.violations).toEqual([]);
   });
 
   it("starts waiting keys oldest request first", async () => {

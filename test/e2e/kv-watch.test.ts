@@ -1,7 +1,8 @@
 // Issue 11 items 4 and 5 through the real CLI in watch mode: a restarted
 // prefill makes its decode prove again before the pair serves (a decode with
 // stale peer metadata is restarted and proves again), and the periodic scrape
-// catches a decode that silently stopped receiving KV.
+// catches a decode that silently stopped receiving KV. A slow proof holds up
+// neither the fleet's planning nor its engines' steps (one slot per lane).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -42,6 +43,7 @@ describe("watch mode keeps proving the KV path", () => {
   let fleet: SimFleet;
   let controller: ChildProcess;
   let faultsFile: string;
+  let log = "";
   const state = () => readState(fleet.stateDir);
   const listedAgain = () =>
     waitFor("the proven pair listed again", async () =>
@@ -56,9 +58,13 @@ describe("watch mode keeps proving the KV path", () => {
     const environment = { NARWHAL_SIM_FAULTS_FILE: faultsFile };
     fleet = await simFleet({ engines: [{ environment }, { environment }], kvTransfer: { watch_interval_s: 1 } });
     // Each kill and each decode restart spends an attempt of that engine: more than the tests' default 2.
+    // One slot per lane: a proof that holds the KV lane must not hold up an engine's step.
     controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], {
-      NARWHAL_RETRY_MAX_ATTEMPTS: "6",
+      NARWHAL_RETRY_MAX_ATTEMPTS: "8",
+      NARWHAL_CONCURRENCY: "1",
     });
+    controller.stdout!.on("data", (d) => (log += d));
+    controller.stderr!.on("data", (d) => (log += d));
     await waitFor(
       "both proven",
       async () => {
@@ -112,6 +118,45 @@ describe("watch mode keeps proving the KV path", () => {
     );
     const history = healed.engines["engine-2"]!.history.map((h) => h.note ?? "").join("\n");
     expect(history).toMatch(/engine-1/);
+    await listedAgain();
+  });
+
+  it("a prefill lost during a slow proof is restarted at once, and the proof it broke is not recorded", async () => {
+    // The decode's KV reads now hang (a slow fabric); a prefill restart makes it prove again.
+    await fs.writeFile(faultsFile, "kv_slow=600@engine-2\n");
+    const before = await state();
+    const from = log.length;
+    process.kill(-pidOf(before.engines["engine-1"])!, "SIGKILL");
+    await waitFor("the slow proof under way", async () =>
+      log.slice(from).includes("proving KV transfer from engine-1") ? true : undefined,
+    );
+    const proving = await state();
+    // Lost again while the proof holds the KV lane's one slot: its restart runs in the engines' lane.
+    process.kill(-pidOf(proving.engines["engine-1"])!, "SIGKILL");
+    const restarted = await waitFor("the prefill restarted during the proof", async () => {
+      const s = await state();
+      const e = s.engines["engine-1"]!;
+      return e.phase === "captured" && e.handle?.launch_token !== proving.engines["engine-1"]!.handle?.launch_token
+        ? s
+        : undefined;
+    });
+    // The proof is still held: nothing of it is recorded yet.
+    expect(restarted.proofs!["engine-1>engine-2"]).toEqual(proving.proofs!["engine-1>engine-2"]);
+    expect(log.slice(from)).not.toMatch(/KV transfer from engine-1 (proven|failed)/);
+    // The fabric recovers: the held read fails against the prefill it named (gone), and that says nothing of the new one.
+    await fs.writeFile(faultsFile, "");
+    await waitFor(
+      "the pair proven with the restarted prefill",
+      async () => {
+        const s = await state();
+        const p = s.proofs?.["engine-1>engine-2"];
+        return p?.passed && p.prefill.launch_token === restarted.engines["engine-1"]!.handle!.launch_token
+          ? s
+          : undefined;
+      },
+      120_000,
+    );
+    expect(log.slice(from)).not.toMatch(/failed its proof/);
     await listedAgain();
   });
 

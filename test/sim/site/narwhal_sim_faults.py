@@ -16,7 +16,7 @@ KNOWN = {
     # the probe's failing paths (read per request): another /health status, model, start time; no completion text
     "health_status", "served_model_name", "start_time_offset", "empty_completion",  # gpu_extra_mib is read by the nvidia-smi stand-in (test/sim/bin), not by the engine
     # NIXL KV transfer (vllm/_narwhal_sim/kv_transfer.py)
-    "kv_transfer_fail", "kv_handshake_refuse", "kv_silent_recompute", "kv_corrupt_blocks", "kv_stale_peer_metadata",
+    "kv_transfer_fail", "kv_slow", "kv_handshake_refuse", "kv_silent_recompute", "kv_corrupt_blocks", "kv_stale_peer_metadata",
 }
 
 

@@ -17,6 +17,13 @@ WORDS = ("tide", "harbor", "north", "whale", "light", "salt", "wind", "deep", "c
          "river", "song", "quiet", "bright", "cold", "far", "home", "wave", "ship", "sails", "night")
 
 
+def hold_kv_read():
+    """kv_slow=S: a slow fabric, S seconds before a KV read starts, ended early once the switch is off (re-read every 0.1 s)."""
+    until = time.monotonic() + float(faults.value("kv_slow", "0"))
+    while time.monotonic() < until and faults.has("kv_slow"):
+        time.sleep(0.1)
+
+
 def is_ipv6(host):
     try:
         return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
@@ -209,6 +216,7 @@ def make_handler(state):
             Returns (state, kv_transfer_params for the response); raises TransferError under policy fail."""
             nixl = state.nixl if isinstance(params, dict) else None
             if nixl and params.get("do_remote_prefill") and not faults.has("kv_silent_recompute"):
+                hold_kv_read()
                 try:
                     blocks = nixl.pull(params)
                     state.metrics.record_prompt_source("external_kv_transfer", len(ids))
