@@ -32,6 +32,7 @@ export default defineConfig({
       {
         test: {
           name: "unit",
+          env: { NARWHAL_TEST_PORT_SLICE: "0" },
           include: ["test/**/*.test.ts"],
           // One module graph per worker, not per file: 42 s against 83 s (the import phase 3.8 s against
           // 16.7 s). Safe because src/ keeps no module-level mutable state (DESIGN.md), and a test that
@@ -44,6 +45,7 @@ export default defineConfig({
       {
         test: {
           name: "e2e",
+          env: { NARWHAL_TEST_PORT_SLICE: "1" },
           include: ["test/e2e/**/*.test.ts"],
           globalSetup: [BUNDLE_FRESH],
           // The native kill-point campaign is a third of the e2e time: its own project, run beside this one.
@@ -60,6 +62,7 @@ export default defineConfig({
         // its sweep touches only what a dead rig creator left (test/rig/README.md).
         test: {
           name: "rig",
+          env: { NARWHAL_TEST_PORT_SLICE: "2" },
           include: RIG_FILES,
           globalSetup: [BUNDLE_FRESH],
           testTimeout: 180_000,
@@ -73,6 +76,7 @@ export default defineConfig({
         // the KV acceptance (kv-pairs), secrets and suspend, native too (LANE_TWO_FILES).
         test: {
           name: "campaign",
+          env: { NARWHAL_TEST_PORT_SLICE: "3" },
           include: LANE_TWO_FILES,
           globalSetup: [BUNDLE_FRESH],
           testTimeout: 180_000,
@@ -86,6 +90,7 @@ export default defineConfig({
         // dockerd the global setup starts (and installs as docker.io on Debian as root).
         test: {
           name: "docker",
+          env: { NARWHAL_TEST_PORT_SLICE: "4" },
           include: ["test/docker/**/*.test.ts", "test/e2e-docker/**/*.test.ts"],
           exclude: RIG_FILES,
           globalSetup: [BUNDLE_FRESH, "test/docker/daemon.ts"],

@@ -13,29 +13,63 @@ export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const HOST_FIXTURE = path.join(REPO, "test/fixtures/hosts/h100x2");
 export const SIM_SITE = path.join(REPO, "test/sim/site");
 
-/**
- * TCP ports nothing listens on right now, all different: every one is held open until all are
- * chosen, since the kernel may hand a port just closed to the next bind(0) (the campaign saw
- * one fleet's HTTP port equal to another engine's attestation port).
- */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<net.Server>((resolve, reject) => {
-          const srv = net.createServer();
-          srv.once("error", reject);
-          srv.listen(0, "127.0.0.1", () => resolve(srv));
-        }),
-    ),
-  );
-  const found = servers.map((s) => (s.address() as net.AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return found;
+// Test ports come from below the kernel's ephemeral range (32768-60999 here), one slice per vitest
+// project (NARWHAL_TEST_PORT_SLICE, set in vitest.config.ts): a port the kernel picked for bind(0)
+// was free only until the next bind(0) anywhere on the host, and the lanes run side by side (the e2e
+// lane once found its NIXL port taken while it prepared 15 plans, by whatever the docker lane bound).
+// Below the range nothing but an explicit choice binds, and the slices keep the lanes' choices apart.
+const PORT_FLOOR = 20_000;
+const SLICE_SIZE = 2_500;
+const SLICES = 5;
+
+/** Where the next choice starts in this process's slice: a random start, then onward, so two calls of one file never hand out the same port before the first one's engine binds it. */
+class PortCursor {
+  private offset = Math.floor(Math.random() * SLICE_SIZE);
+  constructor(private readonly base: number) {}
+  next(): number {
+    this.offset = (this.offset + 1) % SLICE_SIZE;
+    return this.base + this.offset;
+  }
 }
 
-/** A TCP port nothing listens on right now (the kernel picks it). */
+function sliceBase(): number {
+  const raw = process.env["NARWHAL_TEST_PORT_SLICE"] ?? "0";
+  const slice = Number(raw);
+  if (!Number.isInteger(slice) || slice < 0 || slice >= SLICES)
+    throw new Error(`NARWHAL_TEST_PORT_SLICE=${raw}: want an integer 0-${SLICES - 1}`);
+  return PORT_FLOOR + slice * SLICE_SIZE;
+}
+
+const cursor = new PortCursor(sliceBase());
+
+function listenOn(port: number): Promise<net.Server | null> {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once("error", () => resolve(null));
+    srv.listen(port, "127.0.0.1", () => resolve(srv));
+  });
+}
+
+/**
+ * TCP ports nothing listens on right now, all different, from this project's slice: every one is
+ * held open until all are chosen, and the cursor moves on, so no two calls in one process return
+ * the same port.
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const held: net.Server[] = [];
+  try {
+    for (let tries = 0; held.length < n; tries++) {
+      if (tries >= SLICE_SIZE) throw new Error(`no ${n} free ports in the slice at ${sliceBase()}`);
+      const srv = await listenOn(cursor.next());
+      if (srv) held.push(srv);
+    }
+    return held.map((s) => (s.address() as net.AddressInfo).port);
+  } finally {
+    await Promise.all(held.map((s) => new Promise((r) => s.close(r))));
+  }
+}
+
+/** A TCP port nothing listens on right now, from this project's slice. */
 export async function freePort(): Promise<number> {
   return (await freePorts(1))[0]!;
 }
