@@ -10,6 +10,7 @@
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { directPythonEnv } from "./direct-python.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const vitest = path.join(root, "node_modules/vitest/vitest.mjs");
@@ -25,10 +26,11 @@ function count(line) {
 }
 
 /** Run a command, its output lines prefixed with `label`; resolves to its exit code. */
-function run(label, command, args) {
+function run(label, command, args, env = process.env) {
   return new Promise((resolve) => {
     const child = spawn(command, args, {
       cwd: root,
+      env,
       stdio: ["ignore", "pipe", "pipe"],
     });
     for (const [stream, sink] of [
@@ -53,7 +55,7 @@ function run(label, command, args) {
 }
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
-const project = (name) => run(name, process.execPath, [vitest, "run", "--project", name]);
+const project = (name) => run(name, process.execPath, [vitest, "run", "--project", name], testEnv.env);
 
 const checks = await Promise.all([
   run("lint", npm, ["run", "--silent", "lint"]),
@@ -68,6 +70,8 @@ if (checkFailed !== undefined) {
   process.exit(checkFailed);
 }
 
+const testEnv = directPythonEnv();
+if (testEnv.python) console.log(`python3 for the tests: ${testEnv.python} (PATH's python3 is a shim)`);
 const unit = await project("unit");
 // Two lanes, not three: a third lane beside them only made every lane slower on two cores.
 // The rig project (network-namespace hosts with their own sshd and dockerd) follows the e2e
@@ -81,6 +85,7 @@ const [[e2e, rig], [docker, campaign]] = await Promise.all([
   project("e2e").then(async (e2e) => [e2e, await project("rig")]),
   project("docker").then(async (docker) => [docker, await project("campaign")]),
 ]);
+testEnv.cleanup();
 const codes = { unit, e2e, campaign, docker, rig };
 console.log(`tests: ${totals.passed} passed, ${totals.failed} failed`);
 console.log(
