@@ -9,6 +9,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineHandle, PreparedRun } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { readRunEnv } from "../phases/run-env.js";
+import { sleep } from "../phases/http.js";
 import { IoError, nodeFaultOf, PhaseError } from "../errors.js";
 import type {
   EngineBackend,
@@ -232,10 +233,11 @@ export class NativeBackend implements EngineBackend {
     this.failpoint("native:stop:before");
     await signalGroupOn(host, handle.pgid, "TERM");
     const deadline = Date.now() + graceMs;
-    while (Date.now() < deadline && (await ours())) await new Promise((r) => setTimeout(r, 100));
+    // Looks at 25, 50, then every 100 ms: an engine that exits on TERM at once is seen gone at once.
+    for (let wait = 25; Date.now() < deadline && (await ours()); wait = Math.min(100, wait * 2)) await sleep(wait);
     if (await ours()) {
       await signalGroupOn(host, handle.pgid, "KILL");
-      for (let i = 0; i < 50 && (await this.isAlive(handle)); i++) await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 50 && (await this.isAlive(handle)); i++) await sleep(100);
     }
     this.failpoint("native:stop:after");
   }

@@ -52,10 +52,12 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
         log.error(`cannot stop: ${(err as Error).message}`, { engine });
       }
     };
-    for (const record of Object.values(store.data.engines)) {
+    // Every engine at once (each waits out its own grace period; one after another, a fleet's down took
+    // the sum of them), an engine's own handles in order: its record's, then the one it was replacing.
+    const downRecord = async (record: (typeof store.data.engines)[string]) => {
       const retiring = recordContext(record).retiring?.handle ?? null;
       for (const handle of [record.handle, retiring]) if (handle) await stop(record.engine, handle);
-      if (result.failed.some((f) => f.engine === record.engine)) continue; // keep its record: it still runs
+      if (result.failed.some((f) => f.engine === record.engine)) return; // keep its record: it still runs
       await store.update(record.engine, (prev) =>
         prev
           ? {
@@ -73,10 +75,12 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
             }
           : null,
       );
-    }
+    };
+    await Promise.all(Object.values(store.data.engines).map(downRecord));
     // Engines no record knows: everything this state directory still owns now is one.
     // Failed starts' kept containers too: down leaves no container behind.
-    for (const { owned } of await world.listOwned(true, true)) await stop(owned.engine, owned.handle);
+    await Promise.all((await world.listOwned(true, true)).map(({ owned }) => stop(owned.engine, owned.handle)));
+    result.stopped.sort((a, b) => a.localeCompare(b, "en", { numeric: true })); // stopped together: report in name order
     await store.close();
   } finally {
     await closeHosts();
