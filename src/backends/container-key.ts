@@ -12,6 +12,7 @@ import type { PreparedRun } from "../phases/types.js";
 import { planHasKey } from "../phases/key-enforcement.js";
 import type { DockerCalls } from "./docker-calls.js";
 import { firstTarFile, tarArchive } from "./tar.js";
+import { readJsonIfExists, writeFileAtomic } from "../state/atomic-file.js";
 
 export const SECRET_PATH = "/run/secrets/narwhal-api-key";
 export const SECRET_MODE = 0o400;
@@ -98,4 +99,51 @@ export async function keyFileProblems(
       `API key file ${SECRET_PATH} has digest sha256:${digest.slice(0, 12)}…, not the run's sha256:${want.slice(0, 12)}…`,
     );
   return problems;
+}
+
+/**
+ * The run's record of its container's key file as last proven (mode and digest read back): the
+ * daemon's stat of the file then (name, size, mode, mtime to the nanosecond, link target).
+ */
+export const KEY_STAT_FILE = "container-key-stat.json";
+
+interface KeyStatRecord {
+  container_id: string;
+  stat: Record<string, unknown>;
+}
+
+const sameStat = (a: Record<string, unknown>, b: Record<string, unknown>) =>
+  JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+
+/** After a proof passed: what the daemon's stat of the key file says now, for observations to compare with. */
+export async function recordKeyStat(
+  docker: DockerCalls,
+  id: string,
+  runDir: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  const stat = await docker.statPath(id, SECRET_PATH, signal);
+  if (stat) await writeFileAtomic(path.join(runDir, KEY_STAT_FILE), JSON.stringify({ container_id: id, stat }) + "\n");
+}
+
+/**
+ * keyFileProblems for an observation: when the daemon's stat of the file equals the one recorded
+ * after its last proof (same container), the file was not rewritten, chmod-ed or replaced since
+ * (any write moves its nanosecond mtime), and no download is needed: a download makes the daemon
+ * spawn a tar helper, per engine and per observation. Anything else, or no record, is the full
+ * read-back, which names what differs.
+ */
+export async function observedKeyProblems(
+  docker: DockerCalls,
+  id: string,
+  key: string,
+  runDir: string,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const recorded = await readJsonIfExists<KeyStatRecord>(path.join(runDir, KEY_STAT_FILE)).catch(() => null);
+  if (recorded?.container_id === id && recorded.stat) {
+    const now = await docker.statPath(id, SECRET_PATH, signal);
+    if (now && sameStat(now, recorded.stat)) return [];
+  }
+  return keyFileProblems(docker, id, key, signal);
 }

@@ -28,7 +28,7 @@ import type { NodeHosts } from "../hosts/node-hosts.js";
 import { LABEL, inFleet, type FleetScope } from "./container-labels.js";
 import { imageByIdentity } from "./container-image.js";
 import { isKeptFailure, keepFailedContainer } from "./container-failed.js";
-import { keyFileProblems, runKey } from "./container-key.js";
+import { observedKeyProblems, runKey } from "./container-key.js";
 import type { AttemptContext } from "./container-attempts.js";
 import { runContainerCheck } from "./container-check.js";
 import { ensureContainerStarted, planProblems } from "./container-start.js";
@@ -170,7 +170,7 @@ export class ContainerBackend implements EngineBackend {
   ): Promise<string[]> {
     if (handle.kind !== "container") return [];
     const key = await runKey(run, plan);
-    return key === null ? [] : keyFileProblems(this.client(handle.docker_host), handle.container_id, key);
+    return key === null ? [] : observedKeyProblems(this.client(handle.docker_host), handle.container_id, key, run.dir);
   }
 
   async processStartTime(handle: EngineHandle): Promise<number | null> {

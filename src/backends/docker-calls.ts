@@ -52,6 +52,21 @@ export class DockerCalls {
     }
   }
 
+  /** call, with a 404 (no such image, container or path) as null. */
+  private async callOrNull<T>(
+    kind: Kind,
+    what: string,
+    fn: (abortSignal: AbortSignal) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T | null> {
+    try {
+      return await this.call(kind, what, fn, signal);
+    } catch (err) {
+      if (err instanceof DockerCallError && err.statusCode === 404) return null;
+      throw err;
+    }
+  }
+
   /** The raw API dial, for calls dockerode gives no AbortSignal or no stream. */
   private get dial(): Dial {
     const modem = this.docker.modem as unknown as { dial: Dial };
@@ -68,43 +83,33 @@ export class DockerCalls {
   }
 
   async inspectImage(ref: string, signal?: AbortSignal): Promise<Docker.ImageInspectInfo | null> {
-    try {
-      // dockerode's Image.inspect takes no AbortSignal: dial the same endpoint through the modem, which does.
-      return await this.call(
-        "inspect",
-        `image inspect ${ref}`,
-        (abortSignal) =>
-          new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
-            this.dial(
-              {
-                path: `/images/${ref}/json`,
-                method: "GET",
-                abortSignal,
-                statusCodes: { 200: true, 404: "no such image", 500: "server error" },
-              },
-              (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
-            ),
+    // dockerode's Image.inspect takes no AbortSignal: dial the same endpoint through the modem, which does.
+    return this.callOrNull(
+      "inspect",
+      `image inspect ${ref}`,
+      (abortSignal) =>
+        new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
+          this.dial(
+            {
+              path: `/images/${ref}/json`,
+              method: "GET",
+              abortSignal,
+              statusCodes: { 200: true, 404: "no such image", 500: "server error" },
+            },
+            (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
           ),
-        signal,
-      );
-    } catch (err) {
-      if (err instanceof DockerCallError && err.statusCode === 404) return null;
-      throw err;
-    }
+        ),
+      signal,
+    );
   }
 
   async inspectContainer(id: string, signal?: AbortSignal): Promise<Docker.ContainerInspectInfo | null> {
-    try {
-      return await this.call(
-        "inspect",
-        `container inspect ${id.slice(0, 12)}`,
-        (abortSignal) => this.docker.getContainer(id).inspect({ abortSignal }),
-        signal,
-      );
-    } catch (err) {
-      if (err instanceof DockerCallError && err.statusCode === 404) return null;
-      throw err;
-    }
+    return this.callOrNull(
+      "inspect",
+      `container inspect ${id.slice(0, 12)}`,
+      (abortSignal) => this.docker.getContainer(id).inspect({ abortSignal }),
+      signal,
+    );
   }
 
   async list(labels: string[], signal?: AbortSignal): Promise<ContainerSummary[]> {
@@ -196,31 +201,50 @@ export class DockerCalls {
     );
   }
 
+  /**
+   * One path's stat in a container (HEAD /containers/{id}/archive: the daemon answers from a stat,
+   * where a download spawns a tar helper per call); null when the path does not exist.
+   */
+  async statPath(id: string, file: string, signal?: AbortSignal): Promise<Record<string, unknown> | null> {
+    return this.callOrNull(
+      "inspect",
+      `container path stat ${id.slice(0, 12)} ${file}`,
+      async (abortSignal) => {
+        const res = (await this.docker
+          .getContainer(id)
+          .infoArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream & {
+          headers?: Record<string, string | string[] | undefined>;
+        };
+        res.resume(); // a HEAD has no body; drained so the connection is released
+        const header = res.headers?.["x-docker-container-path-stat"];
+        if (typeof header !== "string")
+          throw new Error("the daemon's answer has no X-Docker-Container-Path-Stat header");
+        return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as Record<string, unknown>;
+      },
+      signal,
+    );
+  }
+
   /** One path of a container's filesystem as a tar stream, read up to `maxBytes` (null: the path does not exist). */
   async getArchive(id: string, file: string, maxBytes: number, signal?: AbortSignal): Promise<Buffer | null> {
-    try {
-      return await this.call(
-        "inspect",
-        `container archive download ${id.slice(0, 12)} ${file}`,
-        async (abortSignal) => {
-          const stream = (await this.docker
-            .getContainer(id)
-            .getArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream;
-          const parts: Buffer[] = [];
-          let size = 0;
-          for await (const chunk of stream) {
-            parts.push(chunk as Buffer);
-            size += (chunk as Buffer).length;
-            if (size >= maxBytes) break; // a bounded read: what we compare is a few bytes, never a stranger's large file
-          }
-          return Buffer.concat(parts);
-        },
-        signal,
-      );
-    } catch (err) {
-      if (err instanceof DockerCallError && err.statusCode === 404) return null;
-      throw err;
-    }
+    return this.callOrNull(
+      "inspect",
+      `container archive download ${id.slice(0, 12)} ${file}`,
+      async (abortSignal) => {
+        const stream = (await this.docker
+          .getContainer(id)
+          .getArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream;
+        const parts: Buffer[] = [];
+        let size = 0;
+        for await (const chunk of stream) {
+          parts.push(chunk as Buffer);
+          size += (chunk as Buffer).length;
+          if (size >= maxBytes) break; // a bounded read: what we compare is a few bytes, never a stranger's large file
+        }
+        return Buffer.concat(parts);
+      },
+      signal,
+    );
   }
 
   async wait(id: string, signal?: AbortSignal): Promise<number> {

@@ -1,10 +1,12 @@
 // A container engine's API key under real faults on a real Docker Engine: its key file
 // chmodded to 0644 (noticed by watch mode's resync), and its key file deleted by
 // `docker exec` followed by a restart (the fail-closed wrapper refuses to serve; the
-// next reconcile replaces it), and a key file changed while no controller runs. Each time narwhal replaces the engine, names the
+// next reconcile replaces it), a key file changed while no controller runs, and one rewritten in place (same length and mode: its digest). Each time narwhal replaces the engine, names the
 // cause, and the new engine answers 401 without its key and 200 with it.
 import { afterAll, describe, expect, inject, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
 import Docker from "dockerode";
 import { simFleet, type SimFleet, type SimFleetOptions } from "../e2e/sim-fleet.js";
 import { runCli, startCli, status, waitFor } from "../e2e/cli.js";
@@ -125,5 +127,30 @@ describe("API key file integrity (container backend)", () => {
     expect(after["engine-1"]!.container_id).not.toBe(before["engine-1"]!.container_id);
     expect(after["engine-2"]!.container_id, "the other engine is never touched").toBe(before["engine-2"]!.container_id);
     await assertKeyEnforced(after["engine-1"]!.run_dir!, "engine-1");
+  });
+
+  it("a key file rewritten in place (same length, same mode) is caught by its digest, past the stat the run recorded", async () => {
+    const before = await byEngine();
+    const e2 = before["engine-2"]!;
+    // The run recorded the daemon's stat of the file as last proven; an observation that finds the same stat reads no archive.
+    const record = JSON.parse(await fs.readFile(path.join(e2.run_dir!, "container-key-stat.json"), "utf8"));
+    expect(record).toMatchObject({ container_id: e2.container_id, stat: { name: "narwhal-api-key", mode: 0o400 } });
+    const c = docker.getContainer(e2.container_id!);
+    // ...and the running container's file still has it: what every resync compares, without a download.
+    const head = (await c.infoArchive({ path: KEY_FILE })) as { headers: Record<string, string>; resume(): void };
+    head.resume();
+    const now = JSON.parse(Buffer.from(head.headers["x-docker-container-path-stat"]!, "base64").toString("utf8"));
+    expect(now).toEqual(record.stat);
+    const rewrite = `p = ${JSON.stringify(KEY_FILE)}; n = len(open(p).read()); open(p, "w").write("x" * n)`;
+    expect(await exec(c, ["python3", "-c", rewrite])).toBe(0);
+    const r = await reconcileOnce(fleet, { ...env, NARWHAL_RETRY_MAX_ATTEMPTS: "5" });
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    expect(r.stderr + r.stdout).toMatch(
+      /without its API key as recorded: API key file \S+ has digest sha256:\w+…, not the run's/,
+    );
+    const after = await byEngine();
+    expect(after["engine-2"]!.phase).toBe("captured");
+    expect(after["engine-2"]!.container_id).not.toBe(e2.container_id);
+    await assertKeyEnforced(after["engine-2"]!.run_dir!, "engine-2");
   });
 });
