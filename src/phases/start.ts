@@ -127,6 +127,7 @@ function withKept(err: NarwhalError, kept: string): NarwhalError {
 
 async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandle, opts: StartOptions): Promise<void> {
   const deadline = Date.now() + opts.readySeconds * 1000;
+  const firstSecond = Date.now() + 1000;
   const health = joinUrl(endpoint, "/health");
   opts.waits?.({ awaiting: "/health to answer 200", at: health, limitMs: opts.readySeconds * 1000 });
   for (;;) {
@@ -165,6 +166,8 @@ async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandl
         },
       );
     }
-    await sleep(250, opts.signal);
+    // Every 50 ms in the first second (a small model answers within it: the simulator in about 150 ms,
+    // which a 250 ms step saw only at 250), then every 250 ms while a large one loads.
+    await sleep(Date.now() < firstSecond ? 50 : 250, opts.signal);
   }
 }
