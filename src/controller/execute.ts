@@ -205,8 +205,12 @@ export class Execution {
   private async prove(name: string, actions: Action[], observed: Observed | null, signal: AbortSignal) {
     const captured = (engine: string) =>
       String(this.deps.controller.actors.get(engine)?.getSnapshot().value) === "captured";
-    const current = (end: ProofEnd) =>
-      captured(end.engine) && this.proofEndOf(end.engine)?.launch_token === end.launch_token;
+    const current = async (end: ProofEnd) => {
+      if (!captured(end.engine) || this.proofEndOf(end.engine)?.launch_token !== end.launch_token) return false;
+      // An end killed during the proof, before an observation saw it (its request refused): no finding either.
+      const ctx = this.deps.controller.actors.get(end.engine)?.getSnapshot().context as EngineContext | undefined;
+      return !ctx?.handle || (await this.deps.world.observeLiveness(ctx.handle)).liveness !== "gone";
+    };
     for (const a of actions) {
       if (a.kind !== "prove" || signal.aborted || !captured(name) || !captured(a.prefill)) continue; // a newer plan follows
       const ends = { prefill: this.proofEndOf(a.prefill), decode: this.proofEndOf(name) };

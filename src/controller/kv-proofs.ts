@@ -47,8 +47,8 @@ export async function runProof(
     timeoutMs: number;
     signal?: AbortSignal;
     failpoint?: Failpoint;
-    /** Whether an end is still the instance the proof began with (captured, same launch token). */
-    current?: (end: ProofEnd) => boolean;
+    /** Whether an end is still the instance the proof began with (captured, same launch token, not found gone). */
+    current?: (end: ProofEnd) => boolean | Promise<boolean>;
   },
 ): Promise<ObservedProof | null> {
   const { prefill, decode } = ends;
@@ -78,7 +78,7 @@ export async function runProof(
   deps.failpoint?.("kv:prove:after");
   // A proof runs beside its engines' own steps: one that failed because an end was being replaced or
   // stopped meanwhile says nothing of the new instance, and is no finding to warn about.
-  if (!result.passed && deps.current && !(deps.current(prefill) && deps.current(decode))) {
+  if (!result.passed && deps.current && !((await deps.current(prefill)) && (await deps.current(decode)))) {
     deps.log.debug(
       `the proof of ${prefill.engine} → ${decode.engine} ended (${result.cause}) after an end moved on: not recorded; a newer plan follows`,
       { engine: decode.engine },
