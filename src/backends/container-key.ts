@@ -45,11 +45,11 @@ export async function runKey(run: Pick<PreparedRun, "engine" | "dir">, plan: Lau
   });
 }
 
-/** Copy the key in (a created or stopped container), then prove it landed as recorded. */
+/** Copy the key in (a created or stopped container), then prove it landed as recorded (and record its stat). */
 export async function installKey(
   docker: DockerCalls,
   id: string,
-  engine: string,
+  run: Pick<PreparedRun, "engine" | "dir">,
   key: string,
   signal?: AbortSignal,
 ): Promise<void> {
@@ -64,10 +64,10 @@ export async function installKey(
     "/",
     signal,
   );
-  const problems = await keyFileProblems(docker, id, key, signal);
+  const problems = await provenKeyProblems(docker, id, key, run.dir, signal);
   if (problems.length) {
     throw new PhaseError(
-      engine,
+      run.engine,
       "start",
       `container ${id.slice(0, 12)}: ${problems.join("; ")} right after it was copied in`,
       {
@@ -115,15 +115,22 @@ interface KeyStatRecord {
 const sameStat = (a: Record<string, unknown>, b: Record<string, unknown>) =>
   JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
-/** After a proof passed: what the daemon's stat of the key file says now, for observations to compare with. */
-export async function recordKeyStat(
+/**
+ * keyFileProblems (the full read-back), and when there are none the daemon's stat of the file now
+ * recorded in the run, for observations to compare with.
+ */
+export async function provenKeyProblems(
   docker: DockerCalls,
   id: string,
+  key: string,
   runDir: string,
   signal?: AbortSignal,
-): Promise<void> {
+): Promise<string[]> {
+  const problems = await keyFileProblems(docker, id, key, signal);
+  if (problems.length) return problems;
   const stat = await docker.statPath(id, SECRET_PATH, signal);
   if (stat) await writeFileAtomic(path.join(runDir, KEY_STAT_FILE), JSON.stringify({ container_id: id, stat }) + "\n");
+  return [];
 }
 
 /**

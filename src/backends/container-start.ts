@@ -12,7 +12,7 @@ import { copyContainerLog } from "./container-log.js";
 import { DockerCallError, type DockerCalls } from "./docker-calls.js";
 import { LABEL, containerName, engineLabels, inFleet } from "./container-labels.js";
 import { containerPlanProblems, planEnv } from "./container-plan.js";
-import { SECRET_PATH, entrypoint, installKey, keyFileProblems, recordKeyStat, runKey } from "./container-key.js";
+import { SECRET_PATH, entrypoint, installKey, provenKeyProblems, runKey } from "./container-key.js";
 import { byToken, removeAttempt, type AttemptContext } from "./container-attempts.js";
 import { verifyPlanImage } from "./container-image.js";
 import { removeKeptFailures } from "./container-failed.js";
@@ -42,11 +42,8 @@ export async function ensureContainerStarted(
     await refuseForeign(docker, run, plan, mine.id, signal);
     await writeFileExclusive(idFile, mine.id + "\n");
     if (mine.state === "running") {
-      const problems = key === null ? [] : await keyFileProblems(docker, mine.id, key, signal);
-      if (!problems.length) {
-        if (key !== null) await recordKeyStat(docker, mine.id, run.dir, signal);
-        return handleOf(mine.id);
-      }
+      const problems = key === null ? [] : await provenKeyProblems(docker, mine.id, key, run.dir, signal);
+      if (!problems.length) return handleOf(mine.id);
       await copyContainerLog(docker, mine.id, run.dir, ctx.logCapBytes);
       await docker.remove(mine.id, signal);
       throw new PhaseError(
@@ -61,8 +58,7 @@ export async function ensureContainerStarted(
       );
     }
     if (mine.state === "created") {
-      if (key !== null) await installKey(docker, mine.id, run.engine, key, signal);
-      if (key !== null) await recordKeyStat(docker, mine.id, run.dir, signal);
+      if (key !== null) await installKey(docker, mine.id, run, key, signal);
       await docker.start(mine.id, signal); // created by a controller that died before starting it
       return handleOf(mine.id);
     }
@@ -104,10 +100,7 @@ export async function ensureContainerStarted(
     );
     ctx.failpoint("docker:create:after");
     await writeFileExclusive(idFile, id + "\n");
-    if (key !== null) {
-      await installKey(docker, id, run.engine, key, signal);
-      await recordKeyStat(docker, id, run.dir, signal);
-    }
+    if (key !== null) await installKey(docker, id, run, key, signal);
     ctx.failpoint("docker:start:before");
     await docker.start(id, signal);
     ctx.failpoint("docker:start:after");

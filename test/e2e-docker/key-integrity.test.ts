@@ -12,6 +12,8 @@ import { simFleet, type SimFleet, type SimFleetOptions } from "../e2e/sim-fleet.
 import { runCli, startCli, status, waitFor } from "../e2e/cli.js";
 import { assertKeyEnforced, reconcileOnce } from "../e2e/campaign.js";
 import { dockerClient } from "../docker/sim-image.mjs";
+import { DockerCalls } from "../../src/backends/docker-calls.js";
+import { loadConfig } from "../../src/config.js";
 
 const KEY_FILE = "/run/secrets/narwhal-api-key";
 
@@ -137,10 +139,8 @@ describe("API key file integrity (container backend)", () => {
     expect(record).toMatchObject({ container_id: e2.container_id, stat: { name: "narwhal-api-key", mode: 0o400 } });
     const c = docker.getContainer(e2.container_id!);
     // ...and the running container's file still has it: what every resync compares, without a download.
-    const head = (await c.infoArchive({ path: KEY_FILE })) as { headers: Record<string, string>; resume(): void };
-    head.resume();
-    const now = JSON.parse(Buffer.from(head.headers["x-docker-container-path-stat"]!, "base64").toString("utf8"));
-    expect(now).toEqual(record.stat);
+    const calls = new DockerCalls(docker, loadConfig({}, {}).docker.timeouts, "the test daemon");
+    expect(await calls.statPath(e2.container_id!, KEY_FILE)).toEqual(record.stat);
     const rewrite = `p = ${JSON.stringify(KEY_FILE)}; n = len(open(p).read()); open(p, "w").write("x" * n)`;
     expect(await exec(c, ["python3", "-c", rewrite])).toBe(0);
     const r = await reconcileOnce(fleet, { ...env, NARWHAL_RETRY_MAX_ATTEMPTS: "5" });
