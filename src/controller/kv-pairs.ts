@@ -111,6 +111,16 @@ function notCurrentReason(proof: ObservedProof | undefined, p: ObservedEngine, d
   return `${what} since the pair ${p.engine} → ${d.engine} was last proven (${last}): proved again before it serves`;
 }
 
+/**
+ * The pair's failed proofs in a row once a proof of `prefillToken` failed: the decode's restarts for them
+ * count on (that is the budget max_decode_restarts bounds), but a new prefill instance (restarted or
+ * replaced) starts the count again: what failed against the old one says nothing of it, and a decode
+ * that never had a restart for it must get one before the pair is held.
+ */
+export function failuresInARow(prev: ObservedProof | undefined, prefillToken: string): number {
+  return (prev && !prev.passed && prev.prefill.launch_token === prefillToken ? prev.failures : 0) + 1;
+}
+
 /** The decision for the compatible pair p → d under the policy (prove=true). */
 export function decidePair(observed: Observed, p: ObservedEngine, d: ObservedEngine, kv: KvPolicy): PairDecision {
   const proof = currentProof(observed, p, d);

@@ -11,7 +11,7 @@ import type { KvProofResult, ProofEnd } from "../phases/kv-proof.js";
 import type { KvCounters } from "../phases/kv-watch.js";
 import { decodeOnlyFinding } from "../phases/kv-watch.js";
 import { pairKey, type Action, type Observed, type ObservedProof, type ServingFleet } from "./plan-types.js";
-import { proofIsCurrent } from "./kv-pairs.js";
+import { failuresInARow, proofIsCurrent } from "./kv-pairs.js";
 
 export interface KvIo {
   prove(prefill: ProofEnd, decode: ProofEnd, opts: { timeoutMs: number; signal?: AbortSignal }): Promise<KvProofResult>;
@@ -94,7 +94,7 @@ export async function runProof(
     message: result.message,
     at: result.at,
     source: "proof",
-    failures: result.passed ? 0 : (prev?.failures ?? 0) + 1,
+    failures: result.passed ? 0 : failuresInARow(prev, prefill.launch_token),
   };
   await deps.store.setProof(key, proof);
   const line = `KV transfer from ${prefill.engine} ${result.passed ? "proven" : `failed its proof (${result.cause})`}: ${result.message}`;

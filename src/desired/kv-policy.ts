@@ -28,7 +28,9 @@ export const KvTransferSchema = z
       .int("must be a whole number of restarts")
       .min(0, "must be 0 (never restart) or more")
       .default(1)
-      .describe("Restarts of a decode after failed proofs of one pair in a row before the pair is held (default 1)"),
+      .describe(
+        "Restarts of a decode after failed proofs of one pair in a row (against one prefill instance) before the pair is held (default 1)",
+      ),
     watch_interval_s: z
       .number()
       .int("must be a whole number of seconds")

@@ -81,7 +81,7 @@ export const ProofSchema = z
     message: z.string().describe("what an operator reads"),
     at: z.string().describe("ISO time of the proof or the scrape"),
     source: z.enum(["proof", "watch"]).describe("a transfer proof, or the periodic scrape of the decode"),
-    failures: z.number().int().nonnegative().describe("consecutive failed proofs of this pair"),
+    failures: z.number().int().nonnegative().describe("consecutive failed proofs of this pair against its current prefill instance"),
   })
   .describe("the latest KV-transfer proof of one prefill → decode pair");
 

@@ -9,6 +9,7 @@ import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { predictedGroupKey } from "../../src/controller/field-diff.js";
 import { pairKey } from "../../src/controller/plan-types.js";
 import type {
+  Action,
   DesiredEngine,
   DesiredForPlan,
   KvPolicy,
@@ -16,6 +17,7 @@ import type {
   ObservedProof,
   ObservedEngine,
   OwnedObserved,
+  Plan,
   PlanPolicy,
   RolloutPolicy,
 } from "../../src/controller/plan-types.js";
@@ -203,3 +205,11 @@ export function fleetSpecs(p: number, d: number): EngineSpec[] {
     ...Array.from({ length: d }, (_, i) => specOf(p + i + 1, "decode")),
   ];
 }
+
+/** Actions as a KV table reads them: "kind engine", "< prefill" for a proof or a decode restart. */
+export const kvKinds = (actions: Action[]): string[] =>
+  actions.map((a) => `${a.kind} ${a.engine}${"prefill" in a ? ` < ${a.prefill}` : ""}`);
+/** The default KV policy with `over`. */
+export const kvWith = (over: Partial<KvPolicy> = {}): KvPolicy => ({ ...DEFAULT_KV, ...over });
+/** The engines a plan lists as serving, by name. */
+export const servedNames = (p: Plan): string[] => p.serving.engines.map((e) => e.engine);

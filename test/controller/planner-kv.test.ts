@@ -4,14 +4,9 @@
 // proven, restarted, held and served, and why.
 import { describe, expect, it } from "vitest";
 import { plan } from "../../src/controller/planner.js";
-import {
-  pairKey,
-  type Action,
-  type KvPolicy,
-  type Observed,
-  type ObservedEngine,
-} from "../../src/controller/plan-types.js";
+import { pairKey, type KvPolicy, type Observed, type ObservedEngine } from "../../src/controller/plan-types.js";
 import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
+import { failuresInARow } from "../../src/controller/kv-pairs.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import {
   captured,
@@ -23,12 +18,10 @@ import {
   observedOf,
   proofOf,
   RUNNING,
+  kvKinds as kinds,
+  kvWith as kv,
+  servedNames as served,
 } from "./plan-fixtures.js";
-
-const kinds = (actions: Action[]) =>
-  actions.map((a) => `${a.kind} ${a.engine}${"prefill" in a ? ` < ${a.prefill}` : ""}`);
-const kv = (over: Partial<KvPolicy> = {}): KvPolicy => ({ ...DEFAULT_KV, ...over });
-const served = (p: ReturnType<typeof plan>) => p.serving.engines.map((e) => e.engine);
 
 describe("plan: proving a prefill → decode pair", () => {
   const [d1, d2] = fleetSpecs(1, 1).map(desiredOf) as [ReturnType<typeof desiredOf>, ReturnType<typeof desiredOf>];
@@ -147,6 +140,16 @@ describe("plan: proving a prefill → decode pair", () => {
     expect(served(out)).toEqual([]);
   });
 
+  it("counts failed proofs in a row against one prefill instance: a new prefill starts the count again", () => {
+    const before = failed(1);
+    expect(failuresInARow(before, before.prefill.launch_token)).toBe(2);
+    // Found by the rollout property: a pair failed against the old prefill, then a replaced prefill's first
+    // proof failed too; counted on, the pair was held without the decode's one restart, and the rollout stalled.
+    expect(failuresInARow(before, "tok-new-prefill")).toBe(1);
+    expect(failuresInARow(proofOf(p, d), before.prefill.launch_token)).toBe(1);
+    expect(failuresInARow(undefined, "tok-new-prefill")).toBe(1);
+  });
+
   it("proves nothing with kv_transfer.prove=false: pairs serve by group as before", () => {
     const out = run({}, kv({ prove: false }));
     expect(out.actions).toEqual([]);
@@ -242,72 +245,5 @@ describe("plan: proofs across a fleet", () => {
     expect(kinds(plan(desiredFor(next), observedOf(os, { proofs: {} }), RUNNING).actions)).toEqual([
       "replace engine-2",
     ]);
-  });
-});
-
-describe("plan: decodes restarted after their prefill (on_prefill_restart=restart_decodes)", () => {
-  const restartDecodes = kv({ on_prefill_restart: "restart_decodes" });
-  /** Every pair proven, the prefills' proofs of an older instance for those in `restarted`. */
-  const provenBefore = (os: ObservedEngine[], restarted: string[]) =>
-    Object.fromEntries(
-      os
-        .filter((o) => o.role === "prefill")
-        .flatMap((p) =>
-          os
-            .filter((o) => o.role === "decode")
-            .map((d) => {
-              const proof = proofOf(p, d);
-              const old = restarted.includes(p.engine) ? { ...proof.prefill, launch_token: "tok-old" } : proof.prefill;
-              return [pairKey(p.engine, d.engine), { ...proof, prefill: old }];
-            }),
-        ),
-    );
-
-  it("restarts those still serving other pairs one at a time within the decode max_unavailable; the others wait (rollout)", () => {
-    const ds = fleetSpecs(2, 2).map(desiredOf);
-    const os = ds.map((x) => captured(x));
-    const out = plan(
-      desiredFor(ds, DEFAULT_ROLLOUT, restartDecodes),
-      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
-      RUNNING,
-    );
-    expect(kinds(out.actions)).toEqual(["restart-unproven engine-3 < engine-1", "wait engine-4"]);
-    expect(out.actions[1]).toMatchObject({
-      until: "rollout",
-      why: expect.stringMatching(
-        /it waits: 1 decode engine\(s\) may be out of service or unproven at once, and engine-3 is$/,
-      ),
-    });
-    expect(served(out)).toEqual(["engine-2", "engine-4"]);
-  });
-
-  it("restarts at once the decodes that serve nothing (proven with no prefill that runs now)", () => {
-    const ds = fleetSpecs(1, 2).map(desiredOf);
-    const os = ds.map((x) => captured(x));
-    const out = plan(
-      desiredFor(ds, DEFAULT_ROLLOUT, restartDecodes),
-      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
-      RUNNING,
-    );
-    expect(kinds(out.actions)).toEqual([
-      "restart-unproven engine-2 < engine-1",
-      "restart-unproven engine-3 < engine-1",
-    ]);
-  });
-
-  it("never takes the last proven pair out while another decode is on its way back, whatever the budget", () => {
-    const ds = fleetSpecs(2, 2).map(desiredOf);
-    const os = ds.map((x) => captured(x));
-    const all = { ...DEFAULT_ROLLOUT, max_unavailable: { decode: "100%" } };
-    const out = plan(
-      desiredFor(ds, all, restartDecodes),
-      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
-      RUNNING,
-    );
-    expect(kinds(out.actions)).toEqual(["restart-unproven engine-3 < engine-1", "wait engine-4"]);
-    expect(out.actions[1]).toMatchObject({
-      why: expect.stringMatching(/would leave no proven prefill\/decode pair serving/),
-    });
-    expect(served(out)).toEqual(["engine-2", "engine-4"]);
   });
 });

@@ -7,6 +7,7 @@
 // restart-unproven restarts the decode as a new instance). Plain data.
 import type { DesiredEngine, Observed, ObservedEngine, ObservedProof, Plan } from "../../src/controller/plan-types.js";
 import { pairKey } from "../../src/controller/plan-types.js";
+import { failuresInARow } from "../../src/controller/kv-pairs.js";
 import { handleOf, signatureOf } from "./plan-fixtures.js";
 
 const WORKING = ["pending", "inspected", "prepared", "replacing", "checked", "started", "probed"] as const;
@@ -205,7 +206,7 @@ function prove(p: ModelEngine, d: ModelEngine, proofs: ModelProofs): void {
     message: passed ? "KV moved" : `${d.name} keeps stale peer metadata of ${p.name}`,
     at: "2026-12-01T12:00:00.000Z",
     source: "proof",
-    failures: passed ? 0 : (proofs[key]?.failures ?? 0) + 1,
+    failures: passed ? 0 : failuresInARow(proofs[key], p.token!),
   };
 }
 

@@ -16,7 +16,16 @@ import { isPairedRole } from "../../src/controller/serving-fleet.js";
 import type { Plan, RolloutPolicy } from "../../src/controller/plan-types.js";
 import { signatureOf } from "./plan-fixtures.js";
 import { serves, type ModelEngine, type ModelPhase } from "./rollout-model.js";
-import { checkProven, policyArb, scenarioArb, simulate, type Edit, type InitialProof } from "./rollout-sim.js";
+import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
+import {
+  checkProven,
+  policyArb,
+  scenarioArb,
+  simulate,
+  type Edit,
+  type InitialProof,
+  type Scenario,
+} from "./rollout-sim.js";
 
 /** (b): captured engines only, one group among prefill and decode, each listed with the signature it runs. */
 function checkServing(p: Plan, engines: ModelEngine[]): void {
@@ -43,6 +52,41 @@ function checkBudget(policy: RolloutPolicy, engines: ModelEngine[]): void {
 /** A converged starting fleet: every pair proven as it runs (a pair must keep serving from the first step). */
 const PROVEN = fc.constant<InitialProof>("passed");
 
+/**
+ * Found by these properties (seeds -570039975 and -54531634 at 25 times the runs): a pair that failed its proof
+ * against a prefill instance since replaced, whose faulty decode then failed the new prefill's first proof,
+ * was held as if its restarts were used up (none was made), and the rollout waited on it for good. Failed
+ * proofs now count in a row against one prefill instance (kv-pairs.ts failuresInARow).
+ */
+const FOUND: Record<"pdUnits" | "recreate", Scenario> = {
+  pdUnits: {
+    roles: ["prefill", "prefill", "decode", "decode", "decode", "embed"],
+    starts: ["pending", "probed", "captured", "captured", "captured", "captured"],
+    first: ["both", "compatible", "none", "none", "none", "none"],
+    second: { at: 7, edits: ["none", "revert", "both", "none", "revert", "none"] },
+    failing: [false, false, false, false, false, false],
+    policy: { max_unavailable: { decode: "25%" }, default_max_unavailable: 1, incompatible: "pd_units" },
+    kv: DEFAULT_KV,
+    proofs: ["passed", "passed", "failed", "passed"],
+    faulty: [false, false, false, false, true, false],
+    bumps: [],
+    picks: [498961279],
+  },
+  recreate: {
+    roles: ["prefill", "prefill", "prefill", "decode", "embed"],
+    starts: ["captured", "captured", "captured", "probed", "captured"],
+    first: ["none", "none", "incompatible", "none", "none"],
+    second: { at: 3, edits: ["revert", "compatible", "none", "none", "none"] },
+    failing: [false, false, false, false, false],
+    policy: { max_unavailable: {}, default_max_unavailable: "25%", incompatible: "recreate" },
+    kv: DEFAULT_KV,
+    proofs: ["passed", "passed", "failed", "passed"],
+    faulty: [false, false, false, true, false],
+    bumps: [],
+    picks: [0, 0, 0, 1535801587, 0],
+  },
+};
+
 describe("rollout properties", { timeout: 120_000 }, () => {
   it("(a)(b) over random fleets, starting states, edits and second edits: within max_unavailable, one group served, converges", () => {
     fc.assert(
@@ -64,7 +108,7 @@ describe("rollout properties", { timeout: 120_000 }, () => {
           expect(last.rollout).toEqual([]);
         },
       ),
-      { numRuns: 80 },
+      { numRuns: 80, examples: [[FOUND.pdUnits]] },
     );
   });
 
@@ -80,7 +124,7 @@ describe("rollout properties", { timeout: 120_000 }, () => {
           expect(run.final.plan.changes).toBe(false);
         },
       ),
-      { numRuns: 40 },
+      { numRuns: 40, examples: [[FOUND.recreate]] },
     );
   });
 
