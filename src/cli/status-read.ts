@@ -7,6 +7,7 @@ import { stateWrittenAt } from "../state/state-journal.js";
 import { readLockStatus } from "../state/lock.js";
 import { validateDesired } from "../desired/load.js";
 import { exists } from "../state/atomic-file.js";
+import { summaryIfCurrent } from "../state/desired-summary.js";
 import { runningLauncher } from "../app.js";
 import { probeEngines, type ProbeTarget } from "./status-observe.js";
 import { readPlan } from "../phases/prepare.js";
@@ -20,7 +21,12 @@ import {
   type StatusView,
 } from "./status-view.js";
 
-export async function desiredNow(dir: string): Promise<DesiredNow> {
+/**
+ * desired/ now, each engine's input hash as the controller would apply it. With `stateDir`, the summary
+ * the controller recorded of its last valid load stands in for a validation while it still describes
+ * desired/ (same texts, directory, launcher and ssh files: state/desired-summary.ts).
+ */
+export async function desiredNow(dir: string, stateDir?: string): Promise<DesiredNow> {
   const invalid = (issues: number, problem: string): DesiredNow => ({
     dir,
     valid: false,
@@ -32,6 +38,8 @@ export async function desiredNow(dir: string): Promise<DesiredNow> {
     // Seven "file not found" issues would hide the one fact: there is no desired/ here.
     if (!(await exists(dir)))
       return invalid(0, `desired state ${dir} does not exist (set --desired DIR or NARWHAL_DESIRED); DESIRED shows ?`);
+    const recorded = stateDir ? await summaryIfCurrent(stateDir, dir, runningLauncher().digest) : null;
+    if (recorded) return { dir, valid: true, engines: recorded, issues: 0, problem: null };
     const result = await validateDesired(dir);
     if (result.state) {
       const engines = Object.fromEntries(
@@ -84,7 +92,10 @@ async function planLauncher(r: EngineRecord | undefined, running: string): Promi
 /** The whole view; one engine's when `engine` is given. An unusable state file throws (StateFileError), as before. */
 export async function readStatus(config: Config, engine?: string): Promise<StatusView> {
   const state = await readState(config.stateDir);
-  const [desired, controller] = await Promise.all([desiredNow(config.desiredDir), controllerNow(config.stateDir)]);
+  const [desired, controller] = await Promise.all([
+    desiredNow(config.desiredDir, config.stateDir),
+    controllerNow(config.stateDir),
+  ]);
   let live: { at: string; engines: Awaited<ReturnType<typeof probeEngines>> } | null = null;
   // A running controller observes its engines (observed_at); a second observer would only race it.
   if (controller.running !== true) {

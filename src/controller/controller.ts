@@ -21,6 +21,7 @@ import { Execution } from "./execute.js";
 import { WorkQueue } from "./work-queue.js";
 import { ServingWriter } from "./serving-writer.js";
 import { LaunchConfigWriter } from "./launch-config-writer.js";
+import { DesiredSummaryWriter } from "./desired-summary-writer.js";
 import { Generations } from "./generations.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
@@ -67,6 +68,7 @@ export class Controller {
   private lastPlan: Plan | null = null;
   private readonly serving: ServingWriter;
   private readonly launchConfig: LaunchConfigWriter;
+  private readonly summary: DesiredSummaryWriter;
   private readonly fleetRuns = new Generations();
   private readonly liveness = new Map<string, Liveness>();
   /** The node faults behind "unknown" liveness, by launch token (NodeReachable, the planner). */
@@ -93,6 +95,7 @@ export class Controller {
       stateDir: opts.config.stateDir,
     });
     this.serving = new ServingWriter(opts.config.stateDir, opts.log, (fleet) => opts.hooks?.serving?.(fleet));
+    this.summary = new DesiredSummaryWriter(opts.config.stateDir, opts.log);
     this.launchConfig = new LaunchConfigWriter(opts.config.stateDir, opts.log, () =>
       Object.values(this.store.data.engines),
     );
@@ -173,6 +176,7 @@ export class Controller {
       }
       await this.serving.written();
       await this.launchConfig.written();
+      await this.summary.written();
     } catch (err) {
       throw ioFailure(err, {
         step: "state",
@@ -190,6 +194,7 @@ export class Controller {
    */
   apply(desired: DesiredState, guard?: PlanGuard): void {
     this.desired = desired;
+    this.summary.applied(desired);
     this.guard = guard ?? null;
     this.opts.log.addSecrets(desired.secrets);
     for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);

@@ -29,6 +29,7 @@ import { parseLaunchDocument } from "./launch-parse.js";
 import { substitute } from "./substitute.js";
 import type { DesiredState } from "./types.js";
 import { deriveEndpoints } from "./urls.js";
+import { desiredKey } from "./desired-key.js";
 import { runningLauncher } from "../app.js";
 import type { LauncherIdentity } from "../launcher.js";
 
@@ -148,7 +149,8 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
     return { issues, imageTags: imageTagsToResolve(absDir, records.launch, records.fleet, launchRaw?.value) };
   if (issues.length > 0 || !fleet || !launch) return { issues };
 
-  const specs = buildSpecs(absDir, fleet, launch, allVars, overrides.launcher ?? runningLauncher());
+  const launcher = overrides.launcher ?? runningLauncher();
+  const specs = buildSpecs(absDir, fleet, launch, allVars, launcher);
   const secrets = [...SECRET_VARIABLES].flatMap((n) =>
     Object.hasOwn(allVars, n) && allVars[n] !== "" ? [allVars[n] as string] : [],
   );
@@ -167,6 +169,19 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
       hardware: { ...fleet.hardware },
       variables: publicVars,
       secrets,
+      // Overridden variables or launch records are not in the texts: no key stands for such a validation.
+      ...(overrides.variables || overrides.editLaunch
+        ? {}
+        : {
+            source: {
+              key: desiredKey(
+                absDir,
+                [envText.text ?? "", fleetText.text ?? "", launchText.text ?? ""],
+                launcher.digest,
+              ),
+              node_files: [...nodeFiles],
+            },
+          }),
     },
   };
 }

@@ -25,12 +25,17 @@ export type NodeFiles = ReadonlyMap<string, NodeFileFacts>;
 
 /** Look at every identity_file and known_hosts_file the nodes name. */
 export async function inspectNodeFiles(dir: string, nodes: FleetForRules["nodes"]): Promise<NodeFiles> {
-  const values = new Set(
+  return inspectNodeFileValues(
+    dir,
     nodes.flatMap((n) => [n?.ssh?.identity_file, n?.ssh?.known_hosts_file]).filter((v) => v !== undefined),
   );
+}
+
+/** Look at the files these values (as written in fleet.json, after substitution) name. */
+export async function inspectNodeFileValues(dir: string, values: Iterable<string>): Promise<NodeFiles> {
   const uid = process.getuid?.();
   const facts = await Promise.all(
-    [...values].map(async (v) => [v, await factsOf(resolveDesiredPath(dir, v), uid)] as const),
+    [...new Set(values)].map(async (v) => [v, await factsOf(resolveDesiredPath(dir, v), uid)] as const),
   );
   return new Map(facts);
 }

@@ -4,6 +4,7 @@
 import type { KvPolicy, RolloutPolicy } from "../controller/plan-types.js";
 import type { LauncherIdentity } from "../launcher.js";
 import type { Hardware } from "./schemas.js";
+import type { NodeFileFacts } from "./node-files.js";
 
 export type Backend = "native" | "container";
 export type Transport = "ucx_tcp" | "ucx_rdma";
@@ -160,4 +161,12 @@ export interface DesiredState {
   variables: Record<string, string>;
   /** Secret values to redact from every log line. */
   secrets: string[];
+  /** What this validation read (desired-key.ts): set by validateDesired, for state/desired-summary.json. */
+  source?: DesiredSource;
+}
+
+/** The key of the texts a validation read, and the ssh files its nodes name as they were then. */
+export interface DesiredSource {
+  key: string;
+  node_files: Array<[string, NodeFileFacts]>;
 }

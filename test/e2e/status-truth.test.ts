@@ -45,7 +45,14 @@ describe("status tells the truth", () => {
     expect(before).toContain("no controller is running; checked 2 engines just now");
     expect(row(before, "engine-1")).toMatch(/^engine-1 +captured +\S+ +alive /);
 
-    const { pid } = (await byEngine())["engine-1"]!;
+    // The controller recorded what status needs of desired/ (state/desired-summary.json), as status shows it.
+    const summary = JSON.parse(await fs.readFile(path.join(fleet.stateDir, "desired-summary.json"), "utf8")) as {
+      engines: Record<string, { input_hash: string }>;
+    };
+    const shown = await byEngine();
+    for (const n of ["engine-1", "engine-2"])
+      expect(summary.engines[n]!.input_hash).toBe(shown[n]!.desired_hash_now ?? "none shown");
+    const { pid } = shown["engine-1"]!;
     process.kill(-pid!, "SIGKILL");
     const gone = await waitFor("engine-1 shown gone", async () => {
       const e = (await byEngine())["engine-1"]!;
