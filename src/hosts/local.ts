@@ -7,6 +7,7 @@ import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
 import { parseCmdline, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
+import { readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
   type FileStat,
@@ -77,34 +78,7 @@ export class LocalHost implements HostAccess {
   async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
     try {
-      const handle = await fs.open(file, "r");
-      try {
-        // Read in chunks, not by stat size: /proc and /sys files say 0 and a log may grow meanwhile.
-        const chunks: Buffer[] = [];
-        let total = 0;
-        // Small first (a /proc stat or boot id is a few hundred bytes), then larger: a fixed 64 KiB per
-        // read cost 128 KiB of zeroed memory per such file, 250 MB for `status` of 1000 engines. Each
-        // chunk is filled before the next is taken, so a small file's read that finds its end needs none.
-        let chunk = Buffer.allocUnsafe(4 * 1024);
-        let used = 0;
-        for (;;) {
-          if (used === chunk.length) {
-            chunks.push(chunk);
-            chunk = Buffer.allocUnsafe(Math.min(chunk.length * 4, 64 * 1024));
-            used = 0;
-          }
-          const { bytesRead } = await handle.read(chunk, used, chunk.length - used, null);
-          if (bytesRead === 0) {
-            chunks.push(chunk.subarray(0, used));
-            return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-          }
-          total += bytesRead;
-          if (total > max) throw tooLarge(file, max);
-          used += bytesRead;
-        }
-      } finally {
-        await handle.close();
-      }
+      return await readWhole(file, max, () => tooLarge(file, max));
     } catch (err) {
       throw ioFailure(err, { fix: `Check ${file} on node ${this.node}.` });
     }
@@ -178,8 +152,8 @@ export class LocalHost implements HostAccess {
     const found = await Promise.all(
       pids.map(async (pid): Promise<ProcessInfo | null> => {
         try {
-          const stat = parseProcStat(await fs.readFile(`/proc/${pid}/stat`, "utf8"));
-          const cmdline = parseCmdline(await fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => ""));
+          const stat = parseProcStat(await readProcText(`/proc/${pid}/stat`));
+          const cmdline = parseCmdline(await readProcText(`/proc/${pid}/cmdline`).catch(() => ""));
           return { pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state, cmdline };
         } catch {
           return null; // exited between readdir and read
@@ -191,7 +165,7 @@ export class LocalHost implements HostAccess {
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
     try {
-      return parseEnviron(await fs.readFile(`/proc/${pid}/environ`, "utf8"))[name] ?? null;
+      return parseEnviron(await readProcText(`/proc/${pid}/environ`))[name] ?? null;
     } catch {
       return null; // gone, or another user's
     }
@@ -200,7 +174,7 @@ export class LocalHost implements HostAccess {
   async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
     const found = new Map<number, Record<string, string>>();
     for (const pid of pids) {
-      const env = await fs.readFile(`/proc/${pid}/environ`, "utf8").then(parseEnviron, () => null);
+      const env = await readProcText(`/proc/${pid}/environ`).then(parseEnviron, () => null);
       if (env) found.set(pid, pickNames(env, names));
     }
     return found;
@@ -231,6 +205,10 @@ export class LocalHost implements HostAccess {
 function pickNames(env: Record<string, string>, names: string[]): Record<string, string> {
   return Object.fromEntries(names.flatMap((n) => (env[n] !== undefined ? [[n, env[n]]] : [])));
 }
+
+/** A /proc file of a process as text (the read of listProcesses and the environment lookups). */
+const readProcText = async (file: string): Promise<string> =>
+  (await readWhole(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES))).toString("utf8");
 
 function tooLarge(file: string, max: number): NodeJS.ErrnoException {
   return Object.assign(new Error(`EFBIG: file larger than ${max} bytes, read '${file}'`), {

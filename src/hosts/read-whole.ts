@@ -1,0 +1,51 @@
+// Reading a whole file through a numeric descriptor and fs's callback calls,
+// not fs/promises' FileHandle: a FileHandle per file (an object with a
+// finalizer, a promise per call) was most of the cost of reading many small
+// /proc files. Measured on this 2-core machine, 1000 reads of /proc/<pid>/stat
+// (what `status` of 1000 native engines reads): ~130-150 ms of CPU with
+// FileHandle, ~50 ms so. The reads stay off the event loop (a /proc/<pid>/
+// cmdline or environ read can wait on the process's memory lock, e.g. of an
+// engine stuck in a GPU driver), which a synchronous read would not.
+import fs from "node:fs";
+import { promisify } from "node:util";
+
+const open = promisify(fs.open);
+const close = promisify(fs.close);
+const read = (fd: number, buf: Buffer, offset: number): Promise<number> =>
+  new Promise((resolve, reject) =>
+    fs.read(fd, buf, offset, buf.length - offset, null, (err, n) => (err ? reject(err) : resolve(n))),
+  );
+
+/**
+ * The whole file, read in chunks rather than by stat size (/proc and /sys files say 0, a log may grow
+ * meanwhile): 4 KiB first (a /proc stat or boot id is a few hundred bytes), then up to 64 KiB at a time.
+ * More than `maxBytes` throws `tooLarge()`.
+ */
+export async function readWhole(file: string, maxBytes: number, tooLarge: () => Error): Promise<Buffer> {
+  const fd = await open(file, "r");
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    // A fixed 64 KiB per read cost 128 KiB of zeroed memory per small file, 250 MB for `status` of 1000
+    // engines. Each chunk is filled before the next is taken, so a small file's read that finds its end needs none.
+    let chunk = Buffer.allocUnsafe(4 * 1024);
+    let used = 0;
+    for (;;) {
+      if (used === chunk.length) {
+        chunks.push(chunk);
+        chunk = Buffer.allocUnsafe(Math.min(chunk.length * 4, 64 * 1024));
+        used = 0;
+      }
+      const n = await read(fd, chunk, used);
+      if (n === 0) {
+        chunks.push(chunk.subarray(0, used));
+        return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      }
+      total += n;
+      if (total > maxBytes) throw tooLarge();
+      used += n;
+    }
+  } finally {
+    await close(fd);
+  }
+}
