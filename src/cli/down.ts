@@ -17,6 +17,7 @@ import { validateDesired } from "../desired/load.js";
 import { writeServingFleet } from "../controller/serving-file.js";
 import { World } from "../controller/world.js";
 import { recordContext, stoppedConditions } from "../controller/record.js";
+import { compareNames } from "../controller/in-service.js";
 
 export interface DownResult {
   stopped: string[];
@@ -80,7 +81,7 @@ export async function down(config: Config, log: Logger): Promise<DownResult> {
     // Engines no record knows: everything this state directory still owns now is one.
     // Failed starts' kept containers too: down leaves no container behind.
     await Promise.all((await world.listOwned(true, true)).map(({ owned }) => stop(owned.engine, owned.handle)));
-    result.stopped.sort((a, b) => a.localeCompare(b, "en", { numeric: true })); // stopped together: report in name order
+    result.stopped.sort(compareNames); // stopped together: report in name order
     await store.close();
   } finally {
     await closeHosts();

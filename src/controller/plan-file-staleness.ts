@@ -5,12 +5,12 @@ import { canonicalJson } from "../desired/hash.js";
 import { desiredFingerprint, observedProjection, type ObservedEngineProjection, type SavedPlan } from "./plan-file.js";
 import type { Action, DesiredForPlan, Liveness, Observed, Plan } from "./plan-types.js";
 import { append } from "./map-lists.js";
+import { compareNames } from "./in-service.js";
 
 /** Hashes and tokens as an operator compares them by eye: the first 12 characters. */
 export const abbrev = (s: string | null | undefined): string => (s ? `${s.slice(0, 12)}…` : "none");
 
-const byName = (a: string, b: string) => a.localeCompare(b, "en", { numeric: true });
-const union = (a: Iterable<string>, b: Iterable<string>) => [...new Set([...a, ...b])].sort(byName);
+const union = (a: Iterable<string>, b: Iterable<string>) => [...new Set([...a, ...b])].sort(compareNames);
 
 function desiredLines(saved: SavedPlan, now: DesiredForPlan): string[] {
   const was = saved.desired;

@@ -6,6 +6,7 @@ import { NarwhalError } from "../errors.js";
 import { readRegularFile, writeFileAtomic } from "../state/atomic-file.js";
 import { PLAN_API_VERSION, PLAN_KIND, SavedPlanSchema } from "./plan-file-schema.js";
 import type { DesiredForPlan, KvPolicy, Liveness, Observed, Plan, RolloutPolicy } from "./plan-types.js";
+import { compareNames } from "./in-service.js";
 
 export { PLAN_API_VERSION, PLAN_KIND } from "./plan-file-schema.js";
 export { staleness } from "./plan-file-staleness.js";
@@ -50,7 +51,7 @@ export interface SavedPlan {
 }
 
 const byName = <T>(entries: Array<[string, T]>): Record<string, T> =>
-  Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })));
+  Object.fromEntries(entries.sort(([a], [b]) => compareNames(a, b)));
 
 export function desiredFingerprint(desired: DesiredForPlan): DesiredFingerprint {
   return {
@@ -78,10 +79,7 @@ export function observedProjection(observed: Observed): ObservedProjection {
   );
   const owned = observed.owned
     .map((o) => ({ engine: o.engine, launch_token: o.launch_token }))
-    .sort(
-      (a, b) =>
-        a.engine.localeCompare(b.engine, "en", { numeric: true }) || a.launch_token.localeCompare(b.launch_token),
-    );
+    .sort((a, b) => compareNames(a.engine, b.engine) || a.launch_token.localeCompare(b.launch_token));
   return { engines, owned };
 }
 
