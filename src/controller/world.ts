@@ -8,7 +8,7 @@ import type { EngineBackend, OwnedEngine } from "../backends/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import { readPlan } from "../phases/prepare.js";
 import { httpRequest, joinUrl } from "../phases/http.js";
-import { keyNotEnforced, planHasKey } from "../phases/key-enforcement.js";
+import { keyNotEnforced, planHasKey, runKeyRefused } from "../phases/key-enforcement.js";
 import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
 import type { Liveness } from "./plan-types.js";
@@ -84,8 +84,8 @@ export class World {
   }
 
   /**
-   * null when an engine with a key enforces it (401 without it) and its key file is as recorded
-   * (mode, digest), else the cause. What cannot be observed (daemon or engine not answering) is
+   * null when an engine with a key enforces it (401 without it), takes the run's own key, and its key
+   * file is as recorded (mode, digest), else the cause. What cannot be observed (daemon or engine not answering) is
    * not a key problem: liveness and health deal with it, and nothing is acted on by guess.
    */
   async keyProblem(handle: EngineHandle, runDir: string): Promise<string | null> {
@@ -96,8 +96,12 @@ export class World {
     if (!plan || !planHasKey(plan)) return null; // an unreadable plan is the integrity checks' finding, not a key's
     try {
       const problems = await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan);
-      const open = await keyNotEnforced(plan, 5000).catch(() => null);
+      const [open, refused] = await Promise.all([
+        keyNotEnforced(plan, 5000).catch(() => null),
+        runKeyRefused(plan, runDir, 5000).catch(() => null),
+      ]);
       if (open) problems.push(open);
+      if (refused) problems.push(refused);
       return problems.length ? problems.join("; ") : null;
     } catch (err) {
       if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's

@@ -98,6 +98,29 @@ describe("an engine that serves without its API key (native)", () => {
     expect(e2!.last_error!.message).toContain("/v1/models answered HTTP 200 without the API key (401 expected)");
   });
 
+  it("that serves with another key than its run's is restarted from a fresh run, the cause named", async () => {
+    fleet = await simFleet();
+    expect((await reconcileOnce(fleet)).code).toBe(0);
+    const engines = async () => Object.fromEntries((await status(fleet.stateDir)).engines.map((e) => [e.engine, e]));
+    const { "engine-1": untouched, "engine-2": before } = await engines();
+    // The run now holds a key the engine never got: the engine still refuses requests without a key (401),
+    // but also the run's own key, which is the fleet's (clients holding it cannot use this engine).
+    const envFile = path.join(before!.run_dir!, "engine.env");
+    const text = await fs.readFile(envFile, "utf8");
+    await fs.writeFile(envFile, text.replace(/^VLLM_API_KEY=.*$/m, "VLLM_API_KEY=not-the-engines-key"));
+    const r = await reconcileOnce(fleet);
+    expect(r.code, r.stderr.slice(-2000)).toBe(0);
+    const { "engine-1": still, "engine-2": after } = await engines();
+    expect(still!.pid, "engine-1 keeps running").toBe(untouched!.pid);
+    expect(after).toMatchObject({ phase: "captured" });
+    expect(after!.pid).not.toBe(before!.pid);
+    expect(after!.run_dir).not.toBe(before!.run_dir);
+    expect(after!.history.map((h) => h.note ?? "").join("\n")).toContain(
+      "without its API key as recorded: /v1/models answered HTTP 401 to the run's own API key: the engine serves with another key",
+    );
+    await assertKeyEnforced(after!.run_dir!, "engine-2");
+  });
+
   it("that stops enforcing it is replaced on resync, the cause named", async () => {
     // Enforces its key long enough to be captured, then answers without it.
     fleet = await simFleet({ engines: [{}, { faults: "ignore_api_key=20@engine-2" }] });
