@@ -4,8 +4,11 @@
 // `plan` of an unchanged tree has nothing to do, without starting 1000 engines.
 //
 // Written as narwhal.json of STATE_VERSION 1 in one write: the store would rewrite the whole file per record.
+// Beside it, state/desired-summary.json as the controller records it when it applies the desired state (what
+// `status` reads instead of validating desired/ again while it is unchanged).
 import fs from "node:fs/promises";
 import path from "node:path";
+import { writeDesiredSummary } from "../dist/src/state/desired-summary.js";
 
 /** start_ticks of a process: field 22 of /proc/<pid>/stat, counted after the parenthesised command name. */
 async function startTicks(pid) {
@@ -15,7 +18,7 @@ async function startTicks(pid) {
 
 /**
  * @param {string} stateDir created if missing
- * @param {{ specs: Array<{ name: string, input_hash: string, backend?: string, role?: string }> }} desired loadDesired's result
+ * @param {import("../dist/src/desired/types.js").DesiredState} desired loadDesired's result
  * @param {number} pid a live process every handle names
  */
 export async function writeFleetState(stateDir, desired, pid) {
@@ -57,4 +60,5 @@ export async function writeFleetState(stateDir, desired, pid) {
   await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify({ version: 1, engines }, null, 2) + "\n", {
     mode: 0o600,
   });
+  await writeDesiredSummary(stateDir, desired);
 }
