@@ -36,33 +36,8 @@ export const indexOfEngineName = (name: string): number | undefined => {
   return m ? Number(m[1]) : undefined;
 };
 
-/** Inside withPairsOnce: the files last paired there and their pairs. */
-let session: { fleet?: FleetForRules; launch?: EngineLaunchFile; pairs?: readonly EnginePair[] } | undefined;
-
-/**
- * Run `fn` (synchronous: the rules of one validation) with pairEngines of the same two files computed once:
- * seven rules pair the same 1000 engines. Nothing changes the files while it runs; each call still gets
- * a list of its own.
- */
-export function withPairsOnce<T>(fn: () => T): T {
-  const outer = session;
-  session = {};
-  try {
-    return fn();
-  } finally {
-    session = outer;
-  }
-}
-
 /** Engines present in both files, in index order (records that failed their schema are holes and pair with nothing). */
 export function pairEngines(fleet: FleetForRules, launch: EngineLaunchFile): EnginePair[] {
-  if (!session) return enginePairs(fleet, launch);
-  if (!session.pairs || session.fleet !== fleet || session.launch !== launch)
-    Object.assign(session, { fleet, launch, pairs: enginePairs(fleet, launch) });
-  return [...(session.pairs as EnginePair[])];
-}
-
-function enginePairs(fleet: FleetForRules, launch: EngineLaunchFile): EnginePair[] {
   const pairs: EnginePair[] = [];
   const seen = new Set<number>();
   // The first node listing each iid, built once: a lookup per engine over every node's list is quadratic.
@@ -137,7 +112,7 @@ export function transferPortsOf(
  * reach one host (node-host.ts hostKeyOf): their engines share its GPUs and
  * ports. Pairs on no node are left out.
  */
-export function byHost(pairs: EnginePair[]): Map<string, EnginePair[]> {
+export function byHost(pairs: readonly EnginePair[]): Map<string, EnginePair[]> {
   const hosts = new Map<string, { nodes: Set<string>; pairs: EnginePair[] }>();
   for (const p of pairs) {
     if (!p.node) continue;

@@ -5,6 +5,7 @@
 
 import type { ValidationIssue } from "../errors.js";
 import type { NodeFiles } from "./node-files.js";
+import type { EnginePair } from "./engine-pairs.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { jsonPath, type EngineLaunchFile, type ParsedLaunchRecord } from "./schemas.js";
 
@@ -18,11 +19,13 @@ export interface LaunchContext {
 export interface FullContext extends LaunchContext {
   fleet: FleetForRules;
   failures: SchemaFailures;
+  /** The engines both files name, paired once for every rule of one validation (engine-pairs.ts). */
+  pairs: readonly EnginePair[];
   /** What the nodes' ssh files are (node-files.ts); a file not in it is not judged. */
   nodeFiles?: NodeFiles;
 }
 /** The context of a rule about fleet.json alone: it runs even when engine-launch.json cannot be read. */
-export type FleetContext = Omit<FullContext, "launch">;
+export type FleetContext = Omit<FullContext, "launch" | "pairs">;
 
 export type RecordRule =
   | { name: string; needs: "launch"; check(ctx: LaunchContext): ValidationIssue[] }

@@ -3,7 +3,7 @@
 // attestation, NIXL side channel, transfer ports).
 
 import type { ValidationIssue } from "../errors.js";
-import { byHost, indexOfIid, nixlPortOf, pairEngines, transferPortsOf } from "./engine-pairs.js";
+import { byHost, indexOfIid, nixlPortOf, transferPortsOf } from "./engine-pairs.js";
 import { FLEET_FILE, fleetIssue, type FleetRule } from "./rule-context.js";
 import { ENV_FILE } from "./rules-variables.js";
 import { jsonPath } from "./schemas.js";
@@ -60,10 +60,10 @@ export const addressRules: FleetRule[] = [
   {
     name: "host-consistency",
     needs: "both",
-    check: ({ fleet, launch }) => {
+    check: ({ pairs: paired }) => {
       const out: ValidationIssue[] = [];
       const hostOwner = new Map<string, string>();
-      for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
+      for (const [host, pairs] of byHost(paired)) {
         const addresses = new Set<string>();
         for (const p of pairs) {
           const url = parseEndpoint(p.fleet.url);
@@ -97,9 +97,9 @@ export const addressRules: FleetRule[] = [
   {
     name: "ports-unique-per-host",
     needs: "both",
-    check: ({ fleet, launch, vars }) => {
+    check: ({ vars, pairs: paired }) => {
       const out: ValidationIssue[] = [];
-      for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
+      for (const [host, pairs] of byHost(paired)) {
         const taken = new Map<number, string>();
         const claim = (port: number | undefined, what: string, file: string, path: string) => {
           if (port === undefined) return;

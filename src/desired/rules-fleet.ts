@@ -4,7 +4,7 @@
 // rules-fleet-addresses.ts, in that order.
 
 import type { ValidationIssue } from "../errors.js";
-import { byHost, indexOfEngineName, indexOfIid, pairEngines } from "./engine-pairs.js";
+import { byHost, indexOfEngineName, indexOfIid } from "./engine-pairs.js";
 import { FLEET_FILE, LAUNCH_FILE, fleetIssue, recPath, type FleetContext, type FleetRule } from "./rule-context.js";
 import { addressRules } from "./rules-fleet-addresses.js";
 import { nodeRules } from "./rules-fleet-nodes.js";
@@ -131,8 +131,8 @@ const membershipRules: FleetRule[] = [
   {
     name: "role-matches-fleet",
     needs: "both",
-    check: ({ fleet, launch }) =>
-      pairEngines(fleet, launch).flatMap((p) =>
+    check: ({ pairs }) =>
+      pairs.flatMap((p) =>
         p.record.role === p.fleet.role
           ? []
           : [
@@ -148,9 +148,9 @@ const membershipRules: FleetRule[] = [
   {
     name: "gpu-ids-disjoint-per-host",
     needs: "both",
-    check: ({ fleet, launch }) => {
+    check: ({ pairs: paired }) => {
       const out: ValidationIssue[] = [];
-      for (const [host, pairs] of byHost(pairEngines(fleet, launch))) {
+      for (const [host, pairs] of byHost(paired)) {
         const owner = new Map<string, { name: string; shared?: string }>();
         for (const p of pairs) {
           // Engines that declare the same shared_device GPU share it on purpose (start-shared checks their budget).

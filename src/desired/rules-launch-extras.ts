@@ -4,7 +4,6 @@
 // (shared_device). Each returns every issue it finds.
 import path from "node:path";
 import type { ValidationIssue } from "../errors.js";
-import { pairEngines } from "./engine-pairs.js";
 import { ENGINE_ARGS_VARIABLE, ENGINE_ENV_VARIABLE, parseEngineArgs, parseEngineEnv } from "./launch-extras.js";
 import { flagName, LAUNCHER_MANAGED_ENV, managedFlagOf } from "./launcher-managed.js";
 import { remoteCodeSpellingProblem } from "./remote-code.js";
@@ -203,10 +202,10 @@ export const launchExtraRules: RecordRule[] = [
   {
     name: "shared-device-consistent",
     needs: "both",
-    check: ({ fleet, launch }) => {
+    check: ({ pairs }) => {
       const out: ValidationIssue[] = [];
       const seen = new Map<string, { name: string; allowance: string }>();
-      for (const p of pairEngines(fleet, launch)) {
+      for (const p of pairs) {
         const shared = p.record.shared_device;
         if (!shared || !p.node) continue;
         const key = `${p.node.name}\0${shared.gpu_uuid.toLowerCase()}`;

@@ -3,7 +3,7 @@
 // that matched their schema (records-for-rules.ts); variable rules always run.
 
 import type { ValidationIssue } from "../errors.js";
-import { withPairsOnce } from "./engine-pairs.js";
+import { pairEngines } from "./engine-pairs.js";
 import type { NodeFiles } from "./node-files.js";
 import type { FleetForRules, SchemaFailures } from "./records-for-rules.js";
 import { fleetRules } from "./rules-fleet.js";
@@ -50,11 +50,9 @@ export const RULE_NAMES: readonly string[] = [
 
 /** Run every applicable rule; never stops at the first issue. */
 export function runRules(input: RuleInput): ValidationIssue[] {
-  return withPairsOnce(() => rulesOf(input));
-}
-
-function rulesOf(input: RuleInput): ValidationIssue[] {
   const { vars, fleet, launch } = input;
+  // Paired once for every rule that joins the two files: each used to pair the same (up to 1000) engines.
+  const pairs = fleet && launch ? pairEngines(fleet, launch) : [];
   const files = input.nodeFiles ? { nodeFiles: input.nodeFiles } : {};
   const failures = input.failures ?? {
     fleetIids: new Set(),
@@ -71,13 +69,13 @@ function rulesOf(input: RuleInput): ValidationIssue[] {
   if (launch) {
     for (const rule of [...recordRules, ...launchExtraRules]) {
       if (rule.needs === "launch") issues.push(...rule.check({ vars, launch }));
-      else if (fleet) issues.push(...rule.check({ vars, launch, fleet, failures }));
+      else if (fleet) issues.push(...rule.check({ vars, launch, fleet, failures, pairs }));
     }
   }
   if (fleet) {
     for (const rule of [...fleetRules, ...nixlCompatRules]) {
       if (rule.needs === "fleet") issues.push(...rule.check({ vars, fleet, failures, ...files }));
-      else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures, ...files }));
+      else if (launch) issues.push(...rule.check({ vars, launch, fleet, failures, pairs, ...files }));
     }
   }
   return issues;
