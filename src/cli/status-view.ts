@@ -9,6 +9,7 @@ import type { Liveness } from "../controller/plan-types.js";
 import type { LockHolder } from "../state/lock.js";
 import { groupReport } from "../controller/groups.js";
 import { recordContext } from "../controller/record.js";
+import { compareNames } from "../controller/in-service.js";
 
 /** desired/ as it is now, loaded the way the controller loads it. */
 export interface DesiredNow {
@@ -117,7 +118,7 @@ function pairsOf(state: StateFile, engine: string | undefined): StatusPair[] {
       source: p.source,
       current: token(p.prefill.engine) === p.prefill.launch_token && token(p.decode.engine) === p.decode.launch_token,
     }))
-    .sort((a, b) => a.prefill.localeCompare(b.prefill) || a.decode.localeCompare(b.decode));
+    .sort((a, b) => compareNames(a.prefill, b.prefill) || compareNames(a.decode, b.decode));
 }
 
 export interface StatusInputs {
@@ -178,7 +179,7 @@ function notCreated(engine: string, spec: { input_hash: string; backend: string;
 
 export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusView {
   const { engine, desired = null, controller = null, live = null, launchers = {} } = inputs;
-  const records = Object.values(state.engines).sort((a, b) => a.engine.localeCompare(b.engine));
+  const records = Object.values(state.engines).sort((a, b) => compareNames(a.engine, b.engine));
   const groups = groupReport(records);
   const differing = new Set(groups.flatMap((g) => g.differing));
   const wanted = desired?.engines ?? {};
@@ -207,7 +208,7 @@ export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusV
   for (const [name, spec] of Object.entries(wanted))
     if (!state.engines[name])
       rows.push({ ...notCreated(name, spec), suspended_since: state.suspended?.[name] ?? null });
-  rows.sort((a, b) => a.engine.localeCompare(b.engine));
+  rows.sort((a, b) => compareNames(a.engine, b.engine));
   return {
     engines: rows.filter((r) => !engine || r.engine === engine),
     groups,

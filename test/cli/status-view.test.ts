@@ -56,6 +56,13 @@ describe("status view", () => {
     expect(renderStatusText(view, false)).toMatch(/engine-1 +failed .* 777 \(retiring\)/);
   });
 
+  it("lists engines in the order an operator reads their names (engine-2 before engine-10), as plan does", () => {
+    const view = statusView(stateFile([record("engine-10"), record("engine-2")]), {
+      desired: desired({ "engine-1": H1, "engine-10": H1, "engine-2": H1 }),
+    });
+    expect(view.engines.map((e) => e.engine)).toEqual(["engine-1", "engine-2", "engine-10"]);
+  });
+
   it("names no process when none runs", () => {
     const [e] = statusView(stateFile([record("engine-1", { phase: "pending", handle: null, snapshot: null })])).engines;
     expect(e).toMatchObject({ pid: null, container_id: null, retiring: false, running_hash: H1 });
