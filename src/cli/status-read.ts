@@ -7,7 +7,7 @@ import { stateWrittenAt } from "../state/state-journal.js";
 import { readLockStatus } from "../state/lock.js";
 import { validateDesired } from "../desired/load.js";
 import { exists } from "../state/atomic-file.js";
-import { summaryIfCurrent } from "../state/desired-summary.js";
+import { summaryEngines, summaryIfCurrent } from "../state/desired-summary.js";
 import { runningLauncher } from "../app.js";
 import { probeEngines, type ProbeTarget } from "./status-observe.js";
 import { readPlan } from "../phases/prepare.js";
@@ -41,12 +41,7 @@ export async function desiredNow(dir: string, stateDir?: string): Promise<Desire
     const recorded = stateDir ? await summaryIfCurrent(stateDir, dir, runningLauncher().digest) : null;
     if (recorded) return { dir, valid: true, engines: recorded, issues: 0, problem: null };
     const result = await validateDesired(dir);
-    if (result.state) {
-      const engines = Object.fromEntries(
-        result.state.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]),
-      );
-      return { dir, valid: true, engines, issues: 0, problem: null };
-    }
+    if (result.state) return { dir, valid: true, engines: summaryEngines(result.state), issues: 0, problem: null };
     const n = result.issues.length;
     return invalid(
       n,

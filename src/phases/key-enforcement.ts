@@ -8,7 +8,7 @@
 // holding the fleet's key cannot use.
 import type { LaunchPlan } from "./plan.js";
 import { httpRequest, joinUrl } from "./http.js";
-import { readRunEnv } from "./run-env.js";
+import { runKeyHeaders } from "./run-env.js";
 
 /** The plan asks for an API key (its value lives only in the run directory). */
 export const planHasKey = (plan: Pick<LaunchPlan, "secret_environment">): boolean =>
@@ -36,12 +36,9 @@ export async function runKeyRefused(
   runDir: string,
   timeoutMs: number,
 ): Promise<string | null> {
-  const key = (await readRunEnv(runDir)).env.VLLM_API_KEY;
-  if (!key) throw new Error(`${runDir} holds no VLLM_API_KEY`);
-  const res = await httpRequest(joinUrl(plan.endpoint, "/v1/models"), {
-    timeoutMs,
-    headers: { Authorization: `Bearer ${key}` },
-  });
+  const headers = await runKeyHeaders(runDir);
+  if (!headers.Authorization) throw new Error(`${runDir} holds no VLLM_API_KEY`);
+  const res = await httpRequest(joinUrl(plan.endpoint, "/v1/models"), { timeoutMs, headers });
   return res.status === 401 || res.status === 403
     ? `/v1/models answered HTTP ${res.status} to the run's own API key: the engine serves with another key`
     : null;

@@ -4,7 +4,7 @@
 // the request headers only: it is never logged or written into evidence.
 import type { LaunchPlan } from "./plan.js";
 import { lastFlagValue } from "./plan.js";
-import { ENV_FILES, readRunEnv } from "./run-env.js";
+import { ENV_FILES, runKeyHeaders } from "./run-env.js";
 import { loadCheckedRun } from "./checked-run.js";
 import { refusal } from "./action-error.js";
 import { planHasKey } from "./key-enforcement.js";
@@ -43,11 +43,10 @@ export async function readProofEnd(end: ProofEnd): Promise<ReadEnd> {
         fix: "Prove the pair from the run directories the state records for the engines now running.",
       },
     );
-  const headers: Record<string, string> = {};
+  let headers: Record<string, string> = {};
   if (planHasKey(plan)) {
-    let env: Record<string, string>;
     try {
-      ({ env } = await readRunEnv(end.run_dir));
+      headers = await runKeyHeaders(end.run_dir);
     } catch (err) {
       const names = ENV_FILES.join(" / ");
       throw refusal(KV_PROOF_ACTION, `${names} in ${end.run_dir} is unreadable: ${(err as Error).message}`, {
@@ -58,8 +57,6 @@ export async function readProofEnd(end: ProofEnd): Promise<ReadEnd> {
         fix: `Restore read access to the environment file (${names}) in ${end.run_dir} (the engine's key lives there).`,
       });
     }
-    const key = env.VLLM_API_KEY;
-    if (key) headers.Authorization = `Bearer ${key}`;
   }
   const block = Number(lastFlagValue(plan.command, "--block-size"));
   return {

@@ -6,7 +6,7 @@
 import path from "node:path";
 import type { EngineHandle, PreparedRun, ProbeResult } from "./types.js";
 import type { EngineBackend } from "../backends/types.js";
-import { readRunEnv } from "./run-env.js";
+import { runKeyHeaders } from "./run-env.js";
 import { readVerifiedPlan } from "./plan-binding.js";
 import { PhaseError } from "../errors.js";
 import { httpRequest, joinUrl } from "./http.js";
@@ -30,9 +30,7 @@ export async function probe(run: PreparedRun, opts: ProbeOptions): Promise<Probe
   const fail = (message: string, input: string, fix: string, retryable = false) =>
     new PhaseError(run.engine, "probe", message, { retryable, input, fix });
   const { plan, checked } = await readVerifiedPlan(run, "probe");
-  const { env } = await readRunEnv(run.dir);
-  const headers: Record<string, string> = {};
-  if (env.VLLM_API_KEY) headers.Authorization = `Bearer ${env.VLLM_API_KEY}`;
+  const headers = await runKeyHeaders(run.dir);
   const files: Record<string, string> = {};
 
   const capture = async (p: string, filename: string, body?: unknown): Promise<Buffer> => {

@@ -29,3 +29,9 @@ export async function readRunEnv(runDir: string): Promise<{ file: string; env: R
   }
   throw Object.assign(new Error(`${runDir} holds neither ${ENV_FILES.join(" nor ")}`), { code: "ENOENT" });
 }
+
+/** The request headers that carry the run's API key to its engine: none when its environment holds no key. */
+export async function runKeyHeaders(runDir: string): Promise<Record<string, string>> {
+  const key = (await readRunEnv(runDir)).env.VLLM_API_KEY;
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}

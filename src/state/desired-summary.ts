@@ -49,15 +49,17 @@ export type DesiredSummary = z.infer<typeof SummarySchema>;
 
 const fileOf = (stateDir: string) => path.join(stateDir, DESIRED_SUMMARY_FILE);
 
+/** What status shows of each desired engine: its input hash, backend and role, by name. */
+export const summaryEngines = (desired: Pick<DesiredState, "specs">): DesiredSummary["engines"] =>
+  Object.fromEntries(desired.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]));
+
 /** Record `desired` (a validation's result that carries its source); false when it carries none. */
 export async function writeDesiredSummary(stateDir: string, desired: DesiredState): Promise<boolean> {
   if (!desired.source) return false;
   const summary: DesiredSummary = {
     key: desired.source.key,
     node_files: desired.source.node_files,
-    engines: Object.fromEntries(
-      desired.specs.map((s) => [s.name, { input_hash: s.input_hash, backend: s.backend, role: s.role }]),
-    ),
+    engines: summaryEngines(desired),
   };
   await writeFileAtomic(fileOf(stateDir), JSON.stringify(summary) + "\n");
   return true;
