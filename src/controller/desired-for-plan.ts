@@ -11,7 +11,7 @@ export function specInputs(spec: EngineSpec): Record<string, unknown> {
 }
 
 export function desiredForPlan(
-  desired: DesiredState,
+  desired: Pick<DesiredState, "specs" | "rollout" | "kv">,
   inputsOf: (spec: EngineSpec) => Record<string, unknown> = specInputs,
 ): DesiredForPlan {
   return {

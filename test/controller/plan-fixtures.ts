@@ -2,12 +2,13 @@
 // specs (hashed as the controller hashes them) and observed engines as plain
 // data. Tests start from a converged fleet and change exactly what the case
 // under test reads.
-import { inputHash, inputHashMaterial, sha256Hex } from "../../src/desired/hash.js";
+import { inputHash, sha256Hex } from "../../src/desired/hash.js";
 import type { EngineSpec } from "../../src/desired/types.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { predictedGroupKey } from "../../src/controller/field-diff.js";
 import { pairKey } from "../../src/controller/plan-types.js";
+import { desiredForPlan } from "../../src/controller/desired-for-plan.js";
 import type {
   Action,
   DesiredEngine,
@@ -40,18 +41,10 @@ export function specOf(n: number, role: string): EngineSpec {
   return { ...spec, input_hash: inputHash(spec) };
 }
 
-/** The planner's view of a spec, exactly as desiredForPlan builds it. */
+/** The planner's view of a spec (its input hash computed again, for edited specs): desiredForPlan's. */
 export function desiredOf(spec: EngineSpec): DesiredEngine {
-  return {
-    engine: spec.name,
-    role: spec.role,
-    backend: spec.backend,
-    iid: spec.iid,
-    url: spec.url,
-    attestation_url: spec.attestation_url,
-    input_hash: inputHash(spec),
-    inputs: inputHashMaterial(spec),
-  };
+  const specs = [{ ...spec, input_hash: inputHash(spec) }];
+  return desiredForPlan({ specs, rollout: DEFAULT_ROLLOUT, kv: DEFAULT_KV }).engines[0]!;
 }
 
 /** A desired edit, re-hashed: e.g. `edit(spec, (s) => withRuntime(s, { extra_args: ["--x"] }))`. */

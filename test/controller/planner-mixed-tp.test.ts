@@ -18,6 +18,7 @@ import {
   observedOf,
   proofOf,
   RUNNING,
+  servedNames as served,
 } from "./plan-fixtures.js";
 
 const [HASH, TREE] = ["a".repeat(64), "7".repeat(64)];
@@ -34,7 +35,6 @@ const recorded = (o: ObservedEngine, tp: number, over: Partial<ObservedEngine> =
   ...over,
 });
 const kinds = (p: ReturnType<typeof plan>) => p.actions.map((a) => `${a.kind} ${a.engine}`);
-const served = (p: ReturnType<typeof plan>) => p.serving.engines.map((e) => e.engine);
 const run = (os: ObservedEngine[], proofs?: Observed["proofs"], kv = DEFAULT_KV) =>
   plan(desiredFor([d1, d2], DEFAULT_ROLLOUT, kv), observedOf(os, proofs === undefined ? {} : { proofs }), RUNNING);
 
