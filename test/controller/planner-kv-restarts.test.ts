@@ -60,14 +60,19 @@ describe("plan: decodes restarted after their prefill (on_prefill_restart=restar
         ),
     );
 
-  it("restarts those still serving other pairs one at a time within the decode max_unavailable; the others wait (rollout)", () => {
-    const ds = fleetSpecs(2, 2).map(desiredOf);
+  /** The plan of a converged fleet of `p` prefills and `d` decodes right after engine-1 (a prefill) restarted. */
+  const afterPrefillRestart = (p: number, d: number, rollout = DEFAULT_ROLLOUT) => {
+    const ds = fleetSpecs(p, d).map(desiredOf);
     const os = ds.map((x) => captured(x));
-    const out = plan(
-      desiredFor(ds, DEFAULT_ROLLOUT, restartDecodes),
+    return plan(
+      desiredFor(ds, rollout, restartDecodes),
       observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
       RUNNING,
     );
+  };
+
+  it("restarts those still serving other pairs one at a time within the decode max_unavailable; the others wait (rollout)", () => {
+    const out = afterPrefillRestart(2, 2);
     expect(kinds(out.actions)).toEqual(["restart-unproven engine-3 < engine-1", "wait engine-4"]);
     expect(out.actions[1]).toMatchObject({
       until: "rollout",
@@ -79,13 +84,7 @@ describe("plan: decodes restarted after their prefill (on_prefill_restart=restar
   });
 
   it("restarts at once the decodes that serve nothing (proven with no prefill that runs now)", () => {
-    const ds = fleetSpecs(1, 2).map(desiredOf);
-    const os = ds.map((x) => captured(x));
-    const out = plan(
-      desiredFor(ds, DEFAULT_ROLLOUT, restartDecodes),
-      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
-      RUNNING,
-    );
+    const out = afterPrefillRestart(1, 2);
     expect(kinds(out.actions)).toEqual([
       "restart-unproven engine-2 < engine-1",
       "restart-unproven engine-3 < engine-1",
@@ -93,14 +92,7 @@ describe("plan: decodes restarted after their prefill (on_prefill_restart=restar
   });
 
   it("never takes the last proven pair out while another decode is on its way back, whatever the budget", () => {
-    const ds = fleetSpecs(2, 2).map(desiredOf);
-    const os = ds.map((x) => captured(x));
-    const all = { ...DEFAULT_ROLLOUT, max_unavailable: { decode: "100%" } };
-    const out = plan(
-      desiredFor(ds, all, restartDecodes),
-      observedOf(os, { proofs: provenBefore(os, ["engine-1"]) }),
-      RUNNING,
-    );
+    const out = afterPrefillRestart(2, 2, { ...DEFAULT_ROLLOUT, max_unavailable: { decode: "100%" } });
     expect(kinds(out.actions)).toEqual(["restart-unproven engine-3 < engine-1", "wait engine-4"]);
     expect(out.actions[1]).toMatchObject({
       why: expect.stringMatching(/would leave no proven prefill\/decode pair serving/),
