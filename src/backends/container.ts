@@ -36,9 +36,14 @@ import { ensureContainerStarted, planProblems } from "./container-start.js";
 // Where a started container's id is recorded in its run directory (read by phases/checked-run.ts).
 export { CONTAINER_ID_FILE } from "./container-start.js";
 
-// dockerode (with its ssh and protobuf stack) takes a third of a second to load: it is loaded by the first
-// client(), so a command that meets no container engine (`status` of a native fleet) never pays for it.
+// dockerode takes a fifth of a second of CPU to load from node_modules (a fiftieth as the bundle's copy): it is
+// loaded by the first client(), so a command that meets no container engine (`status` of a native fleet) never
+// pays for it.
 const requireCjs = createRequire(import.meta.url);
+// The bundle narwhal runs (scripts/bundle.mjs) defines this as its own copy of dockerode, built without the
+// ssh2 and gRPC stacks narwhal never calls; dist/src and the tests load the package.
+declare const NARWHAL_BUNDLED_DOCKERODE: string | undefined;
+const DOCKERODE = typeof NARWHAL_BUNDLED_DOCKERODE === "string" ? NARWHAL_BUNDLED_DOCKERODE : "dockerode";
 
 /**
  * Whether a container in this list state runs, as isAlive's inspect would say (State.Running); undefined
@@ -80,7 +85,7 @@ export class ContainerBackend implements EngineBackend {
     const key = host ?? this.opts.docker.host ?? "";
     let c = this.clients.get(key);
     if (!c) {
-      const DockerClient = requireCjs("dockerode") as typeof Docker;
+      const DockerClient = requireCjs(DOCKERODE) as typeof Docker;
       const hosts = this.opts.hosts;
       const sshAgent = (endpoint: string) => sshDialAgent(endpoint, () => hosts.sshForDockerHost(endpoint));
       c = new DockerCalls(

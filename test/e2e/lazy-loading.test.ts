@@ -5,6 +5,7 @@
 // does load it (an image tag to look up), so an empty finding is not a blind recorder. The CLI is a
 // bundle (scripts/bundle.mjs): a loaded chunk stands for the source files esbuild's metafile says it holds.
 import fs from "node:fs/promises";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -110,5 +111,19 @@ describe("a command loads what it runs", () => {
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain("is a tag");
     expect(r.modules.filter((m) => m.includes("/node_modules/dockerode/")).length).toBeGreaterThan(0);
+    // ...as the bundle's own copy (scripts/bundle.mjs), without the ssh2 and gRPC stacks narwhal never calls:
+    // loaded from node_modules, they were most of a container command's cost to start.
+    expect(r.modules.filter((m) => m.endsWith("/dist/bundle/dockerode.cjs")).length).toBe(1);
+    for (const stack of ["/node_modules/ssh2/", "/node_modules/@grpc/", "/node_modules/protobufjs/"])
+      expect(r.modules.filter((m) => m.includes(stack))).toEqual([]);
+  });
+
+  it("the bundled dockerode says so where it would have reached a module it leaves out (docker-modem's ssh transport)", async () => {
+    const Docker = createRequire(import.meta.url)(path.join(REPO, "dist/bundle/dockerode.cjs")) as new (o: object) => {
+      ping(): Promise<unknown>;
+    };
+    // docker-modem's own ssh:// dialling (narwhal passes its OpenSSH agent and plain HTTP instead: docker-endpoint.ts).
+    const docker = new Docker({ protocol: "ssh", host: "192.0.2.1", port: 22 });
+    await expect(docker.ping()).rejects.toThrow("docker-modem's ssh:// transport (ssh2) is not in narwhal's bundle");
   });
 });

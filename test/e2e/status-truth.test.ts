@@ -139,11 +139,12 @@ describe("status tells the truth", () => {
   });
 
   it("loads no Docker client when no record is a container engine, and does for one that is", async () => {
-    // Preloaded into the CLI: at exit, says whether any dockerode module was loaded (import or require).
+    // Preloaded into the CLI: at exit, says whether any dockerode module was loaded (import or require): the
+    // bundle's copy (scripts/bundle.mjs) or the package.
     const preload = path.join(path.dirname(fleet.stateDir), "report-dockerode.cjs");
     await fs.writeFile(
       preload,
-      'process.on("exit", () => { if (Object.keys(require.cache).some((k) => k.includes("/node_modules/dockerode/"))) require("fs").writeSync(2, "LOADED dockerode\\n"); });\n',
+      'process.on("exit", () => { if (Object.keys(require.cache).some((k) => k.includes("/node_modules/dockerode/") || k.endsWith("/dist/bundle/dockerode.cjs"))) require("fs").writeSync(2, "LOADED dockerode\\n"); });\n',
     );
     const run = (stateDir: string) =>
       new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
