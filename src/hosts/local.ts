@@ -5,7 +5,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
-import { parseCmdline, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
+import { parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
 import { readWhole } from "./read-whole.js";
 import {
@@ -152,9 +152,10 @@ export class LocalHost implements HostAccess {
     const found = await Promise.all(
       pids.map(async (pid): Promise<ProcessInfo | null> => {
         try {
+          // stat alone: nothing reads a listed process's arguments, and /proc/PID/cmdline is the read that
+          // blocks on a hung process's memory lock (and a third of a scan's reads).
           const stat = parseProcStat(await readProcText(`/proc/${pid}/stat`));
-          const cmdline = parseCmdline(await readProcText(`/proc/${pid}/cmdline`).catch(() => ""));
-          return { pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state, cmdline };
+          return { pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state };
         } catch {
           return null; // exited between readdir and read
         }

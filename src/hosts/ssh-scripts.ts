@@ -4,7 +4,7 @@
 // environments (one process, not a fork per pid). Each gets its operands as
 // "$1", "$2", never spliced into the script text.
 import { ioFailure, NarwhalError } from "../errors.js";
-import { parseCmdline, parseProcStat } from "./proc-parse.js";
+import { parseProcStat } from "./proc-parse.js";
 import { isShellName } from "./ssh-quote.js";
 import type { ProcessInfo } from "./types.js";
 
@@ -68,7 +68,7 @@ while s=$(cat "/proc/$pid/stat" 2>/dev/null); do
 done
 echo "$pid"`;
 
-/** One JSON line per process: [stat text, cmdline text], parsed by the same code as LocalHost's reads. */
+/** One JSON line per process: its /proc/PID/stat text, parsed by the same code as LocalHost's reads. */
 export const LIST_PROCESSES = `exec python3 -c '
 import os, json, sys
 for p in os.listdir("/proc"):
@@ -76,13 +76,9 @@ for p in os.listdir("/proc"):
         continue
     try:
         s = open("/proc/" + p + "/stat", "rb").read().decode("utf-8", "replace")
-        try:
-            c = open("/proc/" + p + "/cmdline", "rb").read().decode("utf-8", "replace")
-        except OSError:
-            c = ""
     except OSError:
         continue
-    sys.stdout.write(json.dumps([s, c]) + "\\n")
+    sys.stdout.write(json.dumps(s) + "\\n")
 '`;
 
 /**
@@ -138,20 +134,13 @@ export function pythonScriptFailure(
   });
 }
 
-/** LIST_PROCESSES' output: one JSON [stat, cmdline] per line, parsed as LocalHost parses /proc. */
+/** LIST_PROCESSES' output: one JSON string (a /proc/PID/stat) per line, parsed as LocalHost parses /proc. */
 export function parseProcessLines(stdout: string): ProcessInfo[] {
   const found: ProcessInfo[] = [];
   for (const line of stdout.split("\n")) {
     if (!line) continue;
-    const [statText, cmdline] = JSON.parse(line) as [string, string];
-    const stat = parseProcStat(statText);
-    found.push({
-      pid: stat.pid,
-      pgid: stat.pgid,
-      startTicks: stat.startTicks,
-      state: stat.state,
-      cmdline: parseCmdline(cmdline),
-    });
+    const stat = parseProcStat(JSON.parse(line) as string);
+    found.push({ pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state });
   }
   return found;
 }

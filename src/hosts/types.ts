@@ -45,8 +45,6 @@ export interface ProcessInfo {
   startTicks: number;
   /** "R", "S", "Z", ...: a zombie ("Z") is not running. */
   state: string;
-  /** Arguments as the process holds them; empty for kernel threads and zombies. */
-  cmdline: string[];
 }
 
 export interface Listener {

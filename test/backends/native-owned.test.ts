@@ -65,7 +65,7 @@ describe("nativeHostFor", () => {
 // Local node records are all this machine: listOwned reads its process table once and gives each
 // record the engines its NARWHAL_NODE names (a 1000-engine fleet of local records read /proc per record).
 describe("ownedIn: one process table, several local node records", () => {
-  const leader = (pid: number) => ({ pid, pgid: pid, startTicks: 100 + pid, state: "S", cmdline: ["python3"] });
+  const leader = (pid: number) => ({ pid, pgid: pid, startTicks: 100 + pid, state: "S" });
   const table: ProcessTable = {
     bootId: "boot-1",
     leaders: [leader(1001), leader(1002), leader(1003), leader(1004)],

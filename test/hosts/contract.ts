@@ -195,7 +195,7 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       try {
         await until("the process to be listed", async () => running(host, pid));
         const p = (await host.listProcesses()).find((q) => q.pid === pid)!;
-        expect(p).toMatchObject({ pid, pgid: pid, cmdline: ["sleep", "300"] });
+        expect(p).toMatchObject({ pid, pgid: pid });
         expect(p.startTicks).toBeGreaterThan(0);
         expect(await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")).toBe(token);
         expect(await host.processEnvToken(pid, "NARWHAL_NOT_SET")).toBeNull();
