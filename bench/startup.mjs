@@ -12,6 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { cleanEnv } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -22,12 +23,15 @@ const { values } = parseArgs({
   },
 });
 const runs = Number(values.runs);
+// The fleet benchmarks' plain environment: a caller's NODE_EXTRA_CA_CERTS alone (set on these machines) costs
+// every node start 0.05 s of CPU, parsing the bundle of certificates, and would hide what narwhal costs.
+const env = cleanEnv();
 const desired = path.join(root, "desired"); // the repository's example: a native fleet
 const state = fs.mkdtempSync(path.join(fs.realpathSync("/tmp"), "narwhal-bench-state-"));
 
 /** CPU seconds of one child process, as the kernel accounts them (getrusage of the reaped child). */
 function cpuOf(args, cwd) {
-  const r = spawnSync("/usr/bin/time", ["-f", "%U %S %M", process.execPath, ...args], { cwd, encoding: "utf8" });
+  const r = spawnSync("/usr/bin/time", ["-f", "%U %S %M", process.execPath, ...args], { cwd, env, encoding: "utf8" });
   const last = r.stderr.trim().split("\n").pop() ?? "";
   const [user, sys, rssKb] = last.split(" ").map(Number);
   if (!Number.isFinite(user)) throw new Error(`cannot measure ${args.join(" ")}: ${r.stderr.slice(-400)}`);
@@ -35,6 +39,7 @@ function cpuOf(args, cwd) {
 }
 
 const median = (xs) => {
+  if (xs.length === 0) return undefined;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
 };
@@ -43,7 +48,13 @@ const median = (xs) => {
 const cli = (dir) =>
   [path.join(dir, "dist/bundle/main.js"), path.join(dir, "dist/src/cli/main.js")].find((f) => fs.existsSync(f));
 // A process that imports one module: its CPU less the floor's is that module's load cost.
-const importer = (spec) => ["--input-type=module", "-e", `await import(${JSON.stringify(spec)});`];
+const bundled = (dir, file) =>
+  fs.existsSync(path.join(dir, file)) ? ["-e", `require(${JSON.stringify(path.join(dir, file))})`] : null;
+const importer = (...specs) => [
+  "--input-type=module",
+  "-e",
+  specs.map((spec) => `await import(${JSON.stringify(spec)});`).join(" "),
+];
 const commands = [
   ["node -e 0 (the floor)", () => ["-e", "0"]],
   ["narwhal --help", (dir) => [cli(dir), "--help"]],
@@ -51,6 +62,11 @@ const commands = [
   ["narwhal validate (native)", (dir) => [cli(dir), "validate", "--desired", desired]],
   ["narwhal status (empty state)", (dir) => [cli(dir), "status", "--desired", desired, "--state", state]],
   ...["dockerode", "zod", "winston", "xstate", "commander"].map((m) => [`import ${m}`, () => importer(m)]),
+  // What the bundle's container backend requires instead (scripts/bundle.mjs); a build without it has no row.
+  ["dockerode, the bundle's copy", (dir) => bundled(dir, "dist/bundle/dockerode.cjs")],
+  // The least any reconcile loads (the required packages it validates, runs machines and logs with): a floor
+  // of its own for issue 14's "no-op within 2x node's start".
+  ["import zod + xstate + winston", () => importer("zod", "xstate", "winston")],
   ["import controller.js", (dir) => importer(pathToFileURL(path.join(dir, "dist/src/controller/controller.js")).href)],
 ];
 
@@ -61,7 +77,9 @@ for (let i = 0; i < runs; i++)
     for (const [build, dir] of builds) {
       const key = `${name}\t${build}`;
       if (!samples.has(key)) samples.set(key, { cpu: [], rss: [] });
-      const s = cpuOf(args(dir), root);
+      const argv = args(dir);
+      if (!argv) continue;
+      const s = cpuOf(argv, root);
       samples.get(key).cpu.push(s.cpu);
       samples.get(key).rss.push(s.rssMb);
     }
@@ -77,7 +95,7 @@ const rows = commands.map(([name]) => {
   return row;
 });
 
-const fmt = (x, d = 2) => (x === undefined ? "" : x.toFixed(d));
+const fmt = (x, d = 2) => (x === undefined || !Number.isFinite(x) ? "" : x.toFixed(d));
 console.log(`medians of ${runs} interleaved runs; CPU = user + sys seconds; floor ${fmt(floor)} s`);
 console.log(
   ["command".padEnd(30), "cpu s", "x floor", "rss MB", ...(values.base ? ["base cpu s", "base/this"] : [])].join("\t"),
