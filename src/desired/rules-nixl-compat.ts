@@ -9,7 +9,7 @@
 // a pair whose hashed inputs agree but whose TP ratio or block size it rejects.
 
 import type { ValidationIssue } from "../errors.js";
-import { pairEngines, type EnginePair } from "./engine-pairs.js";
+import type { EnginePair } from "./engine-pairs.js";
 import { launchIssue, type FleetRule } from "./rule-context.js";
 import {
   attentionBackend,
@@ -53,8 +53,7 @@ export const nixlCompatRules: FleetRule[] = [
   {
     name: "pd-nixl-compatible",
     needs: "both",
-    check: ({ vars, fleet, launch }): ValidationIssue[] => {
-      const pairs = pairEngines(fleet, launch);
+    check: ({ vars, pairs }): ValidationIssue[] => {
       const prefills = pairs.filter((p) => p.fleet.role === "prefill");
       const decodes = pairs.filter((p) => p.fleet.role === "decode");
       if (!prefills.length || !decodes.length) return [];
@@ -86,8 +85,7 @@ export const nixlCompatRules: FleetRule[] = [
   {
     name: "pd-handshake-tp",
     needs: "both",
-    check: ({ vars, fleet, launch }): ValidationIssue[] => {
-      const pairs = pairEngines(fleet, launch);
+    check: ({ vars, pairs }): ValidationIssue[] => {
       const inputs = new Map(pairs.map((p) => [p.name, desiredCompatInputs(p, vars)]));
       const prefills = pairs.filter((p) => p.fleet.role === "prefill");
       const prefillKinds = [...kindsOf(prefills, inputs, handshakeKey).values()];
