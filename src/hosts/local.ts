@@ -7,7 +7,7 @@ import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
 import { parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
-import { readWhole } from "./read-whole.js";
+import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
   type FileStat,
@@ -78,6 +78,7 @@ export class LocalHost implements HostAccess {
   async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
     try {
+      if (PROC_STAT_FILE.test(file)) return readProcStatSync(file, max, () => tooLarge(file, max));
       return await readWhole(file, max, () => tooLarge(file, max));
     } catch (err) {
       throw ioFailure(err, { fix: `Check ${file} on node ${this.node}.` });
@@ -149,19 +150,21 @@ export class LocalHost implements HostAccess {
 
   async listProcesses(): Promise<ProcessInfo[]> {
     const pids = (await fs.readdir("/proc")).filter((n) => /^\d+$/.test(n));
-    const found = await Promise.all(
-      pids.map(async (pid): Promise<ProcessInfo | null> => {
-        try {
-          // stat alone: nothing reads a listed process's arguments, and /proc/PID/cmdline is the read that
-          // blocks on a hung process's memory lock (and a third of a scan's reads).
-          const stat = parseProcStat(await readProcText(`/proc/${pid}/stat`));
-          return { pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state };
-        } catch {
-          return null; // exited between readdir and read
-        }
-      }),
-    );
-    return found.filter((p): p is ProcessInfo => p !== null);
+    const found: ProcessInfo[] = [];
+    for (const pid of pids) {
+      // stat alone (read at once: readProcStatSync): nothing reads a listed process's arguments, and
+      // /proc/PID/cmdline is the read that blocks on a hung process's memory lock.
+      const file = `/proc/${pid}/stat`;
+      try {
+        const stat = parseProcStat(
+          readProcStatSync(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES)).toString("utf8"),
+        );
+        found.push({ pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state });
+      } catch {
+        // exited between readdir and read
+      }
+    }
+    return found;
   }
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
