@@ -12,7 +12,7 @@ import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { EngineHandle } from "../phases/types.js";
 import { ioFailure, NarwhalError } from "../errors.js";
-import { backendsFor, nodeHostsFor } from "./runtime.js";
+import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { validateDesired } from "../desired/load.js";
 import { writeServingFleet } from "../controller/serving-file.js";
 import { World } from "../controller/world.js";

@@ -25,7 +25,7 @@ import { desiredOpt, formatOpt, stateOpt } from "./options.js";
 const validateDesired = lazy(async () => (await import("../desired/load.js")).validateDesired);
 const explainImageTags = lazy(async () => (await import("./image-tags.js")).explainImageTags);
 const readState = lazy(async () => (await import("../state/store.js")).readState);
-const loggerFor = lazy(async () => (await import("./runtime.js")).loggerFor);
+const loggerFor = lazy(async () => (await import("./logger-for.js")).loggerFor);
 const reconcileOnce = lazy(async () => (await import("./reconcile.js")).reconcileOnce);
 const reconcileWatch = lazy(async () => (await import("./reconcile.js")).reconcileWatch);
 const readStatus = lazy(async () => (await import("./status-read.js")).readStatus);

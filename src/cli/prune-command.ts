@@ -35,7 +35,7 @@ export function registerPruneCommand(program: Command, act: Act, out: (s: string
       act(async (opts) => {
         const config = configFrom(opts);
         const { prune, renderText } = await import("./prune.js");
-        const { loggerFor } = await import("./runtime.js");
+        const { loggerFor } = await import("./logger-for.js");
         const log = loggerFor(config);
         try {
           const keep = (opts["keep"] as number | undefined) ?? config.keepRuns;

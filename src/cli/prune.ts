@@ -13,7 +13,7 @@ import type { EngineHandle } from "../phases/types.js";
 import { acquireStateLock } from "../state/lock.js";
 import { pruneRuns, type KeptContainer, type PrunedEngine } from "../state/prune-runs.js";
 import { readState } from "../state/store.js";
-import { backendsFor, nodeHostsFor } from "./runtime.js";
+import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 
 export interface PruneResult {
   apiVersion: "narwhal/v1";

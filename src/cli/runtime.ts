@@ -1,6 +1,7 @@
-// Wiring shared by the commands: config, logger, backends, controller.
+// The controller's wiring (reconcile, apply): config, logger, backends, controller. It loads the controller
+// and its machines: a command that only observes or stops takes backends/for-config.ts and logger-for.ts.
 import type { Config } from "../config.js";
-import { createLogger, type Logger } from "../log.js";
+import type { Logger } from "../log.js";
 import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
@@ -10,15 +11,7 @@ import type { ControllerObserver } from "../controller/observer.js";
 
 export { backendsFor, nodeHostsFor };
 export { configFrom, type GlobalOptions } from "./config-from.js";
-
-/** Console only: the holder of the state lock adds narwhal.log (Logger.recordTo) once it has the lock. */
-export function loggerFor(config: Config, consoleStream?: NodeJS.WritableStream): Logger {
-  return createLogger({
-    level: config.logLevel,
-    rotation: config.logRotation,
-    ...(consoleStream ? { consoleStream } : {}),
-  });
-}
+export { loggerFor } from "./logger-for.js";
 
 export function controllerFor(
   config: Config,

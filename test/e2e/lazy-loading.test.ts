@@ -86,6 +86,24 @@ describe("a command loads what it runs", () => {
     }
   });
 
+  it("plan and down of a native fleet observe and stop without the controller (its machines, xstate) or dockerode", async () => {
+    const fleet = await simFleet();
+    const notLogger = HEAVY.filter(([name]) => !name.startsWith("winston"));
+    for (const [args, code] of [
+      [["plan", "--desired", fleet.dir, "--state", fleet.stateDir], 2], // changes pending: nothing runs yet
+      [["down", "--desired", fleet.dir, "--state", fleet.stateDir], 0],
+    ] as const) {
+      const r = await loaded([...args]);
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(code);
+      expectNoneOf(r.modules, args.join(" "), notLogger);
+      // They did observe: the backends were loaded.
+      expect(
+        r.modules.some((m) => m.endsWith(BACKENDS[1])),
+        `${args[0]} loaded the backends`,
+      ).toBe(true);
+    }
+  });
+
   it("reconcile --once of a native fleet loads neither chokidar (watch mode's), prom-client (metrics') nor dockerode", async () => {
     const fleet = await simFleet();
     try {

@@ -7,7 +7,8 @@ import type { EngineSpec } from "../../desired/types.js";
 import type { AppIdentity } from "../../phases/plan.js";
 import { inspectScriptPath } from "../../phases/runtime-inspect.js";
 import { appIdentity, checkScriptPath } from "../../app.js";
-import { backendsFor, configFrom } from "../runtime.js";
+import { backendsFor } from "../../backends/for-config.js";
+import { configFrom } from "../config-from.js";
 import { NodeHosts } from "../../hosts/node-hosts.js";
 
 export interface ActionContext {
