@@ -52,7 +52,7 @@ export async function bundle({ outdir = BUNDLE_DIR } = {}) {
   return result;
 }
 
-export const DOCKERODE_FILE = "dockerode.cjs";
+const DOCKERODE_FILE = "dockerode.cjs";
 
 // dockerode's own modules that narwhal never reaches, each with what it would have needed: docker-modem's
 // ssh:// transport (ssh2, with its crypto; narwhal dials a ssh:// endpoint through OpenSSH, docker-ssh.ts,

@@ -11,7 +11,6 @@ import type { ControllerObserver } from "../controller/observer.js";
 
 export { backendsFor, nodeHostsFor };
 export { configFrom, type GlobalOptions } from "./config-from.js";
-export { loggerFor } from "./logger-for.js";
 
 export function controllerFor(
   config: Config,

@@ -78,7 +78,7 @@ export class LocalHost implements HostAccess {
   async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
     try {
-      if (PROC_STAT_FILE.test(file)) return readProcStatSync(file, max, () => tooLarge(file, max));
+      if (PROC_STAT_FILE.test(file)) return procStat(file, max);
       return await readWhole(file, max, () => tooLarge(file, max));
     } catch (err) {
       throw ioFailure(err, { fix: `Check ${file} on node ${this.node}.` });
@@ -156,9 +156,7 @@ export class LocalHost implements HostAccess {
       // /proc/PID/cmdline is the read that blocks on a hung process's memory lock.
       const file = `/proc/${pid}/stat`;
       try {
-        const stat = parseProcStat(
-          readProcStatSync(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES)).toString("utf8"),
-        );
+        const stat = parseProcStat(procStat(file, DEFAULT_READ_MAX_BYTES).toString("utf8"));
         found.push({ pid: stat.pid, pgid: stat.pgid, startTicks: stat.startTicks, state: stat.state });
       } catch {
         // exited between readdir and read
@@ -210,7 +208,10 @@ function pickNames(env: Record<string, string>, names: string[]): Record<string,
   return Object.fromEntries(names.flatMap((n) => (env[n] !== undefined ? [[n, env[n]]] : [])));
 }
 
-/** A /proc file of a process as text (the read of listProcesses and the environment lookups). */
+/** A /proc/<pid>/stat, at once (readProcStatSync): readFile's and listProcesses' read of it. */
+const procStat = (file: string, max: number): Buffer => readProcStatSync(file, max, () => tooLarge(file, max));
+
+/** A /proc file of a process as text (the environment lookups). */
 const readProcText = async (file: string): Promise<string> =>
   (await readWhole(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES))).toString("utf8");
 
