@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// Bundles the command line (src/cli/main.ts) into dist/bundle/: narwhal's own modules and its
-// dependencies as a few ES module chunks, each command's body in chunks of its own that load when
-// it runs (dynamic imports stay split). Why: a CLI process spent about a third of its CPU resolving
-// and compiling some 400 module files (zod, winston and commander are many small files each); one
-// `narwhal --help` took 0.67 s of CPU from dist/src and 0.40 s bundled, `validate` 0.70 s and
-// 0.48 s (side by side, this 2-core machine). dist/src (tsc) stays the type-checked build;
-// the bundle is what `narwhal` runs. dist/bundle/meta.json (esbuild's metafile) says which source
-// files each chunk holds: test/e2e/lazy-loading.test.ts reads it to tell what a command loaded.
+// Bundles the command line into dist/bundle/: cli.cjs, narwhal's own modules and its dependencies as one
+// CommonJS file (src/cli/main.ts and all it imports), run by main.js (src/cli/bin.ts, the `narwhal`
+// executable) through V8's code cache. Why one file: a CLI process spent about a third of its CPU resolving
+// and compiling some 400 module files (zod, winston and commander are many small files each; --help 0.67 s
+// from dist/src, 0.40 s bundled, this 2-core machine), and what is left of compiling one file V8 caches
+// (bin.ts). A command still evaluates only what it runs: esbuild wraps each module reached through a dynamic
+// import in a function called at that import (xstate and the controller, the engine actions, chokidar, ...).
+// dist/src (tsc) stays the type-checked build. dist/bundle/meta.json (esbuild's metafile) says which source
+// files each output holds: test/e2e/lazy-loading.test.ts reads it with V8's coverage of cli.cjs to tell what a
+// command evaluated, test/bundle-fresh.ts to refuse a stale bundle.
 import { build } from "esbuild";
 import fs from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -18,38 +20,56 @@ export const BUNDLE_DIR = path.join(root, "dist/bundle");
 
 export async function bundle({ outdir = BUNDLE_DIR } = {}) {
   await fs.rm(outdir, { recursive: true, force: true });
-  const result = await build({
+  const cli = await build({
     absWorkingDir: root,
-    entryPoints: { main: "src/cli/main.ts" },
+    entryPoints: { cli: "src/cli/main.ts" },
     outdir,
+    outExtension: { ".js": ".cjs" },
     bundle: true,
-    splitting: true,
-    format: "esm",
+    format: "cjs",
     platform: "node",
     target: "node20",
+    // An import() of node's own modules (node:https) becomes a require: bin.ts compiles the bundle as a
+    // vm.Script, which has no loader for import().
+    supported: { "dynamic-import": false },
     sourcemap: "linked",
     metafile: true,
     logLevel: "warning",
     // dockerode is required at run time by src/backends/container.ts (createRequire: loaded by the first
     // Docker client only), from the bundle of its own below.
     external: ["dockerode"],
-    define: { NARWHAL_BUNDLED_DOCKERODE: JSON.stringify(`./${DOCKERODE_FILE}`) },
-    // CommonJS dependencies (winston, logform) require node's built-ins: give each chunk a real require.
-    banner: {
-      js: "import { createRequire as __narwhalRequire } from 'node:module'; const require = __narwhalRequire(import.meta.url);",
+    define: {
+      NARWHAL_BUNDLED_DOCKERODE: JSON.stringify(`./${DOCKERODE_FILE}`),
+      NARWHAL_BUNDLE_ENTRY: "true",
+      // Where the sources ask where they are (the package root, a require beside them): the bundle's file.
+      "import.meta.url": "__narwhalUrl",
     },
+    // Strict, as the ES modules it is made of were: esbuild's own "use strict" comes after a banner, too late.
+    banner: { js: "\"use strict\"; var __narwhalUrl = require('node:url').pathToFileURL(__filename).href;" },
+  });
+  const bin = await build({
+    absWorkingDir: root,
+    entryPoints: { main: "src/cli/bin.ts" },
+    outdir,
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    metafile: true,
+    logLevel: "warning",
   });
   const docker = await bundleDockerode(outdir);
   // One metafile of both builds, of files only (the stubs are no source file: test/bundle-fresh.ts stats each).
   const files = (inputs) => Object.fromEntries(Object.entries(inputs).filter(([k]) => !k.startsWith(`${STUBS}:`)));
-  const outputs = { ...result.metafile.outputs, ...docker.metafile.outputs };
+  const builds = [cli, bin, docker].map((b) => b.metafile);
+  const outputs = Object.assign({}, ...builds.map((m) => m.outputs));
   const metafile = {
-    inputs: files({ ...result.metafile.inputs, ...docker.metafile.inputs }),
+    inputs: files(Object.assign({}, ...builds.map((m) => m.inputs))),
     outputs: Object.fromEntries(Object.entries(outputs).map(([k, o]) => [k, { ...o, inputs: files(o.inputs) }])),
   };
   await fs.writeFile(path.join(outdir, "meta.json"), JSON.stringify(metafile));
   await fs.chmod(path.join(outdir, "main.js"), 0o755);
-  return result;
+  return cli;
 }
 
 const DOCKERODE_FILE = "dockerode.cjs";

@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // `narwhal`: the command line. This file is the single error boundary: every
 // command returns an exit code or throws, and only here do errors become codes.
 import { existsSync, realpathSync } from "node:fs";
@@ -380,11 +379,15 @@ export async function run(argv: string[], tree?: (program: Command) => void): Pr
   return code;
 }
 
+// The bundle (scripts/bundle.mjs) defines this true: its one file is only ever run by bin.ts, the executable.
+declare const NARWHAL_BUNDLE_ENTRY: boolean | undefined;
+
 /**
  * This module is the process's entry (node main.js, the bin link, npx), not imported by a test that walks
  * the command tree (test/cli/help-exit-codes.test.ts): the script node runs resolves to this very file.
  */
 function isEntry(): boolean {
+  if (typeof NARWHAL_BUNDLE_ENTRY === "boolean") return NARWHAL_BUNDLE_ENTRY;
   const script = process.argv[1];
   return !script || !existsSync(script) || realpathSync(script) === fileURLToPath(import.meta.url);
 }

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { Command } from "commander";
 import { run } from "../../src/cli/main.js";
 import { EXIT } from "../../src/cli/exit-codes.js";
+import { TOP_LEVEL_COMMANDS } from "../../src/cli/command-names.js";
 
 async function commandTree(): Promise<Command> {
   let tree: Command | undefined;
@@ -55,5 +56,10 @@ describe("every command's --help", () => {
       for (const o of cmd.options) if (!help.includes(o.flags)) wrong.push(`${path}: --help leaves out ${o.flags}`);
     }
     expect(wrong).toEqual([]);
+  });
+
+  it("names the top-level commands bin.ts keeps a code cache for (command-names.ts): each of them, no other", async () => {
+    const names = (await commandTree()).commands.map((c) => c.name());
+    expect([...TOP_LEVEL_COMMANDS].sort()).toEqual(names.sort());
   });
 });

@@ -34,7 +34,11 @@ export function startCli(args: string[], env: Record<string, string> = {}): Chil
 }
 
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  const child = startCli(args, env);
+  return collect(startCli(args, env));
+}
+
+/** A child's exit code and all it wrote (its stdout and stderr are pipes). */
+export function collect(child: ChildProcess): Promise<CliResult> {
   let stdout = "";
   let stderr = "";
   child.stdout!.on("data", (d) => (stdout += d));

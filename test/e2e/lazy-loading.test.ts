@@ -1,9 +1,12 @@
 // A command loads what it runs (issue 14 item 1): `--help` and `validate` or `status` of a native fleet
 // never load dockerode (a third of a second of CPU), the controller (xstate) or the engine actions. The
 // built CLI runs as a real process under a preload (test/fixtures/load-recorder) that records every
-// module it loads, ESM and CommonJS; a positive control proves the recorder sees dockerode when the CLI
-// does load it (an image tag to look up), so an empty finding is not a blind recorder. The CLI is a
-// bundle (scripts/bundle.mjs): a loaded chunk stands for the source files esbuild's metafile says it holds.
+// module file it loads, ESM and CommonJS; a positive control proves the recorder sees dockerode when the CLI
+// does load it (an image tag to look up), so an empty finding is not a blind recorder. The CLI itself is one
+// file (dist/bundle/cli.cjs, scripts/bundle.mjs) in which esbuild wraps each module reached through a dynamic
+// import in a function named after its source file, called when it is imported: V8's coverage of that file
+// (NODE_V8_COVERAGE) says which were called, and every module not wrapped ran at start. A positive control
+// (reconcile --once) proves the coverage sees the controller evaluated when it is.
 import fs from "node:fs/promises";
 import { createRequire } from "node:module";
 import os from "node:os";
@@ -15,28 +18,68 @@ import { REPO, simFleet } from "./sim-fleet.js";
 
 const RECORDER = pathToFileURL(path.join(REPO, "test/fixtures/load-recorder/record.mjs")).href;
 
-/** Run the CLI with the recorder preloaded: its result, and every module file it loaded. */
+/** Run the CLI with the recorder preloaded and V8's coverage on: its result, and every module it loaded. */
 async function loaded(args: string[], env: Record<string, string> = {}): Promise<CliResult & { modules: string[] }> {
-  const record = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-loads-")), "modules.txt");
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-loads-"));
+  const record = path.join(dir, "modules.txt");
+  const coverage = path.join(dir, "coverage");
   const r = await runCli(args, {
     ...env,
     NODE_OPTIONS: `--import ${RECORDER}`,
     NARWHAL_TEST_LOAD_RECORD: record,
+    NODE_V8_COVERAGE: coverage,
   });
   const files = (await fs.readFile(record, "utf8")).split("\n").filter(Boolean);
-  return { ...r, modules: [...files, ...(await bundledSources(files))] };
+  const meta = await bundleMeta();
+  return { ...r, modules: [...files, ...bundledSources(meta, files), ...(await evaluated(meta, coverage))] };
 }
 
-/** The source files (absolute) inside the bundle's chunks among `files`, from dist/bundle/meta.json. */
-async function bundledSources(files: string[]): Promise<string[]> {
-  const meta = JSON.parse(await fs.readFile(path.join(REPO, "dist/bundle/meta.json"), "utf8")) as {
-    outputs: Record<string, { inputs: Record<string, unknown> }>;
-  };
-  const chunks = new Map(Object.entries(meta.outputs).map(([out, o]) => [path.join(REPO, out), Object.keys(o.inputs)]));
+type Meta = { outputs: Record<string, { inputs: Record<string, unknown> }> };
+
+async function bundleMeta(): Promise<Meta> {
+  return JSON.parse(await fs.readFile(path.join(REPO, "dist/bundle/meta.json"), "utf8")) as Meta;
+}
+
+/** The source files (absolute) inside the bundle's files among `files` (loaded: main.js, dockerode.cjs). */
+function bundledSources(meta: Meta, files: string[]): string[] {
+  const outputs = new Map(
+    Object.entries(meta.outputs).map(([out, o]) => [path.join(REPO, out), Object.keys(o.inputs)]),
+  );
   return files
     .map((f) => (f.startsWith("file://") ? fileURLToPath(f) : f))
-    .flatMap((f) => chunks.get(f) ?? [])
+    .flatMap((f) => outputs.get(f) ?? [])
     .map((input) => path.join(REPO, input));
+}
+
+const CLI_BUNDLE = "dist/bundle/cli.cjs";
+
+/**
+ * The source files (absolute) of cli.cjs that ran, from V8's coverage of the run: a module esbuild wrapped
+ * (its function is named after its source file) when its function was called, any other at start.
+ */
+async function evaluated(meta: Meta, coverageDir: string): Promise<string[]> {
+  const inputs = Object.keys(meta.outputs[CLI_BUNDLE]!.inputs);
+  const url = pathToFileURL(path.join(REPO, CLI_BUNDLE)).href;
+  type Coverage = {
+    result: Array<{ url: string; functions: Array<{ functionName: string; ranges: Array<{ count: number }> }> }>;
+  };
+  const scripts: Coverage["result"] = [];
+  for (const f of await fs.readdir(coverageDir))
+    scripts.push(
+      ...(JSON.parse(await fs.readFile(path.join(coverageDir, f), "utf8")) as Coverage).result.filter(
+        (s) => s.url === url,
+      ),
+    );
+  expect(scripts.length, `V8's coverage of the run holds ${CLI_BUNDLE}`).toBeGreaterThan(0);
+  const known = new Set(inputs);
+  const called = new Map<string, boolean>();
+  for (const s of scripts)
+    for (const fn of s.functions)
+      if (known.has(fn.functionName))
+        called.set(fn.functionName, called.get(fn.functionName) === true || fn.ranges[0]!.count > 0);
+  // The map is not empty: the wrapped modules are there to tell apart (the controller is one).
+  expect(called.has("src/controller/controller.ts"), "cli.cjs wraps the controller's module").toBe(true);
+  return inputs.filter((input) => called.get(input) ?? true).map((input) => path.join(REPO, input));
 }
 
 const HEAVY = [
@@ -57,7 +100,7 @@ function expectNoneOf(modules: string[], what: string, heavy: ReadonlyArray<read
     modules.some((m) => m.endsWith("/dist/bundle/main.js")),
     `${what}: the recorder saw the CLI load`,
   ).toBe(true);
-  // ...and its chunks' sources: the map from chunks to sources is not empty.
+  // ...and the bundle's sources: what ran at start is there.
   expect(modules.some((m) => m.endsWith("/src/cli/main.ts"))).toBe(true);
   for (const [name, marker] of heavy) {
     const hit = modules.filter((m) => m.includes(marker));
@@ -114,7 +157,7 @@ describe("a command loads what it runs", () => {
         ["prom-client", "/node_modules/prom-client/"],
         ["dockerode", "/node_modules/dockerode/"],
       ]);
-      // It did run the controller: the map from chunks to sources sees it.
+      // It did run the controller: the coverage sees it.
       expect(r.modules.some((m) => m.endsWith("/src/controller/controller.ts"))).toBe(true);
     } finally {
       await teardown(fleet.stateDir);

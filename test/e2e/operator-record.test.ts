@@ -12,7 +12,18 @@ import { simFleet, type SimFleet } from "./sim-fleet.js";
 import { validateDesired } from "../../src/desired/load.js";
 import { validRecord, validTree, writeTree, type Obj } from "../desired/fixtures.js";
 import { record, stateFile } from "../controller/records.js";
-import { CLI, TEST_ENV, engineProcesses, runCli, startCli, status, teardown, waitFor, type CliResult } from "./cli.js";
+import {
+  CLI,
+  TEST_ENV,
+  collect,
+  engineProcesses,
+  runCli,
+  startCli,
+  status,
+  teardown,
+  waitFor,
+  type CliResult,
+} from "./cli.js";
 
 const LOG = "narwhal.log";
 const allCaptured = async (stateDir: string) => {
@@ -30,11 +41,7 @@ function runReadOnly(dir: string, args: string[]): Promise<CliResult> {
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d) => (stdout += d));
-  child.stderr.on("data", (d) => (stderr += d));
-  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+  return collect(child);
 }
 
 /** A shell pipeline, as an operator types it; the exit code is narwhal's (PIPESTATUS), not the reader's. */
