@@ -22,7 +22,7 @@ import { performance } from "node:perf_hooks";
 import YAML from "yaml";
 import { dockerClient, ensureSimImage } from "../test/docker/sim-image.mjs";
 import { generateDesired } from "./fleet-gen.mjs";
-import { measureCommand, measureNode, median, Samples } from "./measure.mjs";
+import { freePortBlock, measureCommand, measureNode, median, Samples } from "./measure.mjs";
 
 const SECRET_PATH = "/run/secrets/narwhal-api-key"; // src/backends/container-key.ts
 const DEFAULT_SOCKET = "/var/run/docker.sock";
@@ -187,8 +187,8 @@ export async function composeBench({ main, env: baseEnv, work, runs, engines: n,
   const image = await ensureSimImage({ docker, log: (m) => log(`compose: ${m}`) });
 
   // Two blocks of 3n ports (engine, attestation, NIXL): narwhal's, then compose's right after it.
-  const span = Math.ceil((3 * n) / 100) * 100;
-  const narwhalBase = 30000 + Math.floor(Math.random() * Math.floor(30000 / (2 * span))) * 2 * span;
+  const span = 3 * n;
+  const narwhalBase = await freePortBlock(2 * span);
   const composeBase = narwhalBase + span;
   const portMap = new Map(Array.from({ length: 3 * n }, (_, i) => [narwhalBase + i, composeBase + i]));
 

@@ -24,7 +24,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { generateDesired } from "./fleet-gen.mjs";
 import { writeFleetState } from "./fleet-state.mjs";
-import { cleanEnv, measureNode, Samples } from "./measure.mjs";
+import { cleanEnv, freePortBlock, measureNode, Samples } from "./measure.mjs";
 import { watchLatency } from "./fleet-watch.mjs";
 import { machine, printTable } from "./fleet-report.mjs";
 
@@ -94,8 +94,8 @@ try {
 
   if (parts.has("noop") || parts.has("watch")) {
     const n = Number(values["noop-engines"]);
-    // Ports of their own (kernel-chosen ranges are not available for a fleet of fixed ports): a random block.
-    const basePort = 30000 + Math.floor(Math.random() * 300) * 100;
+    // Ports of their own (kernel-chosen ranges are not available for a fleet of fixed ports): a free block.
+    const basePort = await freePortBlock(3 * n);
     const desired = await generateDesired(path.join(work, `desired-noop-${n}`), { engines: n, basePort });
     const state = path.join(work, `state-noop-${n}`);
     try {

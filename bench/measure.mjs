@@ -1,6 +1,7 @@
 // Measuring one child process: wall time, CPU (user + sys, as the kernel accounts the reaped child) and peak
 // RSS, through /usr/bin/time (GNU time: `-f`), and medians over runs.
 import { spawnSync } from "node:child_process";
+import net from "node:net";
 
 /**
  * Run `node ...args` once under /usr/bin/time.
@@ -63,4 +64,30 @@ export class Samples {
 /** A plain environment for the CLI: nothing of the caller's NARWHAL_* leaks in. */
 export function cleanEnv(extra = {}) {
   return { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", NO_COLOR: "1", ...extra };
+}
+
+// Where a benchmark's fleet of fixed ports lives: below the kernel's ephemeral range (32768 up on Linux; a port
+// there may be any connection's source port the moment an engine binds it) and below the test projects' slices
+// (20000-32499, test/e2e/sim-fleet.ts), so a bench beside the tests takes none of theirs.
+const BENCH_PORTS = { from: 10_000, to: 20_000 };
+
+const listens = (port) =>
+  new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+  });
+
+/** The first port of `size` consecutive ports nothing listens on now, from a random block of BENCH_PORTS. */
+export async function freePortBlock(size) {
+  const blocks = Math.floor((BENCH_PORTS.to - BENCH_PORTS.from) / size);
+  if (blocks < 1) throw new Error(`no block of ${size} ports between ${BENCH_PORTS.from} and ${BENCH_PORTS.to}`);
+  const first = Math.floor(Math.random() * blocks);
+  for (let i = 0; i < blocks; i++) {
+    const base = BENCH_PORTS.from + ((first + i) % blocks) * size;
+    let free = true;
+    for (let p = base; p < base + size && free; p++) free = await listens(p);
+    if (free) return base;
+  }
+  throw new Error(`every block of ${size} ports between ${BENCH_PORTS.from} and ${BENCH_PORTS.to} has one in use`);
 }
