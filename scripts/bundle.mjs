@@ -47,6 +47,7 @@ export async function bundle({ outdir = BUNDLE_DIR } = {}) {
     // Strict, as the ES modules it is made of were: esbuild's own "use strict" comes after a banner, too late.
     banner: { js: "\"use strict\"; var __narwhalUrl = require('node:url').pathToFileURL(__filename).href;" },
   });
+  await asciiComments(path.join(outdir, "cli.cjs"));
   const bin = await build({
     absWorkingDir: root,
     entryPoints: { main: "src/cli/bin.ts" },
@@ -70,6 +71,25 @@ export async function bundle({ outdir = BUNDLE_DIR } = {}) {
   await fs.writeFile(path.join(outdir, "meta.json"), JSON.stringify(metafile));
   await fs.chmod(path.join(outdir, "main.js"), 0o755);
   return cli;
+}
+
+/**
+ * esbuild writes strings and regular expressions in ASCII (charset: "ascii") but keeps some comments as they are
+ * (an em dash, a section sign): each such character becomes "?" (as many as its UTF-16 units, so the source map's
+ * columns hold), and the bundle is ASCII, which bin.ts decodes in a third of utf8's time. A character anywhere but
+ * on a comment line stops the build instead: it would be code, and is left to a person to look at.
+ */
+async function asciiComments(file) {
+  const text = await fs.readFile(file, "utf8");
+  const comment = /^\s*(\/\/|\/\*|\*)/;
+  const lines = text.split("\n");
+  const code = lines.findIndex((line) => /[^\x00-\x7f]/.test(line) && !comment.test(line));
+  if (code >= 0)
+    throw new Error(`${file}:${code + 1}: a character outside ASCII that is not in a comment: ${lines[code]}`);
+  await fs.writeFile(
+    file,
+    text.replace(/[^\x00-\x7f]/gu, (c) => "?".repeat(c.length)),
+  );
 }
 
 const DOCKERODE_FILE = "dockerode.cjs";

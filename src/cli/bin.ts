@@ -11,6 +11,7 @@
 // rebuilt bundle of the same length must not run the old one's bytecode. Caches live in code-cache/ beside
 // the bundle, as trusted as the code itself; where that is not writable (a global install run by another
 // user) each run compiles as it would without one, and says nothing: the cache changes speed, not behaviour.
+import { isAscii } from "node:buffer";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import Module, { createRequire } from "node:module";
@@ -24,8 +25,8 @@ const bundle = path.join(dir, "cli.cjs");
 const cacheDir = path.join(dir, "code-cache");
 
 /** The cache of this bundle, node and command (files of other bundles' digests are stale: pruned on write). */
-function cacheName(source: string, argv: string[]): { digest: string; file: string } {
-  const digest = createHash("sha256").update(source).digest("hex").slice(0, 20);
+function cacheName(bytes: Buffer, argv: string[]): { digest: string; file: string } {
+  const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 20);
   const command = argv.find((a) => (TOP_LEVEL_COMMANDS as readonly string[]).includes(a)) ?? "narwhal";
   const file = path.join(cacheDir, `${digest}-${process.version}-${process.arch}-${command}.bin`);
   return { digest, file };
@@ -58,8 +59,11 @@ function writeCache(file: string, digest: string, script: vm.Script): void {
   }
 }
 
-const source = fs.readFileSync(bundle, "utf8");
-const { digest, file } = cacheName(source, process.argv.slice(2));
+// bundle.mjs writes the bundle in ASCII: decoded as latin1 it is the same text, in a third of utf8's time (7 → 2 ms),
+// and V8 keeps it one byte a character.
+const bytes = fs.readFileSync(bundle);
+const source = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8");
+const { digest, file } = cacheName(bytes, process.argv.slice(2));
 const cachedData = readCache(file);
 const script = new vm.Script(Module.wrap(source), { filename: bundle, cachedData });
 if (cachedData === undefined || script.cachedDataRejected === true)
