@@ -61,7 +61,11 @@ export async function writeDesiredSummary(stateDir: string, desired: DesiredStat
     node_files: desired.source.node_files,
     engines: summaryEngines(desired),
   };
-  await writeFileAtomic(fileOf(stateDir), JSON.stringify(summary) + "\n");
+  const text = JSON.stringify(summary) + "\n";
+  // A controller's first desired state is most often the one the last left recorded (every no-op
+  // `reconcile --once`): the same text is not written again (a temp file, two fsyncs and a rename).
+  const now = await readRegularFile(fileOf(stateDir)).catch(() => null);
+  if (now?.kind !== "text" || now.text !== text) await writeFileAtomic(fileOf(stateDir), text);
   return true;
 }
 

@@ -66,6 +66,21 @@ describe("status: desired/ as the controller recorded it (state/desired-summary.
     await fs.writeFile(file, JSON.stringify(summary));
     return { dir, stateDir };
   }
+  it("is written again only when it would say something else (a no-op's controller rewrites nothing)", async () => {
+    const dir = await writeTree(validTree());
+    const stateDir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-status-summary-"));
+    const file = path.join(stateDir, DESIRED_SUMMARY_FILE);
+    expect(await writeDesiredSummary(stateDir, await loadDesired(dir))).toBe(true);
+    const first = await fs.stat(file);
+    expect(await writeDesiredSummary(stateDir, await loadDesired(dir))).toBe(true);
+    const again = await fs.stat(file);
+    expect([again.ino, again.mtimeMs]).toEqual([first.ino, first.mtimeMs]);
+    await fs.appendFile(path.join(dir, "fleet.json"), "\n"); // another key
+    expect(await writeDesiredSummary(stateDir, await loadDesired(dir))).toBe(true);
+    expect((await fs.stat(file)).ino).not.toBe(first.ino); // replaced by rename
+    expect(await hashOf(dir, stateDir)).toBeDefined();
+  });
+
   const hashOf = async (dir: string, stateDir: string) => (await desiredNow(dir, stateDir)).engines?.["engine-1"];
 
   it("takes the recorded engines while desired/ reads as it was validated", async () => {
