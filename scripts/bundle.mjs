@@ -60,7 +60,7 @@ export async function bundle({ outdir = BUNDLE_DIR } = {}) {
     logLevel: "warning",
   });
   const docker = await bundleDockerode(outdir);
-  // One metafile of both builds, of files only (the stubs are no source file: test/bundle-fresh.ts stats each).
+  // One metafile of the three builds, of files only (the stubs are no source file: test/bundle-fresh.ts stats each).
   const files = (inputs) => Object.fromEntries(Object.entries(inputs).filter(([k]) => !k.startsWith(`${STUBS}:`)));
   const builds = [cli, bin, docker].map((b) => b.metafile);
   const outputs = Object.assign({}, ...builds.map((m) => m.outputs));
