@@ -6,9 +6,11 @@
 //
 // One cache file per top-level command (command-names.ts): V8 stores the functions compiled when the cache
 // was made, and `--help` compiles few of those `reconcile` runs. A cache is made once, at the exit of a run
-// that had none or whose cache V8 rejected (another node, other V8 flags), and never trusted blindly: its
-// name holds a digest of the bundle's text, because V8's own check compares only the source's length, and a
-// rebuilt bundle of the same length must not run the old one's bytecode. Caches live in code-cache/ beside
+// that had none or whose cache V8 rejected, when the run did its command's work (representative()), and is
+// never trusted blindly: its name holds a digest of the bundle's text, because V8's own check compares only
+// the source's length, and a rebuilt bundle of the same length must not run the old one's bytecode. Node 20
+// maps no stack trace of a vm.Script through its source map (--enable-source-maps included): an internal
+// error's stack names lines of cli.cjs, which cli.cjs.map maps by hand. Caches live in code-cache/ beside
 // the bundle, as trusted as the code itself; where that is not writable (a global install run by another
 // user) each run compiles as it would without one, and says nothing: the cache changes speed, not behaviour.
 import { isAscii } from "node:buffer";
@@ -17,6 +19,7 @@ import fs from "node:fs";
 import Module, { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { cachedDataVersionTag } from "node:v8";
 import vm from "node:vm";
 import { TOP_LEVEL_COMMANDS } from "./command-names.js";
 
@@ -24,12 +27,26 @@ const dir = path.dirname(fileURLToPath(import.meta.url));
 const bundle = path.join(dir, "cli.cjs");
 const cacheDir = path.join(dir, "code-cache");
 
-/** The cache of this bundle, node and command (files of other bundles' digests are stale: pruned on write). */
-function cacheName(bytes: Buffer, argv: string[]): { digest: string; file: string } {
+/**
+ * The cache of this bundle, V8 and command. V8's tag covers its version and the flags that decide whether it
+ * takes a cache (--max-old-space-size, --jitless...): runs with and without such a flag keep a cache each
+ * instead of rejecting and rewriting each other's. Files of other bundles' digests are stale: pruned on write.
+ */
+function cacheName(bytes: Buffer, argv: string[]): { digest: string; file: string; command: string } {
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 20);
   const command = argv.find((a) => (TOP_LEVEL_COMMANDS as readonly string[]).includes(a)) ?? "narwhal";
-  const file = path.join(cacheDir, `${digest}-${process.version}-${process.arch}-${command}.bin`);
-  return { digest, file };
+  const tag = `${process.version}-${process.arch}-${cachedDataVersionTag()}`;
+  return { digest, command, file: path.join(cacheDir, `${digest}-${tag}-${command}.bin`) };
+}
+
+/**
+ * Whether this run's compiled functions stand for its command: it did its work (exit 0, or 2: not converged,
+ * changes pending) and was not a request for help or the version (which compiles little of a command; the
+ * cache of no command is the one of --help and --version). A cache is never rewritten once V8 takes it.
+ */
+function representative(code: number, argv: string[], command: string): boolean {
+  if (code !== 0 && code !== 2) return false;
+  return command === "narwhal" || !argv.some((a) => ["--help", "-h", "help", "--version", "-V"].includes(a));
 }
 
 function readCache(file: string): Buffer | undefined {
@@ -46,24 +63,34 @@ function readCache(file: string): Buffer | undefined {
  */
 function writeCache(file: string, digest: string, script: vm.Script): void {
   const temp = `${file}.${process.pid}.tmp`;
+  let made = false;
   try {
     fs.mkdirSync(cacheDir, { recursive: true });
     const fd = fs.openSync(temp, "wx", 0o644);
+    made = true;
     try {
       fs.writeFileSync(fd, script.createCachedData());
     } finally {
       fs.closeSync(fd);
     }
     fs.renameSync(temp, file);
-    for (const other of fs.readdirSync(cacheDir))
-      if (!other.startsWith(`${digest}-`)) fs.rmSync(path.join(cacheDir, other), { force: true });
+    made = false;
+    prune(digest);
   } catch {
-    // Not writable here: the next run compiles without, as this one did.
-    try {
-      fs.rmSync(temp, { force: true });
-    } catch {
-      // no temp file either (its directory could not be made)
-    }
+    // Not writable here (or another process's temp file of this pid: a shared install in containers): the
+    // next run compiles without, as this one did. Only a temp file this process made is removed.
+    if (made) fs.rmSync(temp, { force: true });
+  }
+}
+
+/** Caches of other bundles, and temp files a killed writer left (older than a minute: no writer is that slow). */
+function prune(digest: string): void {
+  const now = Date.now();
+  for (const other of fs.readdirSync(cacheDir)) {
+    const file = path.join(cacheDir, other);
+    const stale =
+      !other.startsWith(`${digest}-`) || (other.endsWith(".tmp") && now - fs.statSync(file).mtimeMs > 60_000);
+    if (stale) fs.rmSync(file, { force: true });
   }
 }
 
@@ -71,11 +98,14 @@ function writeCache(file: string, digest: string, script: vm.Script): void {
 // and V8 keeps it one byte a character.
 const bytes = fs.readFileSync(bundle);
 const source = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8");
-const { digest, file } = cacheName(bytes, process.argv.slice(2));
+const argv = process.argv.slice(2);
+const { digest, file, command } = cacheName(bytes, argv);
 const cachedData = readCache(file);
 const script = new vm.Script(Module.wrap(source), { filename: bundle, cachedData });
 if (cachedData === undefined || script.cachedDataRejected === true)
-  process.once("exit", () => writeCache(file, digest, script));
+  process.once("exit", (code) => {
+    if (representative(code, argv, command)) writeCache(file, digest, script);
+  });
 const cli = new Module(bundle);
 cli.filename = bundle;
 (script.runInThisContext() as (...args: unknown[]) => void).call(

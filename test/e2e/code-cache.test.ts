@@ -1,6 +1,6 @@
 // The executable's V8 code cache (src/cli/bin.ts) changes how fast the CLI starts, never what it does: a
 // copy of the built package (package.json, dist/bundle) runs as a real process. Its cache of a command is
-// made once and then used (not rewritten); a cache that is garbage, or was made for a bundle of the same
+// made once, by a run that did the command's work, one per set of V8 flags, and then used (not rewritten); a cache that is garbage, or was made for a bundle of the same
 // length but other text (V8's own check compares lengths only), is not run; where no cache can be written
 // (a read-only install) the CLI runs the same and prints nothing about it.
 import { spawn } from "node:child_process";
@@ -31,12 +31,13 @@ afterAll(async () => {
 });
 
 /**
- * The copy's `narwhal ARGS`, in a clean environment (the caches V8 accepts depend on node's flags); with
+ * The copy's `narwhal ARGS` (node run with `nodeFlags`), in a clean environment (the caches V8 accepts depend on
+ * node's flags); with
  * `readOnly`, in a private mount namespace where its dist/bundle is a read-only bind mount (root cannot write
  * there either: an install the running user does not own).
  */
-function narwhal(args: string[], { readOnly = false } = {}): Promise<CliResult> {
-  const argv = [process.execPath, path.join(bundle, "main.js"), ...args];
+function narwhal(args: string[], { readOnly = false, nodeFlags = [] as string[] } = {}): Promise<CliResult> {
+  const argv = [process.execPath, ...nodeFlags, path.join(bundle, "main.js"), ...args];
   const [file, ...rest] = readOnly
     ? ["unshare", "-m", "sh", "-c", 'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", bundle, ...argv]
     : argv;
@@ -57,6 +58,25 @@ async function caches(command: string): Promise<Array<{ name: string; mtimeMs: n
 }
 
 describe("the executable's code cache", () => {
+  it("is not made by a run that does not stand for its command: its --help, or input it refuses", async () => {
+    const fleet = await simFleet();
+    expect((await narwhal(["validate", "--help"])).code).toBe(0);
+    await fs.writeFile(path.join(fleet.dir, "fleet.json"), "{ not json");
+    expect((await narwhal(["validate", "--desired", fleet.dir])).code).toBe(1);
+    expect(await caches("validate")).toEqual([]);
+  });
+
+  it("keeps one per set of V8 flags that decide whether V8 takes it, each then used as it is", async () => {
+    const flags = ["--max-old-space-size=300"];
+    expect((await narwhal(["schema", "fleet"])).code).toBe(0);
+    expect((await narwhal(["schema", "fleet"], { nodeFlags: flags })).code).toBe(0);
+    const both = await caches("schema");
+    expect(both.length, "a cache for each set of flags").toBe(2);
+    expect((await narwhal(["schema", "fleet"])).code).toBe(0);
+    expect((await narwhal(["schema", "fleet"], { nodeFlags: flags })).code).toBe(0);
+    expect(await caches("schema")).toEqual(both); // neither rejected the other's and rewrote it
+  });
+
   it("is made once per command, then used as it is; garbage in its place is rejected and replaced", async () => {
     const fleet = await simFleet();
     const first = await narwhal(["validate", "--desired", fleet.dir]);
