@@ -41,6 +41,7 @@ export function printTable(report) {
       `no-op reconcile --once, ${engines} native: cpu ${f(noop.cpu_s)} s, wall ${f(noop.wall_s)} s; floor (node -e 0) cpu ${f(floor.cpu_s)} s: ${f(cpu_over_floor, 1)}x the floor (cold converge ${f(cold_converge_wall_s, 1)} s wall)`,
     );
   }
+  if (report.scale) printScale(report.scale);
   if (report.watch)
     console.log(
       `watch: save → first persisted transition, median ${report.watch.median_ms} ms (${report.watch.samples_ms.join(", ")} ms; debounce ${report.watch.debounce_ms} ms)`,
@@ -80,5 +81,20 @@ function printCompose(c) {
     `no-op narwhal / docker-compose: cpu ${f(r.noop_cpu_narwhal_over_compose)}x (with dockerd's ${f(r.noop_cpu_with_daemon_narwhal_over_compose)}x), wall ${f(r.noop_wall_narwhal_over_compose)}x; ` +
       `over the floor: narwhal ${f(r.noop_cpu_narwhal_over_floor, 1)}x, docker-compose ${f(r.noop_cpu_compose_over_floor, 1)}x cpu; ` +
       `down: narwhal ${f(c.down.narwhal_wall_s, 1)} s, docker-compose ${f(c.down.compose_wall_s, 1)} s wall`,
+  );
+}
+
+/** The scale part's rows: the no-op per fleet size, the fit, and what it projects for 1000 engines. */
+function printScale(s) {
+  console.log("no-op reconcile --once by fleet size (native, every prefill paired with every decode):");
+  for (const p of Object.values(s.sizes))
+    console.log(
+      `  ${String(p.engines).padStart(4)} engines, ${String(p.pairs).padStart(5)} pairs: cpu ${f(p.noop.cpu_s)} s, wall ${f(p.noop.wall_s)} s, rss ${p.noop.peak_rss_mb} MB (cold converge ${f(p.cold_converge_wall_s, 1)} s wall)`,
+    );
+  if (!s.fit) return console.log("  fit: needs 3 or more sizes");
+  const j = s.projected_1000;
+  console.log(
+    `  fit: ${f(s.fit.fixed_s)} s + ${f(s.fit.per_engine_ms, 1)} ms per engine + ${f(s.fit.per_pair_us, 1)} µs per pair; ` +
+      `projected for 1000 engines: ${f(j.one_pool_cpu_s, 1)} s in one pool (250,000 pairs), ${f(j.pools_of_16_cpu_s, 1)} s in pools of 16`,
   );
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // The fleet benchmarks of issue 14, side by side in one run (after `npm run build`):
 //
-//   node bench/fleet.mjs [--parts sizes,noop,watch,compose] [--sizes 10,100,1000] [--runs 5] [--json FILE]
+//   node bench/fleet.mjs [--parts sizes,noop,scale,watch,compose] [--sizes 10,100,1000] [--scale-sizes 16,32,64]
+//                        [--runs 5] [--json FILE]
 //
 // sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
 //          a generated state of every engine captured (bench/fleet-state.mjs): wall, CPU, peak RSS.
 // noop:    16 native simulator engines converged for real, then the no-op `reconcile --once` against the
 //          floor (`node -e 0`: node's own start, which no command avoids).
+// scale:   native fleets of --scale-sizes converged for real, then each one's no-op `reconcile --once`: CPU per
+//          size and a fit of what an engine and a P/D pair add (bench/fleet-scale.mjs).
 // watch:   on the same 16 engines, a watch-mode controller; an editor's save of engine-launch.json → the
 //          first persisted transition of the edited engine (fs.watch on the state directory).
 // compose: 16 container engines (--noop-engines) converged by narwhal and the same 16 containers by
@@ -26,13 +29,15 @@ import { generateDesired } from "./fleet-gen.mjs";
 import { writeFleetState } from "./fleet-state.mjs";
 import { cleanEnv, freePortBlock, measureNode, Samples } from "./measure.mjs";
 import { watchLatency } from "./fleet-watch.mjs";
+import { scaleBench } from "./fleet-scale.mjs";
 import { machine, printTable } from "./fleet-report.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
   options: {
-    parts: { type: "string", default: "sizes,noop,watch,compose" },
+    parts: { type: "string", default: "sizes,noop,scale,watch,compose" },
     sizes: { type: "string", default: "10,100,1000" },
+    "scale-sizes": { type: "string", default: "16,32,64" },
     runs: { type: "string", default: "5" },
     json: { type: "string" },
     "noop-engines": { type: "string", default: "16" },
@@ -40,7 +45,7 @@ const { values } = parseArgs({
 });
 const parts = new Set(values.parts.split(","));
 for (const p of parts)
-  if (!["sizes", "noop", "watch", "compose"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
+  if (!["sizes", "noop", "scale", "watch", "compose"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
 const sizes = values.sizes.split(",").map(Number);
 const runs = Number(values.runs);
 const main = path.join(root, "dist/bundle/main.js"); // what `narwhal` runs (scripts/bundle.mjs)
@@ -57,6 +62,7 @@ const report = {
   runs,
   sizes: {},
   noop: null,
+  scale: null,
   watch: null,
   compose: null,
 };
@@ -121,6 +127,10 @@ try {
     } finally {
       measureNode(cli("down", "--desired", desired, "--state", state), { env, okCodes: [0, 1] });
     }
+  }
+  if (parts.has("scale")) {
+    const scaleSizes = values["scale-sizes"].split(",").map(Number);
+    report.scale = await scaleBench({ main, env, work, runs, sizes: scaleSizes });
   }
   if (parts.has("compose")) {
     // Loaded only here: it loads dockerode (the test setup's sim-image.mjs).

@@ -54,5 +54,5 @@ export async function applyCommand(
   log.info(`saved plan ${file} still matches desired and observed state: applying it`);
   // The plan the controller executes is checked once more as it is computed: a change in between refuses it too.
   const check = (observed: Observed, plan: Plan) => staleness(saved, desiredForPlan(desired), observed, plan);
-  return convergeOnce(controller, config, desired, format, write, { file, check });
+  return (await convergeOnce(controller, config, desired, format, write, { file, check })).code;
 }

@@ -50,7 +50,8 @@ function unprovenPairs(
 
 /**
  * Converge an open controller on `desired`, print the status, and say whether every desired engine
- * is captured (exit 0) or not (2). Shared by `reconcile --once` and `apply` of a saved plan.
+ * is captured (exit 0) or not (2), with the state it judged by (read once: a large fleet's file is not
+ * cheap to read again). Shared by `reconcile --once` and `apply` of a saved plan.
  */
 export async function convergeOnce(
   controller: Controller,
@@ -59,7 +60,7 @@ export async function convergeOnce(
   format: string,
   write: (s: string) => void,
   guard?: { file: string; check: PlanGuard },
-): Promise<number> {
+): Promise<{ code: number; state: StateFile }> {
   const shutdown = onShutdown();
   const unseen = outwaitNodes(controller, config, desired);
   try {
@@ -98,7 +99,7 @@ export async function convergeOnce(
       ? renderDocument(document(guard ? "ApplyResult" : "ReconcileResult", { converged, ...view }), format)
       : renderStatusText(view, false) + gaveUp + kvWords,
   );
-  return converged ? EXIT.ok : EXIT.notConverged;
+  return { code: converged ? EXIT.ok : EXIT.notConverged, state };
 }
 
 /**
@@ -173,8 +174,8 @@ export async function reconcileOnce(
   const controller = controllerFor(config, log, "once", undefined, fanOut(liveObserver(live)));
   await controller.open();
   // The live block is erased before the result is written below it.
-  const code = await convergeOnce(controller, config, desired, format, (s) => (live?.close(), write(s)));
-  log.info(convergedSummary(await readState(config.stateDir), desired, Date.now() - began, code === EXIT.ok));
+  const { code, state } = await convergeOnce(controller, config, desired, format, (s) => (live?.close(), write(s)));
+  log.info(convergedSummary(state, desired, Date.now() - began, code === EXIT.ok));
   return code;
 }
 

@@ -174,6 +174,8 @@ export class Controller {
         const { made, skipped } = this.store.writes;
         this.opts.log.debug(`state: ${made} write${made === 1 ? "" : "s"}, ${skipped} unchanged not written`);
       }
+      // Each fleet plan costs O(engines + pairs): how many a run made says whether it planned only when something moved.
+      this.opts.log.debug(`fleet planned ${this.fleetRuns.count} time${this.fleetRuns.count === 1 ? "" : "s"}`);
       await this.serving.written();
       await this.launchConfig.written();
       await this.summary.written();

@@ -242,6 +242,9 @@ export class Execution {
     this.made.delete(name);
     this.started.add(name);
     let lastPhase = "";
+    // The phase its record holds: an actor's first snapshot in that phase restores it where the plan that
+    // started it already saw it, so it asks for no plan (a no-op of N engines planned N times over).
+    const recorded = this.deps.storeOf().engine(name)?.phase;
     actor.subscribe({
       next: (snap) => {
         const phase = String(snap.value);
@@ -278,6 +281,7 @@ export class Execution {
         this.logTransition(name, lastPhase, phase, snap.context);
         const from = lastPhase;
         lastPhase = phase;
+        if (from === "" && phase === recorded) return;
         this.deps.transitionPending();
         if (phase === "removed") {
           controller.actors.delete(name);

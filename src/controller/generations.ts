@@ -10,6 +10,11 @@ export class Generations {
     return ++this.begun;
   }
 
+  /** Runs begun so far. */
+  get count(): number {
+    return this.begun;
+  }
+
   end(run: number): void {
     this.done = Math.max(this.done, run);
     for (const w of this.waiters.splice(0)) {

@@ -97,7 +97,7 @@ describe("reconcile --once while one engine's node cannot be reached", () => {
     });
     await controller.open();
     let out = "";
-    const code = await convergeOnce(controller, config, await loadDesired(fleet.dir), "text", (s) => (out += s));
+    const { code } = await convergeOnce(controller, config, await loadDesired(fleet.dir), "text", (s) => (out += s));
     return { code, out, lines: lines.filter((l) => l.level === "warn").map((l) => l.message) };
   }
   const pids = async () =>

@@ -88,6 +88,9 @@ describe("reconcile --once on the native backend", () => {
     // One write, not one per engine (N + 2 before, issue 14 item 2): the observation marking every engine
     // observed. The restored actors' first snapshots change nothing, so they are not written.
     expect(r.stderr).toMatch(/state: 1 write, \d+ unchanged not written/);
+    // One fleet plan: an engine restored in the phase its record holds is no transition, so it asks for none
+    // (every restored engine planned the fleet again before: N plans of O(engines + pairs) each).
+    expect(r.stderr).toMatch(/fleet planned 1 time\b/);
     const engines = await byEngine();
     for (const name of ["engine-1", "engine-2"]) {
       expect(engines[name]!.run_dir).toBe(firstRuns[name]);

@@ -1,0 +1,80 @@
+// The no-op's growth with the fleet (issue 14: "no-op at 1000 engines: linear"): native simulator fleets of
+// each size converged for real, side by side, then the no-op `reconcile --once` of each, interleaved. The
+// generated fleets pair every prefill with every decode (one model, one NIXL class: as vLLM pairs them), so
+// a fleet of n engines has (n/2)² P/D pairs, each with its proof on record; the fit separates what an engine
+// costs from what a pair costs: cpu = fixed + per_engine·n + per_pair·pairs (least squares over the sizes).
+//
+// 1000 engines are not converged here: 1000 simulator processes (about 22 MB each) and 250,000 proofs of one
+// pool do not fit a 2-core machine. The projection says what the fit predicts for 1000 engines in one pool
+// and in pools of 16 (64 pairs each): a projection, not a measurement.
+import path from "node:path";
+import { generateDesired } from "./fleet-gen.mjs";
+import { freePortBlock, measureNode, Samples } from "./measure.mjs";
+
+/**
+ * Solve the normal equations of least squares for cpu ≈ x0 + x1·n + x2·pairs (Gaussian elimination, 3×3).
+ * @param {Array<{ engines: number, pairs: number, cpu_s: number }>} points
+ * @returns {{ fixed_s: number, per_engine_s: number, per_pair_s: number } | null}
+ */
+export function fitLinear(points) {
+  // Pairs grow as (n/2)² here, so three distinct sizes make the system solvable; fewer leave it singular.
+  if (new Set(points.map((p) => p.engines)).size < 3) return null;
+  const rows = points.map((p) => [1, p.engines, p.pairs]);
+  const a = [0, 1, 2].map((i) => [0, 1, 2].map((j) => rows.reduce((s, r) => s + r[i] * r[j], 0)));
+  const b = [0, 1, 2].map((i) => rows.reduce((s, r, k) => s + r[i] * points[k].cpu_s, 0));
+  for (let c = 0; c < 3; c++) {
+    const pivot = a[c][c];
+    for (let r = c + 1; r < 3; r++) {
+      const k = a[r][c] / pivot;
+      for (let j = c; j < 3; j++) a[r][j] -= k * a[c][j];
+      b[r] -= k * b[c];
+    }
+  }
+  const x = [0, 0, 0];
+  for (let r = 2; r >= 0; r--) x[r] = (b[r] - a[r].slice(r + 1).reduce((s, v, j) => s + v * x[r + 1 + j], 0)) / a[r][r];
+  return { fixed_s: x[0], per_engine_s: x[1], per_pair_s: x[2] };
+}
+
+const r4 = (x) => Math.round(x * 10_000) / 10_000;
+
+/**
+ * @param {{ main: string, env: Record<string, string>, work: string, runs: number, sizes: number[] }} o
+ */
+export async function scaleBench({ main, env, work, runs, sizes }) {
+  const cli = (...args) => [main, ...args];
+  const fleets = [];
+  try {
+    for (const n of sizes) {
+      const basePort = await freePortBlock(3 * n);
+      const desired = await generateDesired(path.join(work, `desired-scale-${n}`), { engines: n, basePort });
+      const state = path.join(work, `state-scale-${n}`);
+      const fleet = { n, desired, state, pairs: (n / 2) ** 2, samples: new Samples() };
+      fleets.push(fleet);
+      fleet.cold = measureNode(cli("reconcile", "--once", "--desired", desired, "--state", state), { env });
+    }
+    for (let i = 0; i < runs; i++)
+      for (const f of fleets)
+        f.samples.add(measureNode(cli("reconcile", "--once", "--desired", f.desired, "--state", f.state), { env }));
+  } finally {
+    for (const f of fleets)
+      measureNode(cli("down", "--desired", f.desired, "--state", f.state), { env, okCodes: [0, 1] });
+  }
+  const points = fleets.map((f) => ({
+    engines: f.n,
+    pairs: f.pairs,
+    cold_converge_wall_s: f.cold.wall,
+    noop: f.samples.summary(),
+    cpu_s: f.samples.summary().cpu_s,
+  }));
+  const fit = fitLinear(points);
+  const at = (engines, pairs) => (fit ? r4(fit.fixed_s + fit.per_engine_s * engines + fit.per_pair_s * pairs) : null);
+  return {
+    sizes: Object.fromEntries(points.map(({ cpu_s: _cpu, ...p }) => [p.engines, p])),
+    fit: fit && {
+      fixed_s: r4(fit.fixed_s),
+      per_engine_ms: r4(fit.per_engine_s * 1000),
+      per_pair_us: Math.round(fit.per_pair_s * 1e6 * 10) / 10,
+    },
+    projected_1000: { one_pool_cpu_s: at(1000, 500 ** 2), pools_of_16_cpu_s: at(1000, (1000 / 16) * 64) },
+  };
+}

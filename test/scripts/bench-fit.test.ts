@@ -1,0 +1,45 @@
+// bench/fleet-scale.mjs separates what an engine and a P/D pair add to a no-op by least squares: on points
+// that lie on a plane it recovers the plane, on noisy points the best plane, and with fewer than three
+// distinct sizes it says it cannot separate them instead of dividing by zero.
+import { describe, expect, it } from "vitest";
+import { fitLinear } from "../../bench/fleet-scale.mjs";
+
+const fleet = (engines: number, cpu: (n: number, p: number) => number) => {
+  const pairs = (engines / 2) ** 2;
+  return { engines, pairs, cpu_s: cpu(engines, pairs) };
+};
+
+describe("fitLinear", () => {
+  it("recovers fixed, per-engine and per-pair cost from points on a plane", () => {
+    const plane = (n: number, p: number) => 0.25 + 0.004 * n + 0.00002 * p;
+    const fit = fitLinear([16, 32, 64, 96].map((n) => fleet(n, plane)))!;
+    expect(fit.fixed_s).toBeCloseTo(0.25, 9);
+    expect(fit.per_engine_s).toBeCloseTo(0.004, 9);
+    expect(fit.per_pair_s).toBeCloseTo(0.00002, 9);
+  });
+
+  it("gives the least-squares plane of noisy points", () => {
+    const points = [
+      { engines: 16, pairs: 64, cpu_s: 0.3 },
+      { engines: 32, pairs: 256, cpu_s: 0.5 },
+      { engines: 64, pairs: 1024, cpu_s: 0.8 },
+      { engines: 96, pairs: 2304, cpu_s: 1.3 },
+    ];
+    const fit = fitLinear(points)!;
+    const residual = (x: { fixed_s: number; per_engine_s: number; per_pair_s: number }) =>
+      points.reduce((s, p) => s + (x.fixed_s + x.per_engine_s * p.engines + x.per_pair_s * p.pairs - p.cpu_s) ** 2, 0);
+    // Any step away from the fit leaves a larger residual.
+    for (const [k, d] of [
+      ["fixed_s", 0.01],
+      ["per_engine_s", 0.0005],
+      ["per_pair_s", 0.00001],
+    ] as const)
+      for (const sign of [1, -1]) expect(residual({ ...fit, [k]: fit[k] + sign * d })).toBeGreaterThan(residual(fit));
+  });
+
+  it("cannot separate costs with fewer than three distinct sizes", () => {
+    const plane = (n: number, p: number) => 0.25 + 0.004 * n + 0.00002 * p;
+    expect(fitLinear([fleet(16, plane), fleet(32, plane)])).toBeNull();
+    expect(fitLinear([fleet(16, plane), fleet(16, plane), fleet(32, plane)])).toBeNull();
+  });
+});
