@@ -95,6 +95,6 @@ function printScale(s) {
   const j = s.projected_1000;
   console.log(
     `  fit: ${f(s.fit.fixed_s)} s + ${f(s.fit.per_engine_ms, 1)} ms per engine + ${f(s.fit.per_pair_us, 1)} µs per pair; ` +
-      `projected for 1000 engines: ${f(j.one_pool_cpu_s, 1)} s in one pool (250,000 pairs), ${f(j.pools_of_16_cpu_s, 1)} s in pools of 16`,
+      `projected for 1000 engines: ${f(j.one_pool_cpu_s, 1)} s in one pool (${j.one_pool_pairs.toLocaleString("en")} pairs), ${f(j.pools_of_16_cpu_s, 1)} s in pools of 16`,
   );
 }

@@ -38,36 +38,46 @@ export function fitLinear(points) {
 const r4 = (x) => Math.round(x * 10_000) / 10_000;
 
 /**
+ * A generated native fleet of `n` engines on a free block of ports, converged for real: its trees and the
+ * cold converge's measurement. `down` brings it down again (the noop, watch and scale parts share this).
+ * @param {{ main: string, env: Record<string, string>, work: string, n: number, tag: string }} o
+ */
+export async function convergedFleet({ main, env, work, n, tag }) {
+  // Ports of their own (kernel-chosen ranges are not available for a fleet of fixed ports): a free block.
+  const basePort = await freePortBlock(3 * n);
+  const desired = await generateDesired(path.join(work, `desired-${tag}-${n}`), { engines: n, basePort });
+  const state = path.join(work, `state-${tag}-${n}`);
+  const noop = () => measureNode([main, "reconcile", "--once", "--desired", desired, "--state", state], { env });
+  const down = () => measureNode([main, "down", "--desired", desired, "--state", state], { env, okCodes: [0, 1] });
+  // The first reconcile converges it cold; every later one is the no-op the parts measure. A cold converge
+  // that fails brings down what it started: the caller never holds this fleet to bring down.
+  try {
+    return { n, desired, state, cold: noop(), noop, down };
+  } catch (err) {
+    down();
+    throw err;
+  }
+}
+
+/**
  * @param {{ main: string, env: Record<string, string>, work: string, runs: number, sizes: number[] }} o
  */
 export async function scaleBench({ main, env, work, runs, sizes }) {
-  const cli = (...args) => [main, ...args];
   const fleets = [];
   try {
-    for (const n of sizes) {
-      const basePort = await freePortBlock(3 * n);
-      const desired = await generateDesired(path.join(work, `desired-scale-${n}`), { engines: n, basePort });
-      const state = path.join(work, `state-scale-${n}`);
-      const fleet = { n, desired, state, pairs: (n / 2) ** 2, samples: new Samples() };
-      fleets.push(fleet);
-      fleet.cold = measureNode(cli("reconcile", "--once", "--desired", desired, "--state", state), { env });
-    }
-    for (let i = 0; i < runs; i++)
-      for (const f of fleets)
-        f.samples.add(measureNode(cli("reconcile", "--once", "--desired", f.desired, "--state", f.state), { env }));
+    for (const n of sizes)
+      fleets.push({ ...(await convergedFleet({ main, env, work, n, tag: "scale" })), samples: new Samples() });
+    for (let i = 0; i < runs; i++) for (const f of fleets) f.samples.add(f.noop());
   } finally {
-    for (const f of fleets)
-      measureNode(cli("down", "--desired", f.desired, "--state", f.state), { env, okCodes: [0, 1] });
+    for (const f of fleets) f.down();
   }
-  const points = fleets.map((f) => ({
-    engines: f.n,
-    pairs: f.pairs,
-    cold_converge_wall_s: f.cold.wall,
-    noop: f.samples.summary(),
-    cpu_s: f.samples.summary().cpu_s,
-  }));
+  const points = fleets.map((f) => {
+    const noop = f.samples.summary();
+    return { engines: f.n, pairs: (f.n / 2) ** 2, cold_converge_wall_s: f.cold.wall, noop, cpu_s: noop.cpu_s };
+  });
   const fit = fitLinear(points);
   const at = (engines, pairs) => (fit ? r4(fit.fixed_s + fit.per_engine_s * engines + fit.per_pair_s * pairs) : null);
+  const onePoolPairs = 500 ** 2;
   return {
     sizes: Object.fromEntries(points.map(({ cpu_s: _cpu, ...p }) => [p.engines, p])),
     fit: fit && {
@@ -75,6 +85,10 @@ export async function scaleBench({ main, env, work, runs, sizes }) {
       per_engine_ms: r4(fit.per_engine_s * 1000),
       per_pair_us: Math.round(fit.per_pair_s * 1e6 * 10) / 10,
     },
-    projected_1000: { one_pool_cpu_s: at(1000, 500 ** 2), pools_of_16_cpu_s: at(1000, (1000 / 16) * 64) },
+    projected_1000: {
+      one_pool_pairs: onePoolPairs,
+      one_pool_cpu_s: at(1000, onePoolPairs),
+      pools_of_16_cpu_s: at(1000, (1000 / 16) * 64),
+    },
   };
 }

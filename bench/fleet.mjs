@@ -27,15 +27,16 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { generateDesired } from "./fleet-gen.mjs";
 import { writeFleetState } from "./fleet-state.mjs";
-import { cleanEnv, freePortBlock, measureNode, Samples } from "./measure.mjs";
+import { cleanEnv, measureNode, Samples } from "./measure.mjs";
 import { watchLatency } from "./fleet-watch.mjs";
-import { scaleBench } from "./fleet-scale.mjs";
+import { convergedFleet, scaleBench } from "./fleet-scale.mjs";
 import { machine, printTable } from "./fleet-report.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const PARTS = ["sizes", "noop", "scale", "watch", "compose"];
 const { values } = parseArgs({
   options: {
-    parts: { type: "string", default: "sizes,noop,scale,watch,compose" },
+    parts: { type: "string", default: PARTS.join(",") },
     sizes: { type: "string", default: "10,100,1000" },
     "scale-sizes": { type: "string", default: "16,32,64" },
     runs: { type: "string", default: "5" },
@@ -44,8 +45,7 @@ const { values } = parseArgs({
   },
 });
 const parts = new Set(values.parts.split(","));
-for (const p of parts)
-  if (!["sizes", "noop", "scale", "watch", "compose"].includes(p)) throw new Error(`--parts: unknown part ${p}`);
+for (const p of parts) if (!PARTS.includes(p)) throw new Error(`--parts: unknown part ${p}`);
 const sizes = values.sizes.split(",").map(Number);
 const runs = Number(values.runs);
 const main = path.join(root, "dist/bundle/main.js"); // what `narwhal` runs (scripts/bundle.mjs)
@@ -99,33 +99,29 @@ try {
   }
 
   if (parts.has("noop") || parts.has("watch")) {
-    const n = Number(values["noop-engines"]);
-    // Ports of their own (kernel-chosen ranges are not available for a fleet of fixed ports): a free block.
-    const basePort = await freePortBlock(3 * n);
-    const desired = await generateDesired(path.join(work, `desired-noop-${n}`), { engines: n, basePort });
-    const state = path.join(work, `state-noop-${n}`);
+    const fleet = await convergedFleet({ main, env, work, n: Number(values["noop-engines"]), tag: "noop" });
     try {
-      const cold = measureNode(cli("reconcile", "--once", "--desired", desired, "--state", state), { env });
       if (parts.has("noop")) {
         const floor = new Samples();
         const noop = new Samples();
         for (let i = 0; i < runs; i++) {
           floor.add(measureNode(["-e", "0"], { env }));
-          noop.add(measureNode(cli("reconcile", "--once", "--desired", desired, "--state", state), { env }));
+          noop.add(fleet.noop());
         }
         const f = floor.summary();
         const o = noop.summary();
         report.noop = {
-          engines: n,
-          cold_converge_wall_s: cold.wall,
+          engines: fleet.n,
+          cold_converge_wall_s: fleet.cold.wall,
           floor: f,
           noop: o,
           cpu_over_floor: Math.round((o.cpu_s / f.cpu_s) * 100) / 100,
         };
       }
-      if (parts.has("watch")) report.watch = await watchLatency({ main, desired, state, env, runs });
+      if (parts.has("watch"))
+        report.watch = await watchLatency({ main, desired: fleet.desired, state: fleet.state, env, runs });
     } finally {
-      measureNode(cli("down", "--desired", desired, "--state", state), { env, okCodes: [0, 1] });
+      fleet.down();
     }
   }
   if (parts.has("scale")) {
