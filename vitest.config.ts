@@ -18,12 +18,14 @@ const RIG_FILES = [
 const BUNDLE_FRESH = "test/bundle-fresh.ts";
 
 // secrets and suspend moved there too: on an idle clean clone the lanes were e2e 563 s + rig ~130 s
-// beside docker 402 s + campaign 181 s, and the two files are about 68 s of the e2e lane.
+// beside docker 402 s + campaign 181 s, and the two files are about 68 s of the e2e lane. Then
+// engine-faults (31 s): the lanes were e2e 635 s + rig 178 s beside docker 451 s + campaign 293 s.
 const LANE_TWO_FILES = [
   "test/e2e/kill-points.test.ts",
   "test/e2e/kv-pairs.test.ts",
   "test/e2e/secrets.test.ts",
   "test/e2e/suspend.test.ts",
+  "test/e2e/engine-faults.test.ts",
 ];
 
 export default defineConfig({

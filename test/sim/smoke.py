@@ -6,6 +6,7 @@
 Starts every server on 127.0.0.1 with fresh high ports, stops each by its own pid,
 and exits non-zero on the first failed expectation.
 """
+import concurrent.futures
 import json
 import os
 import re
@@ -184,8 +185,9 @@ def server_tests():
         (dict(extra=["--max-model-len", "8192"]), 1, "greater than the derived max_model_len"),
         (dict(extra=["--gpu-memory-utilization", "0.1"]), 1, "No available memory for the cache blocks"),
     ]
-    for kwargs, code, text in cases:
-        f = Engine(**kwargs)
+    # Started together, then each awaited: each exits before it binds a port, so they cannot collide.
+    started = [(Engine(**kwargs), kwargs, code, text) for kwargs, code, text in cases]
+    for f, kwargs, code, text in started:
         rc = f.wait()
         expect(rc == code and text in f.output(), f"{kwargs} -> exit {code}, '{text}'")
     for model, extra, env_ in (("tiny-remote-code", ["--trust-remote-code"], {}),
@@ -209,30 +211,35 @@ def server_tests():
     holder.stop()
 
     print("server: runtime faults")
-    f = Engine(NARWHAL_SIM_FAULTS="slow_start=2")
-    time.sleep(1)
+    # Started together, each on its own fresh ports, so their timers (slow start, crash, death) overlap;
+    # the crash and the death are seen ready first, inside their windows, as when each ran alone.
+    started = time.time()
+    slow = Engine(NARWHAL_SIM_FAULTS="slow_start=2")
+    crash = Engine(NARWHAL_SIM_FAULTS="crash_after=1")
+    dead = Engine(NARWHAL_SIM_FAULTS="dead_after=0.5")
+    wrong = Engine(NARWHAL_SIM_FAULTS="wrong_version,missing_metric=process_start_time_seconds,"
+                                      "missing_metric=vllm:cache_config_info")
+    expect(crash.ready(), "crash_after: ready")
+    expect(dead.ready(), "dead_after: ready")
+    dead_ready = time.time()
+    time.sleep(max(0.0, started + 1 - time.time()))
     try:
-        early = f.get("/health")[0]
+        early = slow.get("/health")[0]
     except OSError:
         early = None
     expect(early is None, "slow_start: HTTP not listening yet")
-    expect(f.ready(), "slow_start: ready afterwards")
-    f.stop()
-    f = Engine(NARWHAL_SIM_FAULTS="crash_after=1")
-    expect(f.ready() and f.wait() == 1 and "EngineDeadError" in f.output(), "crash_after: ready then exit 1")
-    f = Engine(NARWHAL_SIM_FAULTS="dead_after=0.5")
-    expect(f.ready(), "dead_after: ready")
-    time.sleep(1)
-    expect(f.get("/health")[0] == 503, "dead_after: /health 503")
-    f.stop()
-    f = Engine(NARWHAL_SIM_FAULTS="wrong_version,missing_metric=process_start_time_seconds,"
-                                  "missing_metric=vllm:cache_config_info")
-    expect(f.ready(), "ready")
-    expect(json.loads(f.get("/version")[1])["version"] != "0.11.0", "wrong_version")
-    metrics = f.get("/metrics")[1]
+    time.sleep(max(0.0, dead_ready + 1 - time.time()))
+    expect(dead.get("/health")[0] == 503, "dead_after: /health 503")
+    dead.stop()
+    expect(crash.wait() == 1 and "EngineDeadError" in crash.output(), "crash_after: then exit 1")
+    expect(slow.ready(), "slow_start: ready afterwards")
+    slow.stop()
+    expect(wrong.ready(), "ready")
+    expect(json.loads(wrong.get("/version")[1])["version"] != "0.11.0", "wrong_version")
+    metrics = wrong.get("/metrics")[1]
     expect("process_start_time_seconds" not in metrics and "vllm:cache_config_info" not in metrics
            and "vllm:kv_cache_usage_perc" in metrics, "missing_metric drops exactly those families")
-    f.stop()
+    wrong.stop()
 
 
 def run_check(plan_overrides=None, **environ):
@@ -277,8 +284,10 @@ def check_tests():
         ({"serve_command": [PY, "-m", "vllm.entrypoints.openai.api_server", "--bogus-flag"],
           "extra_args": ["--bogus-flag"]}, {}, "serve_args", "unrecognized arguments: --bogus-flag"),
     ]
-    for plan, environ, check, text in failing:
-        rc, r = run_check(plan, **environ)
+    # Each check is its own process on its own plan file: run side by side, read in order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda case: run_check(case[0], **case[1]), failing))
+    for (plan, environ, check, text), (rc, r) in zip(failing, results):
         hits = [f for f in r["failures"] if f["check"] == check and text in f["message"] and f["fix"]]
         expect(rc == 1 and not r["ok"] and hits, f"{check} failure naming '{text}'")
     rc, r = run_check({"model_dir": m("tiny-remote-code"), "trust_remote_code": True})
