@@ -57,7 +57,7 @@ export async function writeFleetState(stateDir, desired, pid) {
       observed_at: at,
     };
   }
-  await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify({ version: 1, engines }, null, 2) + "\n", {
+  await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify({ version: 1, engines }) + "\n", {
     mode: 0o600,
   });
   await writeDesiredSummary(stateDir, desired);

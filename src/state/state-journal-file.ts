@@ -30,7 +30,9 @@ export class JournalFile implements Adapter<StateFile> {
 
   /** The whole document: narwhal.json written atomically (holding every entry so far), then the journal removed. */
   async write(data: StateFile): Promise<void> {
-    const text = JSON.stringify({ ...data, journal_seq: this.seq }, null, 2) + "\n";
+    // Compact, not indented: a converged engine's record is about 10 KB of it, and indentation made a
+    // 1000-engine base 19.8 MB against 13.3 MB, 0.3 s against 0.17 s for every reader only to read it.
+    const text = JSON.stringify({ ...data, journal_seq: this.seq }) + "\n";
     await writeFileAtomic(stateFilePath(this.stateDir), text, 0o600);
     this.baseBytes = Buffer.byteLength(text);
     await this.handle?.close();
