@@ -16,6 +16,11 @@ export interface MadeActor {
   actor: EngineActor;
   /** Built from observation: its current step must be invoked anew (RESUME). */
   adopted: boolean;
+  /**
+   * From its state record's snapshot: its first snapshot is where the plan that started it already saw
+   * it. An adopted or fresh actor is not: the plan saw its engine unrecorded, whatever its record says.
+   */
+  restored: boolean;
   /** Restored from a snapshot in `failed`: the backoff timer must be re-armed (RESUME). */
   restoredFailed: boolean;
 }
@@ -31,6 +36,7 @@ export class EngineActors {
     return {
       actor: createActor(this.machine, { input: { engine, desiredHash, retry: this.retry } }),
       adopted: false,
+      restored: false,
       restoredFailed: false,
     };
   }
@@ -57,7 +63,7 @@ export class EngineActors {
         input: { engine: record.engine, desiredHash: record.desired_hash, retry: this.retry },
       });
       if (actor.getSnapshot().status !== "active") throw new Error(`restored as ${actor.getSnapshot().status}`);
-      return { actor, adopted: false, restoredFailed: value === "failed" };
+      return { actor, adopted: false, restored: true, restoredFailed: value === "failed" };
     } catch (err) {
       this.log.warn(
         `could not restore ${record.engine}'s snapshot (${(err as Error).message}); rebuilding it from what runs`,
@@ -85,6 +91,7 @@ export class EngineActors {
     return {
       actor: createActor(this.machine, { snapshot, input: { engine, desiredHash, retry: this.retry } }),
       adopted: true,
+      restored: false,
       restoredFailed: false,
     };
   }

@@ -242,9 +242,11 @@ export class Execution {
     this.made.delete(name);
     this.started.add(name);
     let lastPhase = "";
-    // The phase its record holds: an actor's first snapshot in that phase restores it where the plan that
-    // started it already saw it, so it asks for no plan (a no-op of N engines planned N times over).
-    const recorded = this.deps.storeOf().engine(name)?.phase;
+    // The phase its record holds: a restored actor's first snapshot in that phase restores it where the plan
+    // that started it already saw it, so it asks for no plan (a no-op of N engines planned N times over).
+    // Not an adopted one's: the plan saw that engine unrecorded, and its peers' KV verdicts wait on a plan
+    // that sees it captured (a decode restored beside its rebuilt prefill kept NoPeer, and --once exited 2).
+    const recorded = made.restored ? this.deps.storeOf().engine(name)?.phase : undefined;
     actor.subscribe({
       next: (snap) => {
         const phase = String(snap.value);

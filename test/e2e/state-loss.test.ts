@@ -11,7 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { readBootId, readProcStat } from "../../src/backends/proc.js";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { engineProcesses, runCli, status, teardown } from "./cli.js";
+import { engineProcesses, kvOf, runCli, status, teardown } from "./cli.js";
 
 describe("losing the state file", () => {
   let fleet: SimFleet;
@@ -58,6 +58,25 @@ describe("losing the state file", () => {
     for (const n of ["engine-1", "engine-2"]) {
       expect(after[n]!.pid).toBe(before[n]!.pid);
       expect(after[n]!.run_dir).toBe(before[n]!.run_dir);
+    }
+  });
+
+  it("keeps the pair proven when only the prefill is rebuilt: the restored decode's KV verdict follows it", async () => {
+    const before = await byEngine();
+    const file = path.join(fleet.stateDir, "narwhal.json");
+    const state = JSON.parse(await fs.readFile(file, "utf8"));
+    state.engines["engine-1"].snapshot.value = "a-state-this-machine-does-not-have";
+    await fs.writeFile(file, JSON.stringify(state));
+    const r = await once();
+    // The decode was restored first, beside no captured prefill: a plan must see the adopted prefill captured.
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stderr).toContain("could not restore engine-1's snapshot");
+    expect(r.stderr).not.toContain("could not restore engine-2's snapshot");
+    const after = await byEngine();
+    for (const n of ["engine-1", "engine-2"]) {
+      expect(after[n]!.phase).toBe("captured");
+      expect(after[n]!.pid).toBe(before[n]!.pid);
+      expect(kvOf(after[n])).toMatchObject({ status: "True", reason: "Proven" });
     }
   });
 
