@@ -41,18 +41,22 @@ export class EngineActors {
     };
   }
 
-  /** From the state record's snapshot; null when this machine cannot take it (another version, a hand edit). */
-  restore(record: EngineRecord): MadeActor | null {
+  /**
+   * From the state record's snapshot; null when this machine cannot take it (another version, a hand
+   * edit, evidence its run directory no longer holds: `unreadable`, why).
+   */
+  restore(record: EngineRecord, unreadable: string | null = null): MadeActor | null {
     const snapshot = record.snapshot as
       (Snapshot<unknown> & { context?: Partial<EngineContext>; value?: unknown }) | null | undefined;
     if (!snapshot) return null;
     const value = snapshot.value;
     const problem =
-      typeof value !== "string" || !(value in this.machine.states)
+      unreadable ??
+      (typeof value !== "string" || !(value in this.machine.states)
         ? `unknown state ${JSON.stringify(value)}`
         : !snapshot.context
           ? "no context"
-          : null;
+          : null);
     try {
       if (problem) throw new Error(problem);
       // The retry policy is this controller's configuration, not history: a restored actor takes the

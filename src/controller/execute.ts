@@ -82,9 +82,12 @@ export class Execution {
     if (this.restored) return;
     this.restored = true;
     const store = this.deps.storeOf();
-    for (const record of Object.values(store.data.engines)) {
-      const made = this.deps.makers.restore(record);
-      const spec = desired.specs.find((s) => s.name === record.engine);
+    // Every record's evidence is read side by side (three small files an engine), then restored in order.
+    const joined = await Promise.all(Object.values(store.data.engines).map((r) => store.withEvidence(r)));
+    const specs = new Map(desired.specs.map((s) => [s.name, s]));
+    for (const { record, problem } of joined) {
+      const made = this.deps.makers.restore(record, problem);
+      const spec = specs.get(record.engine);
       if (made) {
         // A restored engine runs its steps from the spec it was applied with; that is the desired one when the hashes agree.
         if (spec && spec.input_hash === made.actor.getSnapshot().context.desiredHash)

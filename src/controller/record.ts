@@ -4,6 +4,7 @@ import type { EngineContext } from "../../machines/engine.js";
 import type { Condition, EngineRecord } from "../state/store.js";
 import { failureOf, nodeFaultOf, type NodeFault } from "../errors.js";
 import { KV_CONDITION, notServing } from "./kv-condition.js";
+import { withoutRunFiles } from "../state/evidence-refs.js";
 
 const h8 = (h: string | null | undefined) => (h ? h.slice(0, 8) : "-");
 const pascal = (phase: string) => phase.charAt(0).toUpperCase() + phase.slice(1);
@@ -204,8 +205,11 @@ export function recordFrom(
   };
 }
 
-/** The record's snapshot context, when it has one (empty when it has none). */
+/**
+ * The record's snapshot context, when it has one (empty when it has none). Evidence the snapshot names
+ * in its run directory reads as null: the record's summaries (inspection, checked) speak for it.
+ */
 export function recordContext(record: EngineRecord | undefined): Partial<EngineContext> {
-  return ((record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context ??
-    {}) as Partial<EngineContext>;
+  const context = (record?.snapshot as { context?: Partial<EngineContext> } | null | undefined)?.context;
+  return context ? withoutRunFiles(context) : {};
 }

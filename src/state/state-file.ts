@@ -10,7 +10,12 @@ import { StateFileError } from "../errors.js";
 import type { StateFile } from "./store.js";
 import { readRegularFile } from "./atomic-file.js";
 
-export const STATE_VERSION = 1;
+/**
+ * 2: a snapshot's evidence may be a reference to its run directory (evidence-refs.ts). A file of 1 is
+ * read as it is and rewritten as 2 when the store opens it; a narwhal of 1 refuses a file of 2.
+ */
+export const STATE_VERSION = 2;
+const READABLE_VERSIONS = new Set([1, STATE_VERSION]);
 
 const nullableString = z.string().nullable();
 const anyObject = z.looseObject({});
@@ -121,7 +126,7 @@ export async function readStateFile(file: string): Promise<StateFile | null> {
   }
   // Check the version first: a newer narwhal's file may have other records, and must be refused, not set aside.
   const version = (parsed as { version?: unknown } | null)?.version;
-  if (typeof version === "number" && version !== STATE_VERSION) {
+  if (typeof version === "number" && !READABLE_VERSIONS.has(version)) {
     throw new StateFileError("unsupported", `state file version ${version} is not supported (expected ${STATE_VERSION})`, {
       input: file,
       fix: "Use the narwhal version that wrote this state directory, or another --state directory.",

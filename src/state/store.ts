@@ -14,6 +14,7 @@ import { STATE_VERSION } from "./state-file.js";
 import { journalPath, readStateDir, stateFilePath, type JournalOp } from "./state-journal.js";
 import { baseSize, JournalFile } from "./state-journal-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
+import { RunFiles, UnrestorableEvidence } from "./evidence-refs.js";
 import type { ObservedProof } from "../controller/plan-types.js";
 
 export { STATE_VERSION, stateFilePath };
@@ -97,6 +98,8 @@ export class StateStore {
   private chain: Promise<void> = Promise.resolve();
   private next: Promise<void> | null = null;
   private readonly dirty = { engines: new Set<string>(), proofs: new Set<string>(), suspended: false };
+  /** The run directories' evidence: persisted snapshots name it instead of holding a copy (evidence-refs.ts). */
+  readonly runFiles: RunFiles;
 
   private constructor(
     readonly stateDir: string,
@@ -104,10 +107,12 @@ export class StateStore {
     /** lowdb's adapter: its whole-document write folds the journal into narwhal.json. */
     private readonly journal: JournalFile,
     initial: StateFile,
+    runFiles: RunFiles,
     /** Told how long each write took (watch mode's metrics). */
     private readonly onWrite?: (seconds: number, ok: boolean) => void,
   ) {
     this.db = new Low<StateFile>(journal, initial);
+    this.runFiles = runFiles;
   }
 
   /**
@@ -140,12 +145,19 @@ export class StateStore {
       else await moveAside(journalPath(stateDir), err).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" || Promise.reject(e));
     }
     const initial = read?.state ?? { version: STATE_VERSION, engines: {} };
-    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, await baseSize(stateDir));
-    const store = new StateStore(stateDir, failpoint, journal, initial, onWrite);
+    const runFiles = new RunFiles();
+    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, await baseSize(stateDir), (engines) =>
+      persistedEngines(runFiles, engines),
+    );
+    const store = new StateStore(stateDir, failpoint, journal, initial, runFiles, onWrite);
     store.sweptTemps = sweptTemps;
     store.movedAside = aside?.file ?? null;
     store.asideReason = aside?.reason ?? null;
-    if (read && (read.journalBytes > 0 || read.torn)) await store.db.write();
+    // A base of an older version is rewritten in this one before anything is appended to it: a narwhal
+    // of that version then refuses the directory instead of misreading entries it does not know.
+    const older = !!read && read.state.version !== STATE_VERSION;
+    if (read && (read.journalBytes > 0 || read.torn || older)) await store.db.write();
+    store.db.data.version = STATE_VERSION;
     return store;
   }
 
@@ -184,6 +196,22 @@ export class StateStore {
     }
     this.dirty.engines.add(name);
     return this.flush();
+  }
+
+  /**
+   * The record with its snapshot's evidence read back from its run directory, for a machine to restore
+   * (`problem`: why it cannot be, naming the file). The store keeps the whole snapshot from then on: it
+   * is what is on disk, so the restored machine's first record is not a change.
+   */
+  async withEvidence(record: EngineRecord): Promise<{ record: EngineRecord; problem: string | null }> {
+    try {
+      const whole = { ...record, snapshot: await this.runFiles.join(record.snapshot) };
+      if (this.db.data.engines[record.engine] === record) this.db.data.engines[record.engine] = whole;
+      return { record: whole, problem: null };
+    } catch (err) {
+      if (err instanceof UnrestorableEvidence) return { record, problem: err.message };
+      throw err;
+    }
   }
 
   /** A record edited in place (markObserved): persisted by the next flush. */
@@ -258,7 +286,7 @@ export class StateStore {
     const began = performance.now();
     try {
       if (this.journal.needsFold) await this.db.write();
-      await this.journal.append(ops);
+      await this.journal.append(await Promise.all(ops.map((op) => persistedOp(this.runFiles, op))));
     } catch (err) {
       // Not on disk: the next write carries these changes again (as they are by then).
       for (const op of ops) this.remark(op);
@@ -304,6 +332,23 @@ export class StateStore {
     this.chain = fold;
     return fold;
   }
+}
+
+/** A record as written: its snapshot's evidence named in its run directory where that holds it. */
+async function persistedRecord(runFiles: RunFiles, record: EngineRecord): Promise<EngineRecord> {
+  return record.snapshot ? { ...record, snapshot: await runFiles.encode(record.snapshot) } : record;
+}
+
+/** Every record as written, one after another (a first fold may read every run's files), and what is no longer needed forgotten. */
+async function persistedEngines(runFiles: RunFiles, engines: Record<string, EngineRecord>): Promise<Record<string, EngineRecord>> {
+  const out: Record<string, EngineRecord> = {};
+  for (const [name, record] of Object.entries(engines)) out[name] = await persistedRecord(runFiles, record);
+  runFiles.retain(Object.values(engines).map((r) => r.snapshot));
+  return out;
+}
+
+async function persistedOp(runFiles: RunFiles, op: JournalOp): Promise<JournalOp> {
+  return "engine" in op && op.record ? { engine: op.engine, record: await persistedRecord(runFiles, op.record) } : op;
 }
 
 async function moveAside(file: string, err: StateFileError): Promise<string> {

@@ -25,6 +25,33 @@ describe("losing the state file", () => {
   });
   afterAll(() => teardown(fleet.stateDir));
 
+  it("keeps each engine's evidence in its run directory, and rebuilds from what runs when that evidence was changed", async () => {
+    const file = path.join(fleet.stateDir, "narwhal.json");
+    type Ref = { $run_file: string; sha256: string };
+    type Ctx = { inspection: Ref; checked: Ref; probe: Ref; run: { dir: string } };
+    const state = JSON.parse(await fs.readFile(file, "utf8")) as {
+      engines: Record<string, { snapshot: { context: Ctx } }>;
+    };
+    const ctx = state.engines["engine-1"]!.snapshot.context;
+    expect(ctx.inspection.$run_file).toBe("inspection.json");
+    expect(ctx.checked.$run_file).toBe("checked.json");
+    expect(ctx.probe.$run_file).toMatch(/^probed(\.\d+)?\.json$/);
+    const before = await byEngine();
+    const probed = path.join(ctx.run.dir, ctx.probe.$run_file);
+    await fs.writeFile(probed, JSON.stringify({ ...JSON.parse(await fs.readFile(probed, "utf8")), edited: "by hand" }));
+    const r = await once();
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stderr).toContain(
+      `could not restore engine-1's snapshot (its probe evidence ${probed} is not the one the state recorded (sha256 differs)); rebuilding it from what runs`,
+    );
+    expect(r.stderr).not.toMatch(/could not restore engine-2/);
+    const after = await byEngine();
+    for (const n of ["engine-1", "engine-2"]) {
+      expect(after[n]!.phase).toBe("captured");
+      expect(after[n]!.pid).toBe(before[n]!.pid);
+    }
+  });
+
   it("moves a corrupt state file aside and adopts the running engines without restarting them", async () => {
     const before = await byEngine();
     await fs.writeFile(path.join(fleet.stateDir, "narwhal.json"), '{"version": 1, "engines": {"engine-1": {"pha');

@@ -5,7 +5,7 @@ import { appendFile, copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } f
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { readState, StateStore, stateFilePath, type EngineRecord } from "../../src/state/store.js";
+import { readState, STATE_VERSION, StateStore, stateFilePath, type EngineRecord } from "../../src/state/store.js";
 import { journalPath } from "../../src/state/state-journal.js";
 import { record } from "../controller/records.js";
 
@@ -36,6 +36,8 @@ describe("migration of a state file from before the journal", () => {
     expect(Object.keys(store.data.engines).sort()).toEqual(names(5));
     expect(store.suspended()).toEqual({ "engine-1": "2025-01-01T00:00:00.000Z" });
     expect(store.movedAside).toBeNull();
+    // Rewritten in this version at open, before anything is appended: a narwhal of version 1 refuses it now.
+    expect(JSON.parse(await readFile(stateFilePath(state), "utf8"))).toMatchObject({ version: STATE_VERSION, journal_seq: 0 });
     await store.update("engine-3", (prev) => ({ ...prev!, phase: "probed" }));
     const read = await readState(state);
     expect(Object.keys(read.engines).sort()).toEqual(names(5));
@@ -44,7 +46,7 @@ describe("migration of a state file from before the journal", () => {
     await store.close();
     await expect(stat(journalPath(state))).rejects.toMatchObject({ code: "ENOENT" });
     const base = JSON.parse(await readFile(stateFilePath(state), "utf8")) as { version: number; journal_seq: number; engines: Record<string, EngineRecord> };
-    expect(base.version).toBe(1);
+    expect(base.version).toBe(STATE_VERSION);
     expect(base.journal_seq).toBe(1);
     expect(Object.keys(base.engines).sort()).toEqual(names(5));
     expect(base.engines["engine-3"]!.phase).toBe("probed");
