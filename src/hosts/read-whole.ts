@@ -62,7 +62,25 @@ export const PROC_STAT_FILE = /^\/proc\/\d+\/stat$/;
  * 95-125 ms as readWhole (this 2-core machine, side by side).
  */
 export function readProcStatSync(file: string, maxBytes: number, tooLarge: () => Error): Buffer {
-  const b = fs.readFileSync(file);
-  if (b.length > maxBytes) throw tooLarge();
-  return b;
+  // Not readFileSync: a /proc file's size reads 0, so it takes a fresh 64 KiB buffer for every file
+  // (1000 reads: 39-98 ms of CPU and 64 MB to collect, against 17-25 ms so: side by side, this machine).
+  // 1 KiB comes from Buffer's pool and holds any stat line; a longer one doubles it.
+  const fd = fs.openSync(file, "r");
+  try {
+    let buf = Buffer.allocUnsafe(1024);
+    let used = 0;
+    for (;;) {
+      if (used === buf.length) {
+        const grown = Buffer.allocUnsafe(buf.length * 2);
+        buf.copy(grown);
+        buf = grown;
+      }
+      const n = fs.readSync(fd, buf, used, buf.length - used, null);
+      if (n === 0) return buf.subarray(0, used);
+      used += n;
+      if (used > maxBytes) throw tooLarge();
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
 }
