@@ -35,6 +35,22 @@ export function printTable(report) {
         ].join(" "),
       );
   }
+  const converged = Object.keys(report.sizes_converged ?? {});
+  if (converged.length > 0) {
+    console.log("against converged records (a real P/D pair's, cloned in pools of 16; every in-pool pair proven):");
+    const state = (n) => `${report.sizes_converged[n].state_mb} MB, ${report.sizes_converged[n].proofs} proofs`;
+    console.log(["state".padEnd(10), ...converged.map((n) => `${n}: ${state(n)}`.padEnd(24))].join(" "));
+    for (const name of ["plan", "status"])
+      console.log(
+        [
+          name.padEnd(10),
+          ...converged.map((n) => {
+            const s = report.sizes_converged[n][name];
+            return `${f(s.wall_s)} / ${f(s.cpu_s)} / ${s.peak_rss_mb}`.padEnd(24);
+          }),
+        ].join(" "),
+      );
+  }
   if (report.noop) {
     const { noop, floor, engines, cpu_over_floor, cold_converge_wall_s } = report.noop;
     console.log(

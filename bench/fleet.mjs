@@ -27,6 +27,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { generateDesired } from "./fleet-gen.mjs";
 import { writeFleetState } from "./fleet-state.mjs";
+import { writeConvergedFleetState } from "./fleet-state-converged.mjs";
 import { cleanEnv, measureNode, Samples } from "./measure.mjs";
 import { watchLatency } from "./fleet-watch.mjs";
 import { convergedFleet, scaleBench } from "./fleet-scale.mjs";
@@ -61,6 +62,7 @@ const report = {
   machine: machine(),
   runs,
   sizes: {},
+  sizes_converged: {},
   noop: null,
   scale: null,
   watch: null,
@@ -76,26 +78,50 @@ try {
       const desired = await generateDesired(path.join(work, `desired-${n}`), { engines: n });
       const state = path.join(work, `state-${n}`);
       await writeFleetState(state, await loadDesired(desired), holder.pid);
-      trees.push({ n, desired, state });
+      trees.push({ n, kind: "lower-bound", desired, state });
     }
-    const commands = {
-      validate: (t) => cli("validate", "--desired", t.desired),
-      plan: (t) => cli("plan", "--desired", t.desired, "--state", t.state),
-      status: (t) => cli("status", "--desired", t.desired, "--state", t.state),
-    };
-    const samples = new Map();
-    for (let i = 0; i < runs; i++)
-      for (const t of trees)
-        for (const [name, args] of Object.entries(commands)) {
-          const key = `${name}\t${t.n}`;
-          if (!samples.has(key)) samples.set(key, new Samples());
-          // plan: 0 nothing to do, 2 changes pending; both are a measured plan.
-          samples.get(key).add(measureNode(args(t), { env, okCodes: name === "plan" ? [0, 2] : [0] }));
-        }
-    for (const t of trees)
-      report.sizes[t.n] = Object.fromEntries(
-        Object.keys(commands).map((name) => [name, samples.get(`${name}\t${t.n}`).summary()]),
-      );
+    // The same trees against records a converged controller wrote (a real P/D pair's, cloned in pools).
+    const pair = await convergedFleet({ main, env, work, n: 2, tag: "template" });
+    try {
+      const template = JSON.parse(await fs.readFile(path.join(pair.state, "narwhal.json"), "utf8"));
+      for (const { n, desired } of [...trees]) {
+        const state = path.join(work, `state-converged-${n}`);
+        const written = await writeConvergedFleetState(state, await loadDesired(desired), template);
+        trees.push({ n, kind: "converged", desired, state, written });
+      }
+      const commands = {
+        validate: (t) => cli("validate", "--desired", t.desired),
+        plan: (t) => cli("plan", "--desired", t.desired, "--state", t.state),
+        status: (t) => cli("status", "--desired", t.desired, "--state", t.state),
+      };
+      // validate reads desired/ only: measured once per size, not per state.
+      const measured = (t, name) => name !== "validate" || t.kind === "lower-bound";
+      const samples = new Map();
+      for (let i = 0; i < runs; i++)
+        for (const t of trees)
+          for (const [name, args] of Object.entries(commands)) {
+            if (!measured(t, name)) continue;
+            const key = `${name}\t${t.n}\t${t.kind}`;
+            if (!samples.has(key)) samples.set(key, new Samples());
+            // plan: 0 nothing to do, 2 changes pending; both are a measured plan.
+            samples.get(key).add(measureNode(args(t), { env, okCodes: name === "plan" ? [0, 2] : [0] }));
+          }
+      for (const t of trees) {
+        const rows = Object.keys(commands).filter((name) => measured(t, name));
+        const summary = Object.fromEntries(
+          rows.map((name) => [name, samples.get(`${name}\t${t.n}\t${t.kind}`).summary()]),
+        );
+        if (t.kind === "lower-bound") report.sizes[t.n] = summary;
+        else
+          report.sizes_converged[t.n] = {
+            state_mb: Math.round(t.written.bytes / 1e4) / 100,
+            proofs: t.written.proofs,
+            ...summary,
+          };
+      }
+    } finally {
+      pair.down();
+    }
   }
 
   if (parts.has("noop") || parts.has("watch")) {

@@ -1,5 +1,6 @@
 // The fleet benchmark (bench/fleet.mjs, `npm run bench`) runs and measures what it says: a smoke run at
-// 10 engines, one run each, of validate, plan and status against the generated all-captured state.
+// 10 engines, one run each, of validate, plan and status against the generated all-captured state, and
+// of plan and status against a converged pair's records cloned for the 10 engines.
 // Plan exiting 0 ("nothing to do") proves the generated state is what a converged controller leaves,
 // so the 1000-engine numbers are of a no-op plan and a status of live engines, not of an error path.
 import { execFile } from "node:child_process";
@@ -18,9 +19,11 @@ describe("bench/fleet.mjs", () => {
       ["bench/fleet.mjs", "--parts", "sizes", "--sizes", "10", "--runs", "1", "--json", out],
       { cwd: REPO },
     );
+    type Row = { runs: number; cpu_s: number; peak_rss_mb: number; exit_codes: number[] };
     const report = JSON.parse(await fs.readFile(out, "utf8")) as {
       machine: { nproc: number };
-      sizes: Record<string, Record<string, { runs: number; cpu_s: number; peak_rss_mb: number; exit_codes: number[] }>>;
+      sizes: Record<string, Record<string, Row>>;
+      sizes_converged: Record<string, { state_mb: number; proofs: number; plan: Row; status: Row }>;
     };
     expect(report.machine.nproc).toBeGreaterThan(0);
     for (const name of ["validate", "plan", "status"]) {
@@ -29,7 +32,14 @@ describe("bench/fleet.mjs", () => {
       expect(s.cpu_s, name).toBeGreaterThan(0);
       expect(s.peak_rss_mb, name).toBeGreaterThan(10);
     }
+    // Against a real pair's records cloned in one pool of 10 (5 prefills × 5 decodes, every pair proven):
+    // plan has nothing to do, so the clones are what a converged controller leaves.
+    const converged = report.sizes_converged["10"]!;
+    expect(converged.proofs).toBe(25);
+    for (const name of ["plan", "status"] as const)
+      expect(converged[name], name).toMatchObject({ runs: 1, exit_codes: [0] });
     expect(stdout).toMatch(/^validate\s+\S+ \/ \S+ \/ \d+/m);
+    expect(stdout).toMatch(/^state\s+10: [\d.]+ MB, 25 proofs/m);
     await fs.rm(path.dirname(out), { recursive: true, force: true });
   });
 });
