@@ -55,23 +55,68 @@ export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Obse
       .sort((a, b) => compareNames(a.engine, b.engine));
   const [prefills, decodes] = [serving("prefill"), serving("decode")];
   if (prefills.length === 0 || decodes.length === 0) return [];
-  const warnings: string[] = [];
+  const warned = new WarnedPairs();
   for (const p of prefills)
     for (const d of decodes)
       if (sameModel(p, d) && !nixlAgree(p, d))
-        warnings.push(
-          `${p.engine} (prefill) and ${d.engine} (decode) serve one model but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
+        warned.add(
+          p,
+          d,
+          (ps, ds) =>
+            `${ps} (prefill) and ${ds} (decode) serve one model but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
         );
       else if (pairingClass(p) !== null && pairingClass(p) === pairingClass(d)) {
         const refusal = handshakeRefusal(p, d);
         if (refusal !== null)
-          warnings.push(
-            `${p.engine} (prefill, TP ${p.tensor_parallel_size ?? "?"}) and ${d.engine} (decode, TP ${d.tensor_parallel_size ?? "?"}) agree on their NIXL compatibility hash, but ${refusal}; they are never paired. Give the decode a TP that is a multiple of the prefill's, and both one block size`,
+          warned.add(
+            p,
+            d,
+            (ps, ds) =>
+              `${ps} (prefill, TP ${p.tensor_parallel_size ?? "?"}) and ${ds} (decode, TP ${d.tensor_parallel_size ?? "?"}) agree on their NIXL compatibility hash, but ${refusal}; they are never paired. Give the decode a TP that is a multiple of the prefill's, and both one block size`,
           );
       }
+  const warnings = warned.lines();
   if (compatiblePairs(desired, observed, new Set()).length === 0)
     warnings.push(
       `no compatible prefill/decode pair in service: prefill ${nameList(prefills.map((o) => o.engine))} and decode ${nameList(decodes.map((o) => o.engine))} differ in NIXL compatibility hash, model tree (or, unrecorded, group signature), TP ratio or block size; a router can pair none of them`,
     );
   return warnings;
+}
+
+/** A warning about prefills `ps` and decodes `ds` (names, joined), every one of whose pairs it holds for. */
+type PairWords = (ps: string, ds: string) => string;
+
+/**
+ * Warned pairs, told as one line per set of prefills and set of decodes they share: a line's every
+ * prefill × decode pair is warned, for the same reason. A line per pair made 500 prefills and 500
+ * decodes of one model, half of each in another NIXL class (a rollout's midpoint), 125,000 lines.
+ */
+class WarnedPairs {
+  /** By the words with no names in them (the reason): each prefill's decodes, in the order added. */
+  private readonly byReason = new Map<string, { words: PairWords; decodes: Map<string, string[]> }>();
+
+  add(p: ObservedEngine, d: ObservedEngine, words: PairWords): void {
+    const reason = words("", "");
+    let of = this.byReason.get(reason);
+    if (!of) this.byReason.set(reason, (of = { words, decodes: new Map() }));
+    const ds = of.decodes.get(p.engine);
+    if (ds) ds.push(d.engine);
+    else of.decodes.set(p.engine, [d.engine]);
+  }
+
+  /** Prefills with the same decodes for one reason make one line (names as nameList orders them). */
+  lines(): string[] {
+    const out: string[] = [];
+    for (const { words, decodes } of this.byReason.values()) {
+      const prefillsOf = new Map<string, string[]>();
+      for (const [p, ds] of decodes) {
+        const key = nameList(ds);
+        const ps = prefillsOf.get(key);
+        if (ps) ps.push(p);
+        else prefillsOf.set(key, [p]);
+      }
+      for (const [ds, ps] of prefillsOf) out.push(words(nameList(ps), ds));
+    }
+    return out;
+  }
 }

@@ -7,6 +7,7 @@ import { plan } from "../../src/controller/planner.js";
 import { pairKey, type KvPolicy, type Observed, type ObservedEngine } from "../../src/controller/plan-types.js";
 import { DEFAULT_KV } from "../../src/desired/kv-policy.js";
 import { failuresInARow } from "../../src/controller/kv-pairs.js";
+import { kvPairWarnings } from "../../src/controller/pairing-warnings.js";
 import { DEFAULT_ROLLOUT } from "../../src/desired/rollout-policy.js";
 import {
   captured,
@@ -155,6 +156,30 @@ describe("plan: proving a prefill → decode pair", () => {
     expect(out.actions).toEqual([]);
     expect(served(out)).toEqual(["engine-1", "engine-2"]);
     expect(out.serving.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
+  });
+
+  it("tells the pairs of two NIXL classes in one line per set of prefills and decodes, not one per pair", () => {
+    const ds = fleetSpecs(3, 3).map(desiredOf);
+    const hashes = ["a", "a", "b", "a", "b", "b"].map((c) => c.repeat(64));
+    const os = ds.map((x, i) => captured(x, { nixl_hash: hashes[i]! }));
+    const why = (a: string, b: string) =>
+      `serve one model but their recorded NIXL compatibility hashes differ (${a.repeat(12)}… vs ${b.repeat(12)}…)`;
+    const warnings = kvPairWarnings(ds, observedOf(os));
+    expect(warnings.map((w) => w.slice(0, w.indexOf(")", w.indexOf("differ (")) + 1))).toEqual([
+      `engine-1, engine-2 (prefill) and engine-5, engine-6 (decode) ${why("a", "b")}`,
+      `engine-3 (prefill) and engine-4 (decode) ${why("b", "a")}`,
+    ]);
+    // A line's every prefill × decode pair is an incompatible one, and every incompatible pair is on a line.
+    const told = warnings.flatMap((w) => {
+      const [, ps, dsOf] = /^(.+) \(prefill\) and (.+) \(decode\) serve/.exec(w)!;
+      return ps!.split(", ").flatMap((p) => dsOf!.split(", ").map((d) => `${p}>${d}`));
+    });
+    const differ = ds.flatMap((p, i) =>
+      ds.flatMap((d, j) =>
+        p.role === "prefill" && d.role === "decode" && hashes[i] !== hashes[j] ? [`${p.engine}>${d.engine}`] : [],
+      ),
+    );
+    expect(told.sort()).toEqual(differ.sort());
   });
 
   it("never pairs engines whose recorded NIXL hashes differ: no proof, nothing served, a warning naming both", () => {
