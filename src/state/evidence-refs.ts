@@ -1,14 +1,18 @@
-// An engine's machine holds its inspection, check and probe results in its context, and the phase that
-// made each one wrote it, whole, into the run directory first (inspection.json at prepare, checked.json,
-// probed[.N].json; never rewritten). Persisting the snapshot with a second copy of each made the evidence
-// 3.6 KB of a converged record's 10 KB, read and parsed by every `status` and `plan` (issue 14: "keep
-// bulky observations in the run directory, not the state"). The persisted snapshot names the file
-// instead, with the sha256 of its JSON: `{"$run_file": "inspection.json", "sha256": ...}`.
+// An engine's machine holds its inspection and probe results in its context, and the phase that made
+// each one wrote it, whole, into the run directory first (inspection.json at prepare, probed[.N].json;
+// never rewritten). Persisting the snapshot with a second copy of each made them 2.8 KB of a converged
+// record's 10 KB, read and parsed by every `status` and `plan` (issue 14: "keep bulky observations in
+// the run directory, not the state"). The persisted snapshot names the file instead, with the sha256
+// of its JSON: `{"$run_file": "inspection.json", "sha256": ...}`.
 //
 // A reference is written only after the file was read and found to hold exactly the context's value;
 // anything else (no run directory yet, a run reused with an older inspection, an unreadable file) stays
 // inline. A restore reads each file back and checks the digest: a file gone or changed makes the
 // snapshot unrestorable, and the controller rebuilds the engine from what runs, saying which file.
+//
+// The check's result stays inline: checked.json binds the launch plan (its plan_sha256), and a run
+// whose launch.json and checked.json were both edited must be refused at start by the hash the state
+// holds (reconcile-shared e2e), not rebuilt from a snapshot that no longer restores.
 import fs from "node:fs/promises";
 import path from "node:path";
 import { sha256Hex } from "../desired/hash.js";
@@ -19,12 +23,11 @@ export interface RunFileRef {
   sha256: string;
 }
 
-type Slot = "inspection" | "checked" | "probe";
-const SLOTS: readonly Slot[] = ["inspection", "checked", "probe"];
+type Slot = "inspection" | "probe";
+const SLOTS: readonly Slot[] = ["inspection", "probe"];
 /** The files each slot's phase writes: the probe writes probed.json, then probed.2.json ... on a new probe. */
 const SLOT_FILE: Record<Slot, RegExp> = {
   inspection: /^inspection\.json$/,
-  checked: /^checked\.json$/,
   probe: /^probed(?:\.[1-9][0-9]*)?\.json$/,
 };
 

@@ -28,13 +28,13 @@ describe("losing the state file", () => {
   it("keeps each engine's evidence in its run directory, and rebuilds from what runs when that evidence was changed", async () => {
     const file = path.join(fleet.stateDir, "narwhal.json");
     type Ref = { $run_file: string; sha256: string };
-    type Ctx = { inspection: Ref; checked: Ref; probe: Ref; run: { dir: string } };
+    type Ctx = { inspection: Ref; checked: { plan_sha256: string }; probe: Ref; run: { dir: string } };
     const state = JSON.parse(await fs.readFile(file, "utf8")) as {
       engines: Record<string, { snapshot: { context: Ctx } }>;
     };
     const ctx = state.engines["engine-1"]!.snapshot.context;
     expect(ctx.inspection.$run_file).toBe("inspection.json");
-    expect(ctx.checked.$run_file).toBe("checked.json");
+    expect(ctx.checked).toMatchObject({ plan_sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }); // the plan binding, inline
     expect(ctx.probe.$run_file).toMatch(/^probed(\.\d+)?\.json$/);
     const before = await byEngine();
     const probed = path.join(ctx.run.dir, ctx.probe.$run_file);

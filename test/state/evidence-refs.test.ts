@@ -16,7 +16,9 @@ beforeEach(async () => {
 });
 afterEach(() => rm(root, { recursive: true, force: true }));
 
-const inspection = (engine: string) => ({ engine, node: "node-1", gpus: [{ index: 0, uuid: "GPU-1" }], model_manifest: { files: [{ path: "config.json", size: 435 }] } });
+// As large as a real one's bulk: the model manifest lists every file of the model.
+const manifest = { files: [{ path: "config.json", size: 435 }, ...Array.from({ length: 8 }, (_, i) => ({ path: `model-0000${i + 1}-of-00008.safetensors`, size: 4_976_698_672 }))] };
+const inspection = (engine: string) => ({ engine, node: "node-1", gpus: [{ index: 0, uuid: "GPU-1" }], model_manifest: manifest });
 const checked = { plan_sha256: "2".repeat(64), vllm_api_version: "0.11.0", packages: { vllm: "0.11.0" } };
 const probe = (n: number) => ({ probed_at: `2025-01-01T00:00:0${n}.000Z`, version: "0.11.0", models: ["m"] });
 
@@ -44,7 +46,7 @@ describe("evidence by reference", () => {
     const given = JSON.stringify(snap);
     const encoded = (await new RunFiles().encode(snap)) as ReturnType<typeof snapshotIn>;
     expect(encoded.context.inspection).toEqual(ref("inspection.json", inspection("engine-1")));
-    expect(encoded.context.checked).toEqual(ref("checked.json", checked));
+    expect(encoded.context.checked).toEqual(checked); // the plan binding stays in the state
     expect(encoded.context.probe).toEqual(ref("probed.2.json", probe(2))); // the second probe's file, not the first's
     expect(encoded.context.layout).toEqual({ block_size: 16 }); // not evidence of a file: as it is
     expect(JSON.stringify(snap)).toBe(given);
@@ -59,9 +61,9 @@ describe("evidence by reference", () => {
     const newer = { ...inspection("engine-1"), node: "node-2" };
     const reused = (await files.encode(snapshotIn(dir, "engine-1", { inspection: newer }))) as ReturnType<typeof snapshotIn>;
     expect(reused.context.inspection).toEqual(newer);
-    await rm(path.join(dir, "checked.json"));
+    await rm(path.join(dir, "inspection.json"));
     const gone = (await new RunFiles().encode(snapshotIn(dir))) as ReturnType<typeof snapshotIn>;
-    expect(gone.context.checked).toEqual(checked);
+    expect(gone.context.inspection).toEqual(inspection("engine-1"));
     expect(gone.context.probe).toEqual(ref("probed.2.json", probe(2)));
   });
 
@@ -90,8 +92,8 @@ describe("evidence by reference", () => {
     await expect(new RunFiles().join(encoded)).rejects.toThrow(
       new UnrestorableEvidence(`its probe evidence ${path.join(dir, "probed.2.json")} is not the one the state recorded (sha256 differs)`),
     );
-    await rm(path.join(dir, "checked.json"));
-    await expect(new RunFiles().join(encoded)).rejects.toThrow(`its checked evidence ${path.join(dir, "checked.json")} cannot be read (ENOENT)`);
+    await rm(path.join(dir, "inspection.json"));
+    await expect(new RunFiles().join(encoded)).rejects.toThrow(`its inspection evidence ${path.join(dir, "inspection.json")} cannot be read (ENOENT)`);
     const outside = { ...encoded, context: { ...encoded.context, checked: null, probe: null, inspection: { $run_file: "../../../etc/inspection.json", sha256: "0" } } };
     await expect(new RunFiles().join(outside)).rejects.toThrow('its inspection names "../../../etc/inspection.json", not a file of its run');
   });
@@ -99,7 +101,7 @@ describe("evidence by reference", () => {
   it("shows a reader without the run directory null where a file holds the evidence", async () => {
     const dir = await runDir("engine-1");
     const encoded = (await new RunFiles().encode(snapshotIn(dir))) as ReturnType<typeof snapshotIn>;
-    expect(withoutRunFiles(encoded.context)).toMatchObject({ inspection: null, checked: null, probe: null, layout: { block_size: 16 } });
+    expect(withoutRunFiles(encoded.context)).toMatchObject({ inspection: null, checked, probe: null, layout: { block_size: 16 } });
   });
 });
 
@@ -116,7 +118,7 @@ describe("the store with evidence by reference", () => {
     expect(store.engine("engine-1")!.snapshot).toEqual(whole); // the controller's memory keeps the whole snapshot
     await store.close();
     const read = (await readState(state)).engines["engine-1"]!;
-    expect((read.snapshot as ReturnType<typeof snapshotIn>).context.checked).toEqual(ref("checked.json", checked));
+    expect((read.snapshot as ReturnType<typeof snapshotIn>).context.probe).toEqual(ref("probed.2.json", probe(2)));
 
     const again = await StateStore.open(state);
     const restored = await again.withEvidence(again.engine("engine-1")!);
