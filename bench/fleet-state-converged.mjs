@@ -14,6 +14,7 @@ import crypto from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { writeDesiredSummary } from "../dist/src/state/desired-summary.js";
+import { sealJson } from "../dist/src/state/state-seal.js";
 
 const hex = (s, n) => crypto.createHash("sha256").update(s).digest("hex").slice(0, n);
 
@@ -93,8 +94,11 @@ export async function writeConvergedFleetState(stateDir, desired, template, { po
         proofs[`${p.name}>${d.name}`] = proof;
       }
   }
-  // As a controller's compaction writes it: compact, the journal folded in.
-  const text = JSON.stringify({ version: template.version, engines, proofs, journal_seq: 0 }) + "\n";
+  // As a controller's compaction writes it: compact, the journal folded in, sealed (src/state/state-seal.ts).
+  const text = sealJson(
+    JSON.stringify({ version: template.version, engines, proofs, journal_seq: 0 }),
+    template.version,
+  );
   await fs.writeFile(path.join(stateDir, "narwhal.json"), text, { mode: 0o600 });
   await writeDesiredSummary(stateDir, desired);
   return { proofs: Object.keys(proofs).length, bytes: Buffer.byteLength(text) };

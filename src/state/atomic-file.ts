@@ -106,7 +106,10 @@ export async function sweepAtomicTemps(dir: string, depth = 0): Promise<string[]
 }
 
 /** What sits at a path that should be a regular file: its text, nothing, or something else (named). */
-export type RegularFileRead = { kind: "text"; text: string } | { kind: "missing" } | { kind: "not-regular"; what: string };
+export type RegularFileRead =
+  | { kind: "text"; text: string; /** the bytes read (what a seal is checked against) */ bytes: Buffer }
+  | { kind: "missing" }
+  | { kind: "not-regular"; what: string };
 
 function kindOf(st: Stats): string {
   if (st.isDirectory()) return "a directory";
@@ -147,7 +150,8 @@ export async function readRegularFile(file: string): Promise<RegularFileRead> {
     try {
       const opened = await handle.stat();
       if (!opened.isFile()) return { kind: "not-regular", what: kindOf(opened) };
-      return { kind: "text", text: await handle.readFile("utf8") };
+      const bytes = await handle.readFile();
+      return { kind: "text", text: bytes.toString("utf8"), bytes };
     } finally {
       await handle.close();
     }

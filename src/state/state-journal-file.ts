@@ -4,6 +4,7 @@ import fs from "node:fs/promises";
 import type { Adapter } from "lowdb";
 import type { EngineRecord, StateFile } from "./store.js";
 import { STATE_VERSION } from "./state-file.js";
+import { sealJson } from "./state-seal.js";
 import { fsyncDir, writeFileAtomic } from "./atomic-file.js";
 import { journalPath, stateFilePath, type JournalOp } from "./state-journal.js";
 
@@ -35,8 +36,9 @@ export class JournalFile implements Adapter<StateFile> {
   async write(data: StateFile): Promise<void> {
     // Compact, not indented: a converged engine's record is about 10 KB of it, and indentation made a
     // 1000-engine base 19.8 MB against 13.3 MB, 0.3 s against 0.17 s for every reader only to read it.
+    // Sealed (state-seal.ts): a reader takes what this wrote without checking every record again.
     const engines = await this.persisted(data.engines);
-    const text = JSON.stringify({ ...data, version: STATE_VERSION, engines, journal_seq: this.seq }) + "\n";
+    const text = sealJson(JSON.stringify({ ...data, version: STATE_VERSION, engines, journal_seq: this.seq }), STATE_VERSION);
     await writeFileAtomic(stateFilePath(this.stateDir), text, 0o600);
     this.baseBytes = Buffer.byteLength(text);
     await this.handle?.close();
