@@ -21,35 +21,14 @@ export function printTable(report) {
   const m = report.machine;
   console.log(`${m.nproc} cores ${m.cpu}, ${m.mem_gib} GiB, load ${m.load_average_1m}, node ${m.node}`);
   console.log(`medians of ${report.runs} runs; cpu = user + sys s; rss = peak MB over the runs`);
-  const sizes = Object.keys(report.sizes);
-  if (sizes.length > 0) {
-    console.log(["command".padEnd(10), ...sizes.map((n) => `${n}: wall / cpu / rss`.padEnd(24))].join(" "));
-    for (const name of ["validate", "plan", "status"])
-      console.log(
-        [
-          name.padEnd(10),
-          ...sizes.map((n) => {
-            const s = report.sizes[n][name];
-            return `${f(s.wall_s)} / ${f(s.cpu_s)} / ${s.peak_rss_mb}`.padEnd(24);
-          }),
-        ].join(" "),
-      );
-  }
-  const converged = Object.keys(report.sizes_converged ?? {});
-  if (converged.length > 0) {
+  printSizes(report.sizes, "command", (n) => `${n}: wall / cpu / rss`, ["validate", "plan", "status"]);
+  const converged = report.sizes_converged ?? {};
+  if (Object.keys(converged).length > 0) {
     console.log("against converged records (a real P/D pair's, cloned in pools of 16; every in-pool pair proven):");
-    const state = (n) => `${report.sizes_converged[n].state_mb} MB, ${report.sizes_converged[n].proofs} proofs`;
-    console.log(["state".padEnd(10), ...converged.map((n) => `${n}: ${state(n)}`.padEnd(24))].join(" "));
-    for (const name of ["plan", "status"])
-      console.log(
-        [
-          name.padEnd(10),
-          ...converged.map((n) => {
-            const s = report.sizes_converged[n][name];
-            return `${f(s.wall_s)} / ${f(s.cpu_s)} / ${s.peak_rss_mb}`.padEnd(24);
-          }),
-        ].join(" "),
-      );
+    printSizes(converged, "state", (n) => `${n}: ${converged[n].state_mb} MB, ${converged[n].proofs} proofs`, [
+      "plan",
+      "status",
+    ]);
   }
   if (report.noop) {
     const { noop, floor, engines, cpu_over_floor, cold_converge_wall_s } = report.noop;
@@ -64,6 +43,23 @@ export function printTable(report) {
     );
   if (report.compose?.skipped) console.log(`compose: skipped: ${report.compose.skipped}`);
   else if (report.compose) printCompose(report.compose);
+}
+
+/** One row per command of `names`, one column per fleet size of `bySize`, under a heading row. */
+function printSizes(bySize, heading, column, names) {
+  const sizes = Object.keys(bySize);
+  if (sizes.length === 0) return;
+  console.log([heading.padEnd(10), ...sizes.map((n) => column(n).padEnd(24))].join(" "));
+  for (const name of names)
+    console.log(
+      [
+        name.padEnd(10),
+        ...sizes.map((n) => {
+          const s = bySize[n][name];
+          return `${f(s.wall_s)} / ${f(s.cpu_s)} / ${s.peak_rss_mb}`.padEnd(24);
+        }),
+      ].join(" "),
+    );
 }
 
 /** The compose part's rows: narwhal and docker-compose on the same containers, and the ratios. */
