@@ -14,6 +14,7 @@ import type { ObservedProof } from "../controller/plan-types.js";
 import type { EngineRecord, StateFile } from "./store.js";
 import { EngineRecordSchema, ProofSchema, readStateFile, STATE_VERSION } from "./state-file.js";
 import { readRegularFile } from "./atomic-file.js";
+import { hasIntactSeal } from "./state-seal.js";
 
 export type JournalOp =
   | { engine: string; record: EngineRecord | null }
@@ -84,18 +85,21 @@ async function replay(file: string, state: StateFile, seq: number): Promise<Omit
   const tail = lines.pop() ?? ""; // after the last newline: empty, or a write cut short
   let last = seq;
   for (const [i, line] of lines.entries()) {
-    let entry: z.infer<typeof JournalEntrySchema>;
+    let entry: { seq: number; ops: JournalOp[] };
     try {
-      const checked = JournalEntrySchema.safeParse(JSON.parse(line));
-      if (!checked.success) throw journalError(file, i + 1, `is not a journal entry: ${checked.error.issues[0]?.message}`);
-      entry = checked.data;
+      // As written (unknown record fields are kept); checked entry by entry unless the store's seal holds.
+      entry = JSON.parse(line) as typeof entry;
+      if (!hasIntactSeal(Buffer.from(`${line}\n`), STATE_VERSION)) {
+        const checked = JournalEntrySchema.safeParse(entry);
+        if (!checked.success) throw journalError(file, i + 1, `is not a journal entry: ${checked.error.issues[0]?.message}`);
+      }
     } catch (err) {
       if (err instanceof StateFileError) throw err;
       throw journalError(file, i + 1, `does not parse: ${(err as Error).message}`);
     }
     if (entry.seq <= seq) continue; // the base holds it already (a compaction cut short)
     if (entry.seq !== last + 1) throw journalError(file, i + 1, `has seq ${entry.seq} after ${last}: entries are missing`);
-    applyOps(state, (JSON.parse(line) as { ops: JournalOp[] }).ops); // as written: unknown record fields are kept
+    applyOps(state, entry.ops);
     last = entry.seq;
   }
   return { seq: last, journalBytes: Buffer.byteLength(read.text) - Buffer.byteLength(tail), torn: tail.length > 0 };

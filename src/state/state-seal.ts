@@ -1,5 +1,6 @@
-// The seal of narwhal.json: the sha256 of the base as the store wrote it, keyed by the state version
-// and the revision of its schema, as its last field (`,"seal":"<hex>"}` and a newline). Every record
+// The seal of narwhal.json and of each narwhal.journal line: the sha256 of the JSON as the store wrote
+// it, keyed by the state version and the revision of its schema, as its last field (`,"seal":"<hex>"}`
+// and a newline). Every record
 // a store writes was checked when it was read, or made by the controller in the shape the schema
 // describes; a reader that finds the file's bytes under an intact seal may take them without checking
 // each record again. That check was the largest part of a `status` of 1000 converged engines (zod over

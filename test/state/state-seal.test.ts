@@ -9,7 +9,8 @@ import * as z from "zod";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { hasIntactSeal, sealJson, SEAL_REVISION } from "../../src/state/state-seal.js";
 import { readStateFile, STATE_VERSION, StateFileSchema } from "../../src/state/state-file.js";
-import { StateStore, stateFilePath } from "../../src/state/store.js";
+import { readState, StateStore, stateFilePath } from "../../src/state/store.js";
+import { journalPath } from "../../src/state/state-journal.js";
 import { record } from "../controller/records.js";
 
 let root: string;
@@ -56,5 +57,20 @@ describe("the state file's seal", () => {
     // The seal left as it was: the edit breaks it, and the record the edit broke is found.
     await writeFile(file, text.replace('"engine":"engine-1"', '"engine":"engine-9"'));
     await expect(readStateFile(file)).rejects.toThrow(/is not a narwhal state file: \$\.engines\["engine-1"\]\.engine: names engine "engine-9"/);
+  });
+
+  it("seals every journal line too, and a line edited by hand is checked again and refused", async () => {
+    const state = path.join(root, "state");
+    const store = await StateStore.open(state);
+    await store.update("engine-1", () => record("engine-1"));
+    await store.update("engine-1", (prev) => ({ ...prev!, phase: "probed" }));
+    const lines = (await readFile(journalPath(state), "utf8")).split("\n").slice(0, -1);
+    expect(lines).toHaveLength(2);
+    for (const line of lines) expect(hasIntactSeal(Buffer.from(`${line}\n`), STATE_VERSION)).toBe(true);
+    expect((await readState(state)).engines["engine-1"]!.phase).toBe("probed");
+    // The seal kept, the record made into something no engine record is: found, naming the line.
+    await writeFile(journalPath(state), `${lines[0]}\n${lines[1]!.replace('"engine":"engine-1","backend"', '"engine":7,"backend"')}\n`);
+    await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", message: expect.stringContaining("line 2 is not a journal entry") });
+    await store.close().catch(() => undefined);
   });
 });
