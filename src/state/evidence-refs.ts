@@ -100,10 +100,10 @@ export class RunFiles {
   /** By run directory: each evidence file read, as compact JSON, and its sha256 once a reference named it. */
   private readonly known = new Map<string, Map<string, { text: string; sha256?: string }>>();
 
-  private learn(dir: string, name: string, text: string): void {
+  private learn(dir: string, name: string, text: string, sha256?: string): void {
     let files = this.known.get(dir);
     if (!files) this.known.set(dir, (files = new Map()));
-    files.set(name, { text });
+    files.set(name, { text, sha256 });
   }
 
   private match(slot: Slot, text: string, dir: string): RunFileRef | undefined {
@@ -166,7 +166,7 @@ export class RunFiles {
       }
       if (sha256Hex(text) !== value.sha256)
         throw new UnrestorableEvidence(`its ${slot} evidence ${file} is not the one the state recorded (sha256 differs)`);
-      this.learn(dir, value.$run_file, text); // the next write of this snapshot names the file again, reading nothing
+      this.learn(dir, value.$run_file, text, value.sha256); // the next write of this snapshot names the file again, reading nothing
       return JSON.parse(text) as unknown;
     });
   }

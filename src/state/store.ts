@@ -98,8 +98,6 @@ export class StateStore {
   private chain: Promise<void> = Promise.resolve();
   private next: Promise<void> | null = null;
   private readonly dirty = { engines: new Set<string>(), proofs: new Set<string>(), suspended: false };
-  /** The run directories' evidence: persisted snapshots name it instead of holding a copy (evidence-refs.ts). */
-  readonly runFiles: RunFiles;
 
   private constructor(
     readonly stateDir: string,
@@ -107,12 +105,12 @@ export class StateStore {
     /** lowdb's adapter: its whole-document write folds the journal into narwhal.json. */
     private readonly journal: JournalFile,
     initial: StateFile,
-    runFiles: RunFiles,
+    /** The run directories' evidence: persisted snapshots name it instead of holding a copy (evidence-refs.ts). */
+    private readonly runFiles: RunFiles,
     /** Told how long each write took (watch mode's metrics). */
     private readonly onWrite?: (seconds: number, ok: boolean) => void,
   ) {
     this.db = new Low<StateFile>(journal, initial);
-    this.runFiles = runFiles;
   }
 
   /**
