@@ -15,6 +15,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { writeDesiredSummary } from "../dist/src/state/desired-summary.js";
 import { sealJson } from "../dist/src/state/state-seal.js";
+import { InputsFiles } from "../dist/src/state/applied-inputs.js";
+import { specInputs } from "../dist/src/controller/desired-for-plan.js";
 
 const hex = (s, n) => crypto.createHash("sha256").update(s).digest("hex").slice(0, n);
 
@@ -63,6 +65,7 @@ export async function writeConvergedFleetState(stateDir, desired, template, { po
   const at = tpl.proof.at;
   const engines = {};
   const proofs = {};
+  const inputs = new InputsFiles(stateDir);
   for (let start = 0; start < desired.specs.length; start += pool) {
     const specs = desired.specs.slice(start, start + pool);
     const k = start / pool;
@@ -79,6 +82,8 @@ export async function writeConvergedFleetState(stateDir, desired, template, { po
     for (const spec of specs) {
       const peers = (spec.role === "prefill" ? decodes : prefills).map((s) => s.name);
       engines[spec.name] = cloneRecord(tpl[spec.role], spec, token(spec), poolOf, peers, at);
+      // Its own applied inputs, by reference to their file, as a controller that applied the spec leaves them.
+      engines[spec.name].applied_inputs = await inputs.persisted(specInputs(spec));
     }
     for (const p of prefills)
       for (const d of decodes) {

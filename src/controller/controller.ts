@@ -13,7 +13,7 @@ import { openState } from "./open-state.js";
 import { describeFailure, ioFailure, type NodeFault } from "../errors.js";
 import { World, type Owned } from "./world.js";
 import { EngineActors, type EngineActor } from "./engine-actors.js";
-import { observe } from "./observe.js";
+import { desiredHashes, observe } from "./observe.js";
 import { knownEngines, markObserved } from "./known-engines.js";
 import { plan as planFleet } from "./planner.js";
 import { desiredForPlan } from "./desired-for-plan.js";
@@ -234,7 +234,7 @@ export class Controller {
     this.opts.log.addSecrets(desired.secrets);
     for (const backend of Object.values(this.opts.backends)) backend.knowHosts?.(desired.specs);
     if (this.startup) await this.execution.restoreAll(desired);
-    const observed = await this.observeNow(true, desired.secrets);
+    const observed = await this.observeNow(true, desired);
     return {
       observed,
       plan: planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup }),
@@ -248,7 +248,7 @@ export class Controller {
     return this.planned.view;
   }
 
-  private async observeNow(full: boolean, secrets: string[]): Promise<Observed> {
+  private async observeNow(full: boolean, desired: DesiredState): Promise<Observed> {
     const owned = full ? await this.world.listOwned(this.startup) : null;
     if (owned) this.lastOwned = owned;
     const known = knownEngines(this.actors, this.applied, this.execution, this.store);
@@ -261,7 +261,8 @@ export class Controller {
       cache: this.liveness,
       faults: this.nodeFaults,
       strikes: this.strikes,
-      secrets,
+      secrets: desired.secrets,
+      inputs: { desiredHash: desiredHashes(desired), read: (value) => this.store.appliedInputs(value) },
       serving: this.serving.current,
       proofs: this.store.proofs(),
       atStart: this.startup,
@@ -297,7 +298,7 @@ export class Controller {
     if (this.startup) await this.execution.restoreAll(desired);
     const full = this.fullPending;
     this.fullPending = false;
-    const observed = await this.observeNow(full, desired.secrets);
+    const observed = await this.observeNow(full, desired);
     if (signal.aborted) return;
     const plan = planFleet(this.forPlan(desired), observed, { rollout: desired.rollout, startup: this.startup });
     this.retries.clear();

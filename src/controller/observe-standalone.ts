@@ -7,7 +7,8 @@ import type { DesiredState } from "../desired/types.js";
 import type { Logger } from "../log.js";
 import { backendsFor, nodeHostsFor } from "../backends/for-config.js";
 import { readState } from "../state/store.js";
-import { knownFromRecords, observe } from "./observe.js";
+import { desiredHashes, knownFromRecords, observe } from "./observe.js";
+import { InputsFiles } from "../state/applied-inputs.js";
 import { readServingFleet } from "./serving-file.js";
 import type { Observed } from "./plan-types.js";
 import { World } from "./world.js";
@@ -19,6 +20,7 @@ export async function observeStandalone(config: Config, log: Logger, desired: De
   const world = new World(backends, log, config.stopGraceMs);
   try {
     const state = await readState(config.stateDir);
+    const inputs = new InputsFiles(config.stateDir);
     const owned = await world.listOwned(false);
     return await observe(world, knownFromRecords(Object.values(state.engines)), [], {
       probe: true,
@@ -26,6 +28,7 @@ export async function observeStandalone(config: Config, log: Logger, desired: De
       health: false,
       owned,
       secrets: desired.secrets,
+      inputs: { desiredHash: desiredHashes(desired), read: (value) => inputs.resolve(value) },
       serving: await readServingFleet(config.stateDir),
       proofs: state.proofs ?? {},
       ...(state.suspended ? { suspended: state.suspended } : {}),

@@ -5,11 +5,13 @@
 // key of every captured engine. It decides nothing and changes nothing.
 import type { EngineContext } from "../../machines/engine.js";
 import type { EngineRecord } from "../state/store.js";
+import type { DesiredState } from "../desired/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import { readPlan } from "../phases/prepare.js";
 import { recordContext } from "./record.js";
 import { nodeFaultOf, type NodeFault } from "../errors.js";
 import { NodeFaults } from "./node-faults.js";
+import { isInputsRef, type AppliedInputs } from "../state/applied-inputs.js";
 
 export { recordContext };
 import { claimedTokens, type Owned, type World } from "./world.js";
@@ -55,6 +57,33 @@ export interface ObserveOptions {
   suspended?: Record<string, string>;
   /** Engines `narwhal retry` asked a fresh attempt budget for; absent: none. */
   retry?: ReadonlySet<string>;
+  /**
+   * Reads the applied inputs a record names by reference (state/applied-inputs.ts), for an engine
+   * desired at other inputs than it was applied with: only a change needs them (its fields, the URL a
+   * held engine still answers on). Absent: left unread (null), as are those of unchanged engines.
+   */
+  inputs?: {
+    desiredHash: ReadonlyMap<string, string>;
+    read: (value: AppliedInputs | undefined) => Promise<Record<string, unknown> | null>;
+  };
+}
+
+/** Each desired engine's input hash, for ObserveOptions.inputs. */
+export function desiredHashes(desired: Pick<DesiredState, "specs">): Map<string, string> {
+  return new Map(desired.specs.map((s) => [s.name, s.input_hash]));
+}
+
+/** The engine's applied inputs as a plan needs them: in memory, or read from their file when desired/ changed them. */
+async function appliedInputsOf(
+  k: KnownEngine,
+  appliedHash: string,
+  opts: ObserveOptions,
+): Promise<Record<string, unknown> | null> {
+  if (k.applied_inputs !== undefined) return k.applied_inputs;
+  const value = k.record?.applied_inputs ?? null;
+  if (!isInputsRef(value)) return value;
+  const wanted = opts.inputs?.desiredHash.get(k.engine);
+  return opts.inputs && wanted !== undefined && wanted !== appliedHash ? opts.inputs.read(value) : null;
 }
 
 /** What the state file knows, as KnownEngine (no controller: `narwhal plan`). */
@@ -148,6 +177,7 @@ async function observeEngine(
     }
   }
   const retiring = ctx.retiring ?? null;
+  const appliedHash = ctx.desiredHash ?? k.record?.desired_hash ?? "";
   const retiringSeen = retiring ? await livenessOf(world, k.engine, retiring.handle, opts, told, listed) : null;
   // A node the engine's step failed on, or its observation now: it blocks only this engine (planner, rollout).
   const stepFault = k.phase === "failed" ? nodeFaultOf(ctx.error) : null;
@@ -156,8 +186,8 @@ async function observeEngine(
     role: k.role ?? k.record?.role ?? null,
     backend: k.record?.backend ?? handle?.kind ?? "native",
     phase: k.phase,
-    applied_hash: ctx.desiredHash ?? k.record?.desired_hash ?? "",
-    applied_inputs: k.applied_inputs !== undefined ? k.applied_inputs : (k.record?.applied_inputs ?? null),
+    applied_hash: appliedHash,
+    applied_inputs: await appliedInputsOf(k, appliedHash, opts),
     running_hash: ctx.runningHash ?? null,
     group_signature: ctx.inspection?.group_signature ?? k.record?.group_signature ?? null,
     nixl_hash: ctx.checked?.nixl_compat_hash ?? k.record?.checked?.nixl_compat_hash ?? null,

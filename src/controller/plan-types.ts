@@ -66,7 +66,10 @@ export interface ObservedEngine {
   phase: string;
   /** The input hash the controller last applied to it (APPLIED). */
   applied_hash: string;
-  /** inputHashMaterial of the applied spec; null when not recorded (old state files). */
+  /**
+   * inputHashMaterial of the applied spec; null when not recorded (old state files, a missing inputs file),
+   * or not read: a record's inputs are read only when desired/ changed them (observe.ts).
+   */
   applied_inputs: Record<string, unknown> | null;
   /** Input hash of the engine that runs (RUNNING); null when none runs. */
   running_hash: string | null;

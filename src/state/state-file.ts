@@ -12,11 +12,13 @@ import { readRegularFile } from "./atomic-file.js";
 import { hasIntactSeal } from "./state-seal.js";
 
 /**
- * 2: a snapshot's evidence may be a reference to its run directory (evidence-refs.ts). A file of 1 is
- * read as it is and rewritten as 2 when the store opens it; a narwhal of 1 refuses a file of 2.
+ * 2: a snapshot's evidence may be a reference to its run directory (evidence-refs.ts).
+ * 3: a record's applied inputs may be a reference to their file (applied-inputs.ts).
+ * An older file is read as it is and rewritten in this version when the store opens it; a narwhal of
+ * an older version refuses a newer file (it would read a reference as the inputs themselves).
  */
-export const STATE_VERSION = 2;
-const READABLE_VERSIONS = new Set([1, STATE_VERSION]);
+export const STATE_VERSION = 3;
+const READABLE_VERSIONS = new Set([1, 2, STATE_VERSION]);
 
 const nullableString = z.string().nullable();
 const anyObject = z.looseObject({});
@@ -68,7 +70,9 @@ export const EngineRecordSchema = z
       .record(z.string(), z.unknown())
       .nullable()
       .optional()
-      .describe("the hashed inputs (no secrets: the API key as its sha256) of the spec last applied, so a plan can name the fields a change touches"),
+      .describe(
+        'the hashed inputs (no secrets: the API key as its sha256) of the spec last applied, so a plan can name the fields a change touches; from version 3 written as {"$inputs": sha256}, naming inputs/<sha256>.json',
+      ),
     observed_at: z.string().optional().describe("ISO time a controller last observed this engine (liveness, health, key)"),
     halted: z.string().nullable().optional().describe("why a rollout halted on this engine (its replacement failed); null or absent: not halted"),
   })

@@ -24,8 +24,12 @@ export class JournalFile implements Adapter<StateFile> {
     /** Bytes of whole lines in the journal. */
     private bytes: number,
     private baseBytes: number,
-    /** The records as they are written (their evidence by reference: evidence-refs.ts). */
-    private readonly persisted: (engines: Record<string, EngineRecord>) => Promise<Record<string, EngineRecord>>,
+    private readonly hooks: {
+      /** The records as they are written (their evidence and inputs by reference to their files). */
+      persisted: (engines: Record<string, EngineRecord>) => Promise<Record<string, EngineRecord>>;
+      /** Told the records a fold wrote, once they are the base on disk. */
+      folded: (engines: Record<string, EngineRecord>) => Promise<void>;
+    },
   ) {}
 
   read(): Promise<StateFile> {
@@ -37,7 +41,7 @@ export class JournalFile implements Adapter<StateFile> {
     // Compact, not indented: a converged engine's record is about 10 KB of it, and indentation made a
     // 1000-engine base 19.8 MB against 13.3 MB, 0.3 s against 0.17 s for every reader only to read it.
     // Sealed (state-seal.ts): a reader takes what this wrote without checking every record again.
-    const engines = await this.persisted(data.engines);
+    const engines = await this.hooks.persisted(data.engines);
     const text = sealJson(JSON.stringify({ ...data, version: STATE_VERSION, engines, journal_seq: this.seq }), STATE_VERSION);
     await writeFileAtomic(stateFilePath(this.stateDir), text, 0o600);
     this.baseBytes = Buffer.byteLength(text);
@@ -48,6 +52,7 @@ export class JournalFile implements Adapter<StateFile> {
     await fsyncDir(this.stateDir);
     this.bytes = 0;
     this.broken = false;
+    await this.hooks.folded(engines);
   }
 
   /** Whether there is anything to fold into the base. */

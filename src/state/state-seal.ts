@@ -12,7 +12,7 @@ import crypto from "node:crypto";
  * The schema's revision: bump it whenever StateFileSchema changes, so a seal made under the old schema
  * no longer vouches for a file (test/state/state-seal.test.ts holds it to the schema's digest).
  */
-export const SEAL_REVISION = 1;
+export const SEAL_REVISION = 2;
 
 const OPEN = ',"seal":"';
 const CLOSE = '"}\n';

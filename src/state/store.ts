@@ -15,6 +15,7 @@ import { journalPath, readStateDir, stateFilePath, type JournalOp } from "./stat
 import { baseSize, JournalFile } from "./state-journal-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { RunFiles, UnrestorableEvidence } from "./evidence-refs.js";
+import { InputsFiles, type AppliedInputs } from "./applied-inputs.js";
 import type { ObservedProof } from "../controller/plan-types.js";
 
 export { STATE_VERSION, stateFilePath };
@@ -68,8 +69,11 @@ export interface EngineRecord {
   updated_at: string;
   /** The role it was applied with; absent in files written before roles were kept. */
   role?: string;
-  /** inputHashMaterial of the spec last applied (no secrets), so a plan can name the fields a change touches. */
-  applied_inputs?: Record<string, unknown> | null;
+  /**
+   * inputHashMaterial of the spec last applied (no secrets), so a plan can name the fields a change touches:
+   * persisted as a reference to its file (applied-inputs.ts), which is how records read from disk hold it.
+   */
+  applied_inputs?: AppliedInputs;
   /** When a controller last observed this engine (liveness, health, key). */
   observed_at?: string;
   /** Why a rollout halted on this engine (its replacement failed); null or absent: not halted. */
@@ -87,9 +91,10 @@ export interface StateFile {
   journal_seq?: number;
 }
 
-/** A record as compared for a skipped write: everything but the time of the write. */
-function sameRecord(a: EngineRecord, b: EngineRecord): boolean {
-  return JSON.stringify({ ...a, updated_at: "" }) === JSON.stringify({ ...b, updated_at: "" });
+/** How records are written: evidence and applied inputs by reference to the files that hold them. */
+interface Persisting {
+  runFiles: RunFiles;
+  inputs: InputsFiles;
 }
 
 export class StateStore {
@@ -105,8 +110,8 @@ export class StateStore {
     /** lowdb's adapter: its whole-document write folds the journal into narwhal.json. */
     private readonly journal: JournalFile,
     initial: StateFile,
-    /** The run directories' evidence: persisted snapshots name it instead of holding a copy (evidence-refs.ts). */
-    private readonly runFiles: RunFiles,
+    /** Evidence and applied inputs: persisted records name their files instead of holding a copy. */
+    private readonly persisting: Persisting,
     /** Told how long each write took (watch mode's metrics). */
     private readonly onWrite?: (seconds: number, ok: boolean) => void,
   ) {
@@ -143,11 +148,13 @@ export class StateStore {
       else await moveAside(journalPath(stateDir), err).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" || Promise.reject(e));
     }
     const initial = read?.state ?? { version: STATE_VERSION, engines: {} };
-    const runFiles = new RunFiles();
-    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, await baseSize(stateDir), (engines) =>
-      persistedEngines(runFiles, engines),
-    );
-    const store = new StateStore(stateDir, failpoint, journal, initial, runFiles, onWrite);
+    const persisting = { runFiles: new RunFiles(), inputs: new InputsFiles(stateDir) };
+    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, await baseSize(stateDir), {
+      persisted: (engines) => persistedEngines(persisting, engines),
+      // After the base that names them is on disk: inputs files no record names any more are removed.
+      folded: (engines) => persisting.inputs.retain(namedInputs(persisting.inputs, engines)),
+    });
+    const store = new StateStore(stateDir, failpoint, journal, initial, persisting, onWrite);
     store.sweptTemps = sweptTemps;
     store.movedAside = aside?.file ?? null;
     store.asideReason = aside?.reason ?? null;
@@ -185,7 +192,7 @@ export class StateStore {
       delete this.db.data.engines[name];
     } else {
       next.history = next.history.slice(-HISTORY_LIMIT);
-      if (prev && sameRecord(prev, next)) {
+      if (prev && this.sameRecord(prev, next)) {
         this.db.data.engines[name] = { ...next, updated_at: prev.updated_at };
         return this.skip();
       }
@@ -196,6 +203,18 @@ export class StateStore {
     return this.flush();
   }
 
+  /** A record as compared for a skipped write: everything but the time of the write, its inputs by what they hold. */
+  private sameRecord(a: EngineRecord, b: EngineRecord): boolean {
+    const { inputs } = this.persisting;
+    const comparable = (r: EngineRecord) => JSON.stringify({ ...r, updated_at: "", applied_inputs: inputs.key(r.applied_inputs) });
+    return comparable(a) === comparable(b);
+  }
+
+  /** The inputs a record names (its file read once per process); null: none recorded, or their file is gone or altered. */
+  appliedInputs(value: AppliedInputs | undefined): Promise<Record<string, unknown> | null> {
+    return this.persisting.inputs.resolve(value);
+  }
+
   /**
    * The record with its snapshot's evidence read back from its run directory, for a machine to restore
    * (`problem`: why it cannot be, naming the file). The store keeps the whole snapshot from then on: it
@@ -203,7 +222,7 @@ export class StateStore {
    */
   async withEvidence(record: EngineRecord): Promise<{ record: EngineRecord; problem: string | null }> {
     try {
-      const whole = { ...record, snapshot: await this.runFiles.join(record.snapshot) };
+      const whole = { ...record, snapshot: await this.persisting.runFiles.join(record.snapshot) };
       if (this.db.data.engines[record.engine] === record) this.db.data.engines[record.engine] = whole;
       return { record: whole, problem: null };
     } catch (err) {
@@ -284,7 +303,7 @@ export class StateStore {
     const began = performance.now();
     try {
       if (this.journal.needsFold) await this.db.write();
-      await this.journal.append(await Promise.all(ops.map((op) => persistedOp(this.runFiles, op))));
+      await this.journal.append(await Promise.all(ops.map((op) => persistedOp(this.persisting, op))));
     } catch (err) {
       // Not on disk: the next write carries these changes again (as they are by then).
       for (const op of ops) this.remark(op);
@@ -332,21 +351,33 @@ export class StateStore {
   }
 }
 
-/** A record as written: its snapshot's evidence named in its run directory where that holds it. */
-async function persistedRecord(runFiles: RunFiles, record: EngineRecord): Promise<EngineRecord> {
-  return record.snapshot ? { ...record, snapshot: await runFiles.encode(record.snapshot) } : record;
+/** A record as written: its snapshot's evidence named in its run directory where that holds it, its inputs by their file. */
+async function persistedRecord({ runFiles, inputs }: Persisting, record: EngineRecord): Promise<EngineRecord> {
+  const snapshot = record.snapshot ? await runFiles.encode(record.snapshot) : record.snapshot;
+  const applied_inputs = await inputs.persisted(record.applied_inputs);
+  return snapshot === record.snapshot && applied_inputs === record.applied_inputs ? record : { ...record, snapshot, applied_inputs };
 }
 
 /** Every record as written, one after another (a first fold may read every run's files), and what is no longer needed forgotten. */
-async function persistedEngines(runFiles: RunFiles, engines: Record<string, EngineRecord>): Promise<Record<string, EngineRecord>> {
+async function persistedEngines(persisting: Persisting, engines: Record<string, EngineRecord>): Promise<Record<string, EngineRecord>> {
   const out: Record<string, EngineRecord> = {};
-  for (const [name, record] of Object.entries(engines)) out[name] = await persistedRecord(runFiles, record);
-  runFiles.retain(Object.values(engines).map((r) => r.snapshot));
+  for (const [name, record] of Object.entries(engines)) out[name] = await persistedRecord(persisting, record);
+  persisting.runFiles.retain(Object.values(engines).map((r) => r.snapshot));
   return out;
 }
 
-async function persistedOp(runFiles: RunFiles, op: JournalOp): Promise<JournalOp> {
-  return "engine" in op && op.record ? { engine: op.engine, record: await persistedRecord(runFiles, op.record) } : op;
+/** The sha256s of the inputs files the records name. */
+function namedInputs(inputs: InputsFiles, engines: Record<string, EngineRecord>): Set<string> {
+  const named = new Set<string>();
+  for (const record of Object.values(engines)) {
+    const key = inputs.key(record.applied_inputs);
+    if (key !== null) named.add(key);
+  }
+  return named;
+}
+
+async function persistedOp(persisting: Persisting, op: JournalOp): Promise<JournalOp> {
+  return "engine" in op && op.record ? { engine: op.engine, record: await persistedRecord(persisting, op.record) } : op;
 }
 
 async function moveAside(file: string, err: StateFileError): Promise<string> {
