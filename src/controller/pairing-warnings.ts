@@ -56,7 +56,10 @@ export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Obse
   const [prefills, decodes] = [serving("prefill"), serving("decode")];
   if (prefills.length === 0 || decodes.length === 0) return [];
   const warned = new WarnedPairs();
-  for (const p of prefills)
+  // Each engine's class once, not once per pair: 500 prefills × 500 decodes built 500,000 strings.
+  const classOf = new Map([...prefills, ...decodes].map((o) => [o.engine, pairingClass(o)]));
+  for (const p of prefills) {
+    const pClass = classOf.get(p.engine) ?? null;
     for (const d of decodes)
       if (sameModel(p, d) && !nixlAgree(p, d))
         warned.add(
@@ -65,7 +68,7 @@ export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Obse
           (ps, ds) =>
             `${ps} (prefill) and ${ds} (decode) serve one model but their recorded NIXL compatibility hashes differ (${h12(p.nixl_hash!)} vs ${h12(d.nixl_hash!)}): the inputs vLLM hashes (vLLM and connector version, --model, dtype, KV heads, head size, layers, attention backend, cache dtype) differ, so vLLM refuses their handshake; they are never paired. Compare the nixl-compat.json of their run directories`,
         );
-      else if (pairingClass(p) !== null && pairingClass(p) === pairingClass(d)) {
+      else if (pClass !== null && pClass === classOf.get(d.engine)) {
         const refusal = handshakeRefusal(p, d);
         if (refusal !== null)
           warned.add(
@@ -75,6 +78,7 @@ export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Obse
               `${ps} (prefill, TP ${p.tensor_parallel_size ?? "?"}) and ${ds} (decode, TP ${d.tensor_parallel_size ?? "?"}) agree on their NIXL compatibility hash, but ${refusal}; they are never paired. Give the decode a TP that is a multiple of the prefill's, and both one block size`,
           );
       }
+  }
   const warnings = warned.lines();
   if (compatiblePairs(desired, observed, new Set()).length === 0)
     warnings.push(
