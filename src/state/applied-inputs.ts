@@ -73,12 +73,15 @@ export class InputsFiles {
 
   private async ensure(sha256: string, text: string): Promise<void> {
     const file = path.join(inputsDir(this.stateDir), `${sha256}.json`);
+    const holds = async () => (await fs.readFile(file, "utf8").catch(() => null)) === text;
+    // Read first: a controller's start persists every record it restores, and all their files are
+    // there already; an exclusive write would write and fsync a temporary file per engine to learn that.
+    if (await holds()) return;
     // A new inputs/ is as durable as the files in it.
     if (await fs.mkdir(inputsDir(this.stateDir), { recursive: true, mode: 0o700 })) await fsyncDir(this.stateDir);
     if (await writeFileExclusive(file, text)) return;
-    // There already: kept when it holds these inputs, replaced when it was edited or cut short.
-    const there = await fs.readFile(file, "utf8").catch(() => null);
-    if (there !== text) await writeFileAtomic(file, text);
+    // There already (edited, cut short, or written since the read): replaced unless it holds these inputs.
+    if (!(await holds())) await writeFileAtomic(file, text);
   }
 
   /** The inputs a value names; null when it names none, or its file is missing or not what it named. */

@@ -2,7 +2,7 @@
 // the file holds exactly them, an unchanged record is no write, a fold removes files no record names,
 // a file that is gone or altered reads as unknown (never as other inputs), an older state is rewritten
 // with references, and an observation reads only the inputs of engines desired/ changed.
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -54,6 +54,23 @@ describe("applied inputs by reference", () => {
     await again.update("engine-1", (prev) => ({ ...prev!, applied_inputs: inputs(8001) }));
     expect(again.writes.made).toBe(made + 1);
     await again.close();
+  });
+
+  it("a restored record written again finds its inputs file there: nothing is written into inputs/", async () => {
+    const store = await StateStore.open(state);
+    await store.update("engine-1", () => record("engine-1", { applied_inputs: inputs(8000) }));
+    await store.close();
+    // A temporary file made and removed beside the inputs files would move the directory's mtime.
+    const past = new Date("2026-01-01T00:00:00Z");
+    await utimes(inputsDir(state), past, past);
+    const again = await StateStore.open(state);
+    const made = again.writes.made;
+    // As a controller's start persists what it restored: the spec's inputs object and a new observation.
+    await again.update("engine-1", (prev) => ({ ...prev!, applied_inputs: inputs(8000), attempts: 1 }));
+    expect(again.writes.made).toBe(made + 1);
+    await again.close();
+    expect((await stat(inputsDir(state))).mtime).toEqual(past);
+    expect(await files()).toHaveLength(1);
   });
 
   it("a fold removes the files no record names, and keeps those records share", async () => {
