@@ -10,7 +10,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { Inspection, PreparedRun } from "./types.js";
 import { buildLaunchPlan, renderEnvFile, type AppIdentity, type LaunchPlan } from "./plan.js";
 import { createDirAtomically, createRunDir, removePartialRuns, type RunFile } from "../state/run-dir.js";
-import { exists } from "../state/atomic-file.js";
+import { exists, readOwnFile } from "../state/atomic-file.js";
 import { PhaseError } from "../errors.js";
 import { MODEL_MANIFEST_FILE } from "./host/model-manifest.js";
 import { envFileFor } from "./run-env.js";
@@ -25,7 +25,7 @@ export function sha256(data: string | Buffer): string {
 }
 
 export async function readPlan(runDir: string): Promise<{ plan: LaunchPlan; sha256: string }> {
-  const bytes = await fs.readFile(path.join(runDir, LAUNCH_FILE));
+  const bytes = readOwnFile(path.join(runDir, LAUNCH_FILE));
   return { plan: JSON.parse(bytes.toString("utf8")) as LaunchPlan, sha256: sha256(bytes) };
 }
 

@@ -3,10 +3,10 @@
 // because it can hold the engine API key). Runs prepared before the native name
 // existed hold container.env: readers take whichever the run has, so a
 // controller upgraded in place still probes, proves and adopts those engines.
-import fs from "node:fs/promises";
 import path from "node:path";
 import type { EngineSpec } from "../desired/types.js";
 import { parseEnvFile } from "./plan.js";
+import { readOwnFile } from "../state/atomic-file.js";
 
 export const ENGINE_ENV_FILE = "engine.env";
 export const CONTAINER_ENV_FILE = "container.env";
@@ -22,7 +22,7 @@ export function envFileFor(backend: EngineSpec["backend"]): string {
 export async function readRunEnv(runDir: string): Promise<{ file: string; env: Record<string, string> }> {
   for (const file of ENV_FILES) {
     try {
-      return { file, env: parseEnvFile(await fs.readFile(path.join(runDir, file), "utf8")) };
+      return { file, env: parseEnvFile(readOwnFile(path.join(runDir, file), "utf8")) };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     }

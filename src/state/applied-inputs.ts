@@ -9,7 +9,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { canonicalJson, sha256Hex } from "../desired/hash.js";
-import { fsyncDir, writeFileAtomic, writeFileExclusive } from "./atomic-file.js";
+import { fsyncDir, readOwnFile, writeFileAtomic, writeFileExclusive } from "./atomic-file.js";
 
 /** A record's applied inputs as persisted: the file `inputs/<sha256>.json` of the state directory. */
 export interface InputsRef {
@@ -73,15 +73,15 @@ export class InputsFiles {
 
   private async ensure(sha256: string, text: string): Promise<void> {
     const file = path.join(inputsDir(this.stateDir), `${sha256}.json`);
-    const holds = async () => (await fs.readFile(file, "utf8").catch(() => null)) === text;
+    const holds = () => readOrNull(file) === text;
     // Read first: a controller's start persists every record it restores, and all their files are
     // there already; an exclusive write would write and fsync a temporary file per engine to learn that.
-    if (await holds()) return;
+    if (holds()) return;
     // A new inputs/ is as durable as the files in it.
     if (await fs.mkdir(inputsDir(this.stateDir), { recursive: true, mode: 0o700 })) await fsyncDir(this.stateDir);
     if (await writeFileExclusive(file, text)) return;
     // There already (edited, cut short, or written since the read): replaced unless it holds these inputs.
-    if (!(await holds())) await writeFileAtomic(file, text);
+    if (!holds()) await writeFileAtomic(file, text);
   }
 
   /** The inputs a value names; null when it names none, or its file is missing or not what it named. */
@@ -100,7 +100,7 @@ export class InputsFiles {
   }
 
   private async read(sha256: string): Promise<Record<string, unknown> | null> {
-    const text = await fs.readFile(path.join(inputsDir(this.stateDir), `${sha256}.json`), "utf8").catch(() => null);
+    const text = readOrNull(path.join(inputsDir(this.stateDir), `${sha256}.json`));
     // Not what the record named: unknown, as a record without inputs is (a plan then assumes the worst).
     if (text === null || sha256Hex(text) !== sha256) return null;
     try {
@@ -123,5 +123,13 @@ export class InputsFiles {
           return fs.rm(path.join(inputsDir(this.stateDir), name), { force: true }).catch(() => undefined);
         }),
     );
+  }
+}
+
+function readOrNull(file: string): string | null {
+  try {
+    return readOwnFile(file, "utf8");
+  } catch {
+    return null;
   }
 }

@@ -16,6 +16,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { sha256Hex } from "../desired/hash.js";
+import { readOwnFile } from "./atomic-file.js";
 
 /** Where one piece of evidence is: a file of the run directory and the sha256 of its JSON (compact). */
 export interface RunFileRef {
@@ -173,5 +174,5 @@ export class RunFiles {
 }
 
 async function compactJson(file: string): Promise<string> {
-  return JSON.stringify(JSON.parse(await fs.readFile(file, "utf8")));
+  return JSON.stringify(JSON.parse(readOwnFile(file, "utf8")));
 }

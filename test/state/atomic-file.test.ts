@@ -2,9 +2,17 @@
 // creation for evidence that must never be rewritten.
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { exists, readJsonIfExists, readRegularFile, writeFileAtomic, writeFileExclusive } from "../../src/state/atomic-file.js";
+import {
+  exists,
+  readJsonIfExists,
+  readOwnFile,
+  readRegularFile,
+  writeFileAtomic,
+  writeFileExclusive,
+} from "../../src/state/atomic-file.js";
 import { smallDisk, type FullDisk } from "./full-disk.js";
 
 let dir: string;
@@ -124,6 +132,14 @@ describe("readJsonIfExists / exists", () => {
     expect(await readJsonIfExists(f)).toEqual({ a: 1 });
     expect(await exists(f)).toBe(true);
     await writeFile(f, "{");
+    await expect(readJsonIfExists(f)).rejects.toThrow(SyntaxError);
+  });
+
+  it("a FIFO in a run file's place reads as empty, synchronously, and fails as JSON: the controller never waits on it", async () => {
+    // readOwnFile reads on the event loop: a blocking open of a FIFO without a writer would stop everything.
+    const f = path.join(dir, "launch.json");
+    execFileSync("mkfifo", [f]);
+    expect(readOwnFile(f)).toEqual(Buffer.alloc(0));
     await expect(readJsonIfExists(f)).rejects.toThrow(SyntaxError);
   });
 });
