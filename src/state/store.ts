@@ -338,9 +338,13 @@ export class StateStore {
 
   /** Persist what is pending, fold the journal into narwhal.json (one file again, as before the journal) and close it. */
   async close(): Promise<void> {
-    await this.flush();
-    await this.chainedFold();
-    await this.journal.close();
+    try {
+      await this.flush();
+      await this.chainedFold();
+    } finally {
+      // A fold that failed (a full disk) leaves the journal for the next open; its descriptor is let go either way.
+      await this.journal.close();
+    }
   }
 
   /** Fold after every write under way (never beside an append). */

@@ -6,13 +6,16 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { initialContext } from "../../machines/engine.js";
 import { recordFrom } from "../../src/controller/record.js";
-import { HISTORY_LIMIT, StateStore } from "../../src/state/store.js";
+import { HISTORY_LIMIT } from "../../src/state/store.js";
+import { openStores } from "../state/open-stores.js";
+
+const stores = openStores();
 
 describe("an engine's recorded history", () => {
   it(`keeps the latest ${HISTORY_LIMIT} transitions through an outwait that lasts`, async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "narwhal-history-"));
     try {
-      const store = await StateStore.open(dir);
+      const store = await stores.open(dir);
       const ctx = initialContext({
         engine: "engine-1",
         desiredHash: "h1",
@@ -33,7 +36,7 @@ describe("an engine's recorded history", () => {
           recordFrom(prev, failed ? "failed" : "pending", { ...ctx, error }, "native", null),
         );
       }
-      const record = (await StateStore.open(dir)).engine("engine-1")!;
+      const record = (await stores.open(dir)).engine("engine-1")!;
       expect(record.history).toHaveLength(HISTORY_LIMIT);
       expect(record.history.at(-1)).toMatchObject({
         from: "pending",
@@ -41,6 +44,7 @@ describe("an engine's recorded history", () => {
         note: `inspect: re-check ${3 * HISTORY_LIMIT - 1}`,
       });
     } finally {
+      await stores.closeAll();
       await rm(dir, { recursive: true, force: true });
     }
   });

@@ -18,7 +18,8 @@ import { observe, type KnownEngine } from "../../src/controller/observe.js";
 import { conditionsFor, recordFrom, withNodeReachable } from "../../src/controller/record.js";
 import { markObserved } from "../../src/controller/known-engines.js";
 import type { DesiredEngine, Liveness, ObservedEngine, Plan } from "../../src/controller/plan-types.js";
-import { StateStore, type Condition, type EngineRecord } from "../../src/state/store.js";
+import type { Condition, EngineRecord } from "../../src/state/store.js";
+import { openStores } from "../state/open-stores.js";
 import { captured, observedOf } from "./plan-fixtures.js";
 import { record } from "./records.js";
 
@@ -88,6 +89,8 @@ const opts = (cache = new Map<string, Liveness>(), faults = new Map<string, Node
   secrets: [],
   serving: null,
 });
+
+const stores = openStores();
 
 describe("observing engines on a node that cannot be used", () => {
   it("observes its engines as unknown with the node's fault, tells the node once, and the other node's engines as they are", async () => {
@@ -261,7 +264,7 @@ describe("NodeReachable from a full observation (markObserved)", () => {
   it("writes False while the engine's node fails its observation, and True once it is observed again", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "narwhal-node-faults-"));
     try {
-      const store = await StateStore.open(path.join(dir, "state"));
+      const store = await stores.open(path.join(dir, "state"));
       await store.update("engine-2", () => record("engine-2"));
       const plan = { halted: [] } as unknown as Plan;
       const at = (o: ObservedEngine, when: string) => observedOf([o], { at: when });
@@ -290,6 +293,7 @@ describe("NodeReachable from a full observation (markObserved)", () => {
         lastTransitionTime: T1,
       });
     } finally {
+      await stores.closeAll();
       await rm(dir, { recursive: true, force: true });
     }
   });

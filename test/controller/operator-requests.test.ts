@@ -6,13 +6,14 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { StateStore } from "../../src/state/store.js";
+import { openStores } from "../state/open-stores.js";
 import { applyRequest, type RequestTarget } from "../../src/controller/operator-requests.js";
 import { operatorRequest } from "../../src/cli/suspend.js";
 import { loadConfig } from "../../src/config.js";
 import { EXIT } from "../../src/cli/exit-codes.js";
 import { record } from "./records.js";
 
+const stores = openStores();
 let root: string;
 let stateDir: string;
 beforeEach(async () => {
@@ -20,12 +21,13 @@ beforeEach(async () => {
   stateDir = path.join(root, "state");
 });
 afterEach(async () => {
+  await stores.closeAll();
   await rm(root, { recursive: true, force: true });
 });
 
 /** A controller's side of a request over a real store; `said` records what it was told, in order. */
 async function target(actor: { phase: string; terminal: boolean }) {
-  const store = await StateStore.open(stateDir);
+  const store = await stores.open(stateDir);
   await store.update("engine-1", () => record("engine-1", { phase: actor.phase }));
   const said: string[] = [];
   const t: RequestTarget = {
@@ -65,7 +67,7 @@ describe("operator requests in the controller", () => {
 
 describe("narwhal retry with no controller running", () => {
   it("refuses a suspended engine with exit 1 naming resume, and accepts one that is not", async () => {
-    const store = await StateStore.open(stateDir);
+    const store = await stores.open(stateDir);
     await store.update("engine-1", () => record("engine-1", { phase: "failed" }));
     await store.update("engine-2", () => record("engine-2", { phase: "failed" }));
     await store.setSuspended(["engine-1"], true);

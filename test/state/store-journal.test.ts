@@ -5,10 +5,12 @@ import { appendFile, copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } f
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { readState, STATE_VERSION, StateStore, stateFilePath, type EngineRecord } from "../../src/state/store.js";
+import { readState, STATE_VERSION, stateFilePath, type EngineRecord } from "../../src/state/store.js";
 import { journalPath } from "../../src/state/state-journal.js";
 import { record } from "../controller/records.js";
+import { openStores } from "./open-stores.js";
 
+const stores = openStores();
 let root: string;
 let state: string;
 beforeEach(async () => {
@@ -16,6 +18,7 @@ beforeEach(async () => {
   state = path.join(root, "state");
 });
 afterEach(async () => {
+  await stores.closeAll();
   await rm(root, { recursive: true, force: true });
 });
 
@@ -32,7 +35,7 @@ async function oldStateFile(engines: string[]): Promise<void> {
 describe("migration of a state file from before the journal", () => {
   it("opens with every engine, journals the next change, and folds it all into narwhal.json on close", async () => {
     await oldStateFile(names(5));
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect(Object.keys(store.data.engines).sort()).toEqual(names(5));
     expect(store.suspended()).toEqual({ "engine-1": "2025-01-01T00:00:00.000Z" });
     expect(store.movedAside).toBeNull();
@@ -56,7 +59,7 @@ describe("migration of a state file from before the journal", () => {
 
 describe("a crash between files", () => {
   it("a journal a killed controller left is read by status and folded in by the next open; its cut-short last line is dropped", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1", { phase: "inspected" }));
     await store.update("engine-2", () => record("engine-2", { phase: "checked" }));
     // SIGKILL mid-append: half a line after the acknowledged ones (never closed, never folded).
@@ -64,7 +67,7 @@ describe("a crash between files", () => {
     const read = await readState(state);
     expect(read.engines["engine-1"]!.phase).toBe("inspected");
     expect(read.engines["engine-2"]!.phase).toBe("checked");
-    const again = await StateStore.open(state);
+    const again = await stores.open(state);
     expect(again.engine("engine-1")!.phase).toBe("inspected");
     await expect(stat(journalPath(state))).rejects.toMatchObject({ code: "ENOENT" }); // folded, the torn line gone
     await again.update("engine-1", (prev) => ({ ...prev!, phase: "prepared" }));
@@ -72,7 +75,7 @@ describe("a crash between files", () => {
   });
 
   it("a fold killed after the new narwhal.json but before the journal's removal replays nothing twice", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1", { history: [] }));
     await store.update("engine-1", (prev) => ({ ...prev!, history: [...prev!.history, { at: "t1", from: "a", to: "b" }] }));
     await store.update("engine-2", () => record("engine-2"));
@@ -81,25 +84,25 @@ describe("a crash between files", () => {
     const folded = await readState(state);
     await copyFile(path.join(root, "journal"), journalPath(state)); // as the killed fold left it
     expect(await readState(state)).toEqual(folded);
-    const again = await StateStore.open(state);
+    const again = await stores.open(state);
     expect(again.engine("engine-1")!.history).toHaveLength(1);
     await again.update("engine-2", (prev) => ({ ...prev!, attempts: 3 })); // the next seq, not one the base holds
     expect((await readState(state)).engines["engine-2"]!.attempts).toBe(3);
   });
 
   it("a journal line that is not an entry (not a cut-short last line) is moved aside; narwhal.json is kept", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1"));
     await store.close();
     await writeFile(journalPath(state), '{"seq":2,"ops":[{"engine":"engine-1","record":null}]}\n{"seq":3,"ops":[{"engine":"engine-1","record":{"engine":7}}]}\n');
     await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", kind: "corrupt", input: journalPath(state), message: expect.stringContaining("line 2") });
-    const again = await StateStore.open(state);
+    const again = await stores.open(state);
     expect(again.movedAside).toMatch(/narwhal\.journal\.corrupt-/);
     expect(Object.keys(again.data.engines)).toEqual(["engine-1"]); // narwhal.json as the last fold wrote it
   });
 
   it("readers racing writes and folds always see a state that was written: two engines changed together are never seen apart", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     // Large records, so the journal outgrows its 1 MiB floor and is folded several times during the race.
     const history = Array.from({ length: 50 }, (_, i) => ({ at: `t${i}`, from: "a", to: "b", note: "n".repeat(1000) }));
     await Promise.all(["a", "b"].map((e) => store.update(e, () => record(e, { history }))));
@@ -128,7 +131,7 @@ describe("a crash between files", () => {
 
 describe("writes that change nothing, and writes made together", () => {
   it("an update, proof or suspension that changes nothing makes no write and keeps updated_at", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1"));
     await store.setSuspended(["engine-1"], true, "2026-01-01T00:00:00.000Z");
     const made = store.writes.made;
@@ -147,7 +150,7 @@ describe("writes that change nothing, and writes made together", () => {
   });
 
   it("updates of 100 engines issued in one tick, and records marked then flushed, are one write each", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await Promise.all(names(100).map((e) => store.update(e, () => record(e))));
     expect(store.writes.made).toBe(1);
     for (const e of names(100)) {
@@ -162,7 +165,7 @@ describe("writes that change nothing, and writes made together", () => {
   it("one transition appends the same bytes at 10 and at 1000 engines (O(1) in fleet size)", async () => {
     const appended = async (n: number) => {
       const dir = path.join(root, `fleet-${n}`);
-      const store = await StateStore.open(dir);
+      const store = await stores.open(dir);
       await Promise.all(names(n).map((e) => store.update(e, () => record(e))));
       await store.close(); // all in narwhal.json, the journal empty
       const before = await size(stateFilePath(dir));

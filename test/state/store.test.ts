@@ -5,11 +5,13 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { readState, STATE_VERSION, StateStore, stateFilePath } from "../../src/state/store.js";
+import { readState, STATE_VERSION, stateFilePath } from "../../src/state/store.js";
 import { journalPath } from "../../src/state/state-journal.js";
 import { record } from "../controller/records.js";
+import { openStores } from "./open-stores.js";
 import { smallDisk, type FullDisk } from "./full-disk.js";
 
+const stores = openStores();
 let root: string;
 let state: string;
 let oldUmask: number;
@@ -20,6 +22,7 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   process.umask(oldUmask);
+  await stores.closeAll();
   await rm(root, { recursive: true, force: true });
 });
 
@@ -28,7 +31,7 @@ const onDisk = () => readState(state);
 
 describe("StateStore", () => {
   it("open creates the state dir (0700) with an empty state", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect((await stat(state)).mode & 0o777).toBe(0o700);
     expect(store.data).toEqual({ version: STATE_VERSION, engines: {} });
     expect(store.movedAside).toBeNull();
@@ -36,18 +39,18 @@ describe("StateStore", () => {
 
   it("update persists the record, flush writes 0600 even under umask 000, and a reopen reads it back", async () => {
     process.umask(0o000);
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1", { phase: "checked" }));
     expect((await stat(journalPath(state))).mode & 0o777).toBe(0o600);
     expect((await onDisk()).engines["engine-1"]).toMatchObject({ engine: "engine-1", phase: "checked" });
-    const again = await StateStore.open(state);
+    const again = await stores.open(state);
     expect(again.engine("engine-1")?.phase).toBe("checked");
     expect(again.engine("engine-1")?.updated_at).not.toBe("2025-01-01T00:00:00.000Z");
     expect((await stat(stateFilePath(state))).mode & 0o777).toBe(0o600); // the open folded the journal in
   });
 
   it("update passes the previous record and null deletes it", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1", { attempts: 1 }));
     await store.update("engine-1", (prev) => ({ ...prev!, attempts: prev!.attempts + 1 }));
     expect((await onDisk()).engines["engine-1"]).toMatchObject({ attempts: 2 });
@@ -56,7 +59,7 @@ describe("StateStore", () => {
   });
 
   it("caps the history at the 50 newest entries", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     const history = Array.from({ length: 120 }, (_, i) => ({ at: `t${i}`, from: "a", to: "b", note: String(i) }));
     await store.update("engine-1", () => record("engine-1", { history }));
     const saved = (await onDisk()).engines["engine-1"] as { history: Array<{ note: string }> };
@@ -66,16 +69,16 @@ describe("StateStore", () => {
   });
 
   it("concurrent updates all land (writes are chained)", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await Promise.all(Array.from({ length: 10 }, (_, i) => store.update(`engine-${i}`, () => record(`engine-${i}`))));
     expect(Object.keys((await onDisk()).engines)).toHaveLength(10);
     expect((await readdir(state)).filter((n) => n.endsWith(".tmp"))).toEqual([]);
   });
 
   it("moves a corrupt state file aside instead of silently resetting it", async () => {
-    await StateStore.open(state);
+    await stores.open(state);
     await writeFile(stateFilePath(state), '{"version": 1, "engines": {"engine-1": ');
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect(store.movedAside).toMatch(/narwhal\.json\.corrupt-\d{4}-\d{2}-\d{2}T\d{9}Z$/);
     const names = await readdir(state);
     expect(names.filter((n) => n.startsWith("narwhal.json.corrupt-"))).toHaveLength(1);
@@ -84,27 +87,27 @@ describe("StateStore", () => {
   });
 
   it.each(["null", "[]", "{}", '{"version": 1}', '"text"'])("treats %s (valid JSON, not a state file) as corrupt", async (text) => {
-    await StateStore.open(state);
+    await stores.open(state);
     await writeFile(stateFilePath(state), text);
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect(store.movedAside).not.toBeNull();
     expect(await readFile(store.movedAside!, "utf8")).toBe(text);
     expect(store.data).toEqual({ version: STATE_VERSION, engines: {} });
   });
 
   it("an IO error reading the state file is reported, not treated as corruption", async () => {
-    await StateStore.open(state);
+    await stores.open(state);
     // /proc/self/mem is a regular file whose first page cannot be read: EIO, as a failing disk gives.
     await rm(stateFilePath(state), { force: true });
     await symlink("/proc/self/mem", stateFilePath(state));
-    await expect(StateStore.open(state)).rejects.toMatchObject({ code: "EIO" });
+    await expect(stores.open(state)).rejects.toMatchObject({ code: "EIO" });
     expect((await readdir(state)).filter((n) => n.includes("corrupt") || n.includes("refused"))).toEqual([]);
   });
 
   it("refuses a state file of another version, and leaves it in place", async () => {
-    await StateStore.open(state);
+    await stores.open(state);
     await writeFile(stateFilePath(state), JSON.stringify({ version: 99, engines: {} }));
-    await expect(StateStore.open(state)).rejects.toMatchObject({ name: "StateFileError", kind: "unsupported", message: expect.stringMatching(/version 99/) });
+    await expect(stores.open(state)).rejects.toMatchObject({ name: "StateFileError", kind: "unsupported", message: expect.stringMatching(/version 99/) });
     expect(await readdir(state)).toEqual(["narwhal.json"]);
   });
 });
@@ -118,10 +121,10 @@ const notAFile = {
 
 describe("a state file that is not what it seems", () => {
   it.each(Object.keys(notAFile) as Array<keyof typeof notAFile>)("a %s is moved aside as refused, at once, and the state rebuilt", async (kind) => {
-    await StateStore.open(state);
+    await stores.open(state);
     await rm(stateFilePath(state), { force: true });
     const isTheSame = await notAFile[kind](stateFilePath(state));
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect(store.movedAside).toMatch(/narwhal\.json\.refused-\d{4}-\d{2}-\d{2}T\d{9}Z$/);
     expect(store.asideReason).toContain(`is ${kind === "FIFO" ? "a FIFO" : kind === "directory" ? "a directory" : "a character device"}, not a regular file`);
     expect(await isTheSame(store.movedAside!)).toBe(true); // the thing itself was moved, not what it points to
@@ -153,26 +156,26 @@ describe("a state file that is not what it seems", () => {
     await mkdir(state);
     await writeFile(stateFilePath(state), text);
     await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", kind: "corrupt", message: expect.stringContaining('$.engines["engine-1"]') });
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect(store.movedAside).toMatch(/narwhal\.json\.corrupt-/);
     expect(await readFile(store.movedAside!, "utf8")).toBe(text);
     expect(store.data.engines).toEqual({});
   });
 
   it("a record with null optional parts (no handle yet, no layout, no error) is a valid record", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-1", () => record("engine-1", { handle: null, layout: null, running_hash: null, snapshot: null }));
-    expect((await StateStore.open(state)).movedAside).toBeNull();
+    expect((await stores.open(state)).movedAside).toBeNull();
     expect(Object.keys((await readState(state)).engines)).toEqual(["engine-1"]);
   });
 
   it("records with today's conditions and with conditions written before lastTransitionTime (`at`) are both valid", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     const now = { type: "Ready", status: "True" as const, reason: "Captured", message: "serving", lastTransitionTime: "2026-01-01T00:00:00.000Z" };
     const old = { type: "Failed", status: "False", reason: "Terminal", message: "x", at: "2025-01-01T00:00:00.000Z" };
     await store.update("engine-1", () => record("engine-1", { conditions: [now] }));
     await store.update("engine-2", () => record("engine-2", { conditions: [old as never] }));
-    expect((await StateStore.open(state)).movedAside).toBeNull();
+    expect((await stores.open(state)).movedAside).toBeNull();
     expect(Object.keys((await readState(state)).engines).sort()).toEqual(["engine-1", "engine-2"]);
   });
 });
@@ -189,7 +192,7 @@ describe("temp files of failed and killed writes", () => {
 
   it("a state write on a full disk fails with ENOSPC and leaves no temp file, however many times it is tried", async () => {
     const dir = path.join(disk.dir, "state");
-    const store = await StateStore.open(dir);
+    const store = await stores.open(dir);
     await store.update("engine-1", () => record("engine-1"));
     await store.close(); // narwhal.json written whole, the journal folded in
     const before = await readFile(stateFilePath(dir), "utf8");
@@ -225,7 +228,7 @@ describe("sweeping temps a killed writer left", () => {
       path.join(run, "launch.json"),
     ];
     for (const f of [...stale, ...kept]) await writeFile(f, "x");
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     expect(store.sweptTemps.sort()).toEqual([...stale].sort());
     for (const f of stale) await expect(stat(f)).rejects.toMatchObject({ code: "ENOENT" });
     for (const f of kept) expect((await stat(f)).isFile()).toBe(true);
@@ -239,13 +242,13 @@ describe("readState", () => {
   });
 
   it("reads what the store wrote", async () => {
-    const store = await StateStore.open(state);
+    const store = await stores.open(state);
     await store.update("engine-2", () => record("engine-2"));
     expect(Object.keys((await readState(state)).engines)).toEqual(["engine-2"]);
   });
 
   it("throws on a corrupt file rather than reporting an empty fleet", async () => {
-    await StateStore.open(state);
+    await stores.open(state);
     await writeFile(stateFilePath(state), "{");
     await expect(readState(state)).rejects.toMatchObject({ name: "StateFileError", kind: "corrupt" });
   });
