@@ -85,10 +85,13 @@ export class Execution {
     // Every record's evidence is read side by side (three small files an engine), then restored in order.
     const joined = await Promise.all(Object.values(store.data.engines).map((r) => store.withEvidence(r)));
     const specs = new Map(desired.specs.map((s) => [s.name, s]));
+    const phases = new Map<string, number>();
     for (const { record, problem } of joined) {
       const made = this.deps.makers.restore(record, problem);
       const spec = specs.get(record.engine);
       if (made) {
+        const phase = String(made.actor.getSnapshot().value);
+        phases.set(phase, (phases.get(phase) ?? 0) + 1);
         // A restored engine runs its steps from the spec it was applied with; that is the desired one when the hashes agree.
         if (spec && spec.input_hash === made.actor.getSnapshot().context.desiredHash)
           this.deps.controller.applied.set(record.engine, spec);
@@ -103,6 +106,14 @@ export class Execution {
         await store.update(record.engine, () => null);
       }
     }
+    // One line for them all: a no-op of 1000 engines printed a "(restored) → captured" line for each.
+    const restored = [...phases.values()].reduce((a, b) => a + b, 0);
+    if (restored)
+      this.deps.log.info(
+        `restored ${restored} engine${restored === 1 ? "" : "s"} from the state: ${[...phases]
+          .map(([phase, n]) => `${n} ${phase}`)
+          .join(", ")}`,
+      );
   }
 
   /**
@@ -319,6 +330,7 @@ export class Execution {
         `${ctx.error.step ?? "step"} failed (${retry}): ${ctx.error.message}${ctx.error.fix ? ` Fix: ${ctx.error.fix}` : ""}`,
         { engine: name },
       );
-    } else this.deps.log.info(`${from || "(restored)"} → ${to}`, { engine: name });
+    } else if (from) this.deps.log.info(`${from} → ${to}`, { engine: name });
+    else this.deps.log.debug(`(restored) → ${to}`, { engine: name }); // restoreAll says it once for all
   }
 }

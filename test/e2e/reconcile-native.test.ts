@@ -91,6 +91,9 @@ describe("reconcile --once on the native backend", () => {
     // One fleet plan: an engine restored in the phase its record holds is no transition, so it asks for none
     // (every restored engine planned the fleet again before: N plans of O(engines + pairs) each).
     expect(r.stderr).toMatch(/fleet planned 1 time\b/);
+    // What it restored, in one line: not a line per engine (1000 of them at 1000 engines).
+    expect(r.stderr).toMatch(/info {2}restored 2 engines from the state: 2 captured\n/);
+    expect(r.stderr).not.toMatch(/info {2}\[engine-\d\] \(restored\)/);
     const engines = await byEngine();
     for (const name of ["engine-1", "engine-2"]) {
       expect(engines[name]!.run_dir).toBe(firstRuns[name]);
