@@ -4,7 +4,7 @@
 // (ENOSPC, EIO) removes its temp file; temps a killed process left behind are
 // swept by sweepAtomicTemps at start.
 import fs from "node:fs/promises";
-import { closeSync, constants as fsc, openSync, readFileSync, type Stats } from "node:fs";
+import { closeSync, constants as fsc, openSync, readdirSync, readFileSync, type Stats } from "node:fs";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { processExists } from "../backends/proc.js";
@@ -84,9 +84,12 @@ export async function writeFileExclusive(file: string, data: string | Buffer, mo
  */
 export async function sweepAtomicTemps(dir: string, depth = 0): Promise<string[]> {
   const removed: string[] = [];
+  // Listed at once (the state directory's own tree, as readOwnFile reads its files): at start it walks
+  // every run directory of every engine, and a readdir through libuv's threads each cost about 0.4 ms
+  // of CPU (57 ms for the 132 directories of 64 converged engines, against 14 ms so: this machine).
   let entries;
   try {
-    entries = await fs.readdir(dir, { withFileTypes: true });
+    entries = readdirSync(dir, { withFileTypes: true });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return removed;
     throw err;
