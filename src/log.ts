@@ -93,7 +93,9 @@ export function createLogger(opts: LoggerOptions): Logger {
   };
   if (opts.stateDir) recordTo(opts.stateDir);
   const wrap = (w: winston.Logger): Logger => ({
-    debug: (m, meta) => void w.debug(m, meta),
+    // winston formats (and redacts) a message before any transport drops it for its level: a no-op of
+    // 64 engines spent 13 ms so on debug lines nothing printed.
+    debug: (m, meta) => void (w.isLevelEnabled("debug") && w.debug(m, meta)),
     info: (m, meta) => void w.info(m, meta),
     warn: (m, meta) => void w.warn(m, meta),
     error: (m, meta) => void w.error(m, meta),

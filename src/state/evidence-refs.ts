@@ -100,6 +100,18 @@ export class UnrestorableEvidence extends Error {}
 export class RunFiles {
   /** By run directory: each evidence file read, as compact JSON, and its sha256 once a reference named it. */
   private readonly known = new Map<string, Map<string, { text: string; sha256?: string }>>();
+  /**
+   * The reference each evidence object was found to be, by the object: a machine keeps the object a
+   * restore read (or a write matched) until its step makes a new one, and evidence is never edited in
+   * place, so its next write names the file again without serialising it (a no-op persists every
+   * engine it restored: 20 ms at 64 engines).
+   */
+  private readonly refs = new WeakMap<object, { dir: string; ref: RunFileRef }>();
+
+  private remember(value: unknown, dir: string, ref: RunFileRef): RunFileRef {
+    if (typeof value === "object" && value !== null) this.refs.set(value, { dir, ref });
+    return ref;
+  }
 
   private learn(dir: string, name: string, text: string, sha256?: string): void {
     let files = this.known.get(dir);
@@ -136,11 +148,14 @@ export class RunFiles {
   }
 
   private async refFor(slot: Slot, value: unknown, dir: string): Promise<RunFileRef | undefined> {
+    const seen = typeof value === "object" && value !== null ? this.refs.get(value) : undefined;
+    if (seen?.dir === dir && SLOT_FILE[slot].test(seen.ref.$run_file)) return seen.ref;
     const text = JSON.stringify(value);
     const known = this.match(slot, text, dir);
-    if (known) return known;
+    if (known) return this.remember(value, dir, known);
     await this.readNew(slot, dir);
-    return this.match(slot, text, dir);
+    const found = this.match(slot, text, dir);
+    return found && this.remember(value, dir, found);
   }
 
   /** The snapshot as persisted: each piece of evidence its run directory holds as it is, by reference. */
@@ -168,7 +183,9 @@ export class RunFiles {
       if (sha256Hex(text) !== value.sha256)
         throw new UnrestorableEvidence(`its ${slot} evidence ${file} is not the one the state recorded (sha256 differs)`);
       this.learn(dir, value.$run_file, text, value.sha256); // the next write of this snapshot names the file again, reading nothing
-      return JSON.parse(text) as unknown;
+      const restored = JSON.parse(text) as unknown;
+      this.remember(restored, dir, { $run_file: value.$run_file, sha256: value.sha256 });
+      return restored;
     });
   }
 }

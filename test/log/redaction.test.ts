@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { PassThrough } from "node:stream";
 import { createLogger, redactText } from "../../src/log.js";
 
 describe("logger redaction", () => {
@@ -25,6 +26,26 @@ describe("logger redaction", () => {
       env: { other: "x <redacted> y" },
     });
     expect((await fs.stat(path.join(dir, "narwhal.log"))).mode & 0o777).toBe(0o600);
+  });
+
+  it("debug lines reach the transports at level debug, through a child too, and none below it", async () => {
+    const lines = async (level: string) => {
+      const out = new PassThrough();
+      const chunks: string[] = [];
+      out.on("data", (c: Buffer) => chunks.push(c.toString()));
+      const log = createLogger({ level, consoleStream: out });
+      log.debug("root debug line");
+      log.child({ engine: "engine-1" }).debug("child debug line");
+      log.info("info line");
+      await log.close();
+      return chunks.join("");
+    };
+    const debug = await lines("debug");
+    expect(debug).toContain("root debug line");
+    expect(debug).toContain("[engine-1] child debug line");
+    const info = await lines("info");
+    expect(info).toContain("info line");
+    expect(info).not.toContain("debug line");
   });
 
   it("redactText ignores values too short to be keys", () => {
