@@ -295,7 +295,7 @@ export class Controller {
   private async planFleet(signal: AbortSignal): Promise<void> {
     const desired = this.desired;
     if (!desired) return;
-    if (this.startup) await this.execution.restoreAll(desired);
+    if (this.startup) await this.execution.restoreAll(desired, true);
     const full = this.fullPending;
     this.fullPending = false;
     const observed = await this.observeNow(full, desired);

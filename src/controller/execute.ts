@@ -50,6 +50,8 @@ export class Execution {
   /** Recorded engines whose snapshot this machine cannot take: planned as if unrecorded (adopted or created). */
   readonly unrestorable = new Set<string>();
   private restored = false;
+  /** What restoreAll restored, until it is said. */
+  private restoredLine: string | null = null;
   private readonly inputs = new WeakMap<EngineSpec, Record<string, unknown>>();
 
   constructor(private readonly deps: ExecutionDeps) {}
@@ -77,9 +79,20 @@ export class Execution {
     return proofEnd(name, ctx, node?.ssh ? node.name : null);
   }
 
-  /** Once, before the first observation: an actor (not started) for every recorded engine whose snapshot can be restored. */
-  async restoreAll(desired: DesiredState): Promise<void> {
-    if (this.restored) return;
+  /**
+   * Once, before the first observation: an actor (not started) for every recorded engine whose snapshot
+   * can be restored. `say`: log what was restored (once); a preview (apply's check of a saved plan, whose
+   * refusal may be the command's only output) restores without saying it.
+   */
+  async restoreAll(desired: DesiredState, say = false): Promise<void> {
+    if (!this.restored) await this.restoreOnce(desired);
+    if (say && this.restoredLine) {
+      this.deps.log.info(this.restoredLine);
+      this.restoredLine = null;
+    }
+  }
+
+  private async restoreOnce(desired: DesiredState): Promise<void> {
     this.restored = true;
     const store = this.deps.storeOf();
     // Every record's evidence is read side by side (three small files an engine), then restored in order.
@@ -109,11 +122,9 @@ export class Execution {
     // One line for them all: a no-op of 1000 engines printed a "(restored) → captured" line for each.
     const restored = [...phases.values()].reduce((a, b) => a + b, 0);
     if (restored)
-      this.deps.log.info(
-        `restored ${restored} engine${restored === 1 ? "" : "s"} from the state: ${[...phases]
-          .map(([phase, n]) => `${n} ${phase}`)
-          .join(", ")}`,
-      );
+      this.restoredLine = `restored ${restored} engine${restored === 1 ? "" : "s"} from the state: ${[...phases]
+        .map(([phase, n]) => `${n} ${phase}`)
+        .join(", ")}`;
   }
 
   /**

@@ -85,8 +85,8 @@ export async function writeFileExclusive(file: string, data: string | Buffer, mo
 export async function sweepAtomicTemps(dir: string, depth = 0): Promise<string[]> {
   const removed: string[] = [];
   // Listed at once (the state directory's own tree, as readOwnFile reads its files): at start it walks
-  // every run directory of every engine, and a readdir through libuv's threads each cost about 0.4 ms
-  // of CPU (57 ms for the 132 directories of 64 converged engines, against 14 ms so: this machine).
+  // every run directory of every engine, one after another, and through libuv's threads the 132
+  // directories of 64 converged engines took 57 ms of CPU and 50 ms of wall, 35 and 22 ms so (this machine).
   let entries;
   try {
     entries = readdirSync(dir, { withFileTypes: true });
