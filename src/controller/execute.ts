@@ -103,11 +103,11 @@ export class Execution {
       const made = this.deps.makers.restore(record, problem);
       const spec = specs.get(record.engine);
       if (made) {
-        const phase = String(made.actor.getSnapshot().value);
+        const snap = made.actor.getSnapshot();
+        const phase = String(snap.value);
         phases.set(phase, (phases.get(phase) ?? 0) + 1);
         // A restored engine runs its steps from the spec it was applied with; that is the desired one when the hashes agree.
-        if (spec && spec.input_hash === made.actor.getSnapshot().context.desiredHash)
-          this.deps.controller.applied.set(record.engine, spec);
+        if (spec && spec.input_hash === snap.context.desiredHash) this.deps.controller.applied.set(record.engine, spec);
         this.register(record.engine, made);
       } else if (spec) this.unrestorable.add(record.engine);
       else {

@@ -31,7 +31,7 @@ export const sha256Hex = (data: string | Uint8Array): string => createHash("sha2
 /** Canonical JSON: keys sorted (by code point), no whitespace, undefined fields omitted, toJSON() honoured. */
 export function canonicalJson(value: unknown): string {
   // A plan computes this for every engine (2 MB at 1000 engines), once, cold: it runs mostly unoptimised,
-  // so the plain forms below count. Keys are quoted once per process (they repeat across engines), and
+  // so the plain forms below count. Keys are quoted once per call (they repeat across an input's objects), and
   // sorted by the engine's own sort unless one holds a surrogate: without surrogates, UTF-16 order is
   // code-point order (side by side, a fresh process per run, 1000 specs: 72 -> 43 ms).
   const quoted = new Map<string, string>();
