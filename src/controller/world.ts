@@ -6,6 +6,7 @@ import type { EngineContext } from "../../machines/engine.js";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend, OwnedEngine } from "../backends/types.js";
 import type { EngineHandle } from "../phases/types.js";
+import type { LaunchPlan } from "../phases/plan.js";
 import { readPlan } from "../phases/prepare.js";
 import { httpRequest, joinUrl } from "../phases/http.js";
 import { keyNotEnforced, planHasKey, runKeyRefused } from "../phases/key-enforcement.js";
@@ -16,6 +17,15 @@ import type { NodeFaults } from "./node-faults.js";
 import { stopEngineAndSidecar, type SidecarDeps } from "../phases/attestation-sidecar.js";
 
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
+
+/** A run's launch.json, read at most once however many checks of one observation ask for it. */
+export type PlanOf = () => Promise<LaunchPlan>;
+
+/** One observation's read of a run's plan: its key and health checks each read it (two reads per engine per pass). */
+export function planOnce(runDir: string): PlanOf {
+  let read: Promise<LaunchPlan> | null = null;
+  return () => (read ??= readPlan(runDir).then((r) => r.plan));
+}
 
 /** Launch tokens that some engine context still stands for: anything else running is an orphan. */
 export function claimedTokens(
@@ -73,9 +83,9 @@ export class World {
   }
 
   /** null when the engine's /health answers 200, else what it did instead. */
-  async health(runDir: string): Promise<string | null> {
+  async health(runDir: string, planOf: PlanOf = planOnce(runDir)): Promise<string | null> {
     try {
-      const { plan } = await readPlan(runDir);
+      const plan = await planOf();
       const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { timeoutMs: 5000 });
       return res.status === 200 ? null : `/health answered ${res.status}`;
     } catch (err) {
@@ -88,11 +98,8 @@ export class World {
    * file is as recorded (mode, digest), else the cause. What cannot be observed (daemon or engine not answering) is
    * not a key problem: liveness and health deal with it, and nothing is acted on by guess.
    */
-  async keyProblem(handle: EngineHandle, runDir: string): Promise<string | null> {
-    const plan = await readPlan(runDir).then(
-      (r) => r.plan,
-      () => null,
-    );
+  async keyProblem(handle: EngineHandle, runDir: string, planOf: PlanOf = planOnce(runDir)): Promise<string | null> {
+    const plan = await planOf().catch(() => null);
     if (!plan || !planHasKey(plan)) return null; // an unreadable plan is the integrity checks' finding, not a key's
     try {
       const problems = await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan);

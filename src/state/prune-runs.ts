@@ -9,7 +9,7 @@ import path from "node:path";
 import { START_FAILURE_FILE } from "../backends/container-failed.js";
 import { describeFailure } from "../errors.js";
 import { readJsonIfExists } from "./atomic-file.js";
-import { decideRetention } from "./retention.js";
+import { decideRetention, proofRunDirs } from "./retention.js";
 import { runsRoot } from "./run-dir.js";
 import type { StateFile } from "./store.js";
 
@@ -61,9 +61,10 @@ async function engineDirs(stateDir: string): Promise<string[]> {
 /** Prune every engine's runs under `stateDir` by `state`; the caller holds the state lock (or is its controller). */
 export async function pruneRuns(stateDir: string, state: StateFile, opts: PruneOptions): Promise<PrunedEngine[]> {
   const report: PrunedEngine[] = [];
+  const proofDirs = proofRunDirs(state.proofs);
   for (const engine of await engineDirs(stateDir)) {
     const root = runsRoot(stateDir, engine);
-    const decision = decideRetention(engine, root, await fs.readdir(root), opts.keep, state);
+    const decision = decideRetention(engine, root, await fs.readdir(root), opts.keep, state, proofDirs);
     const out: PrunedEngine = { engine, removed: [], kept: [], failed: [], foreign: decision.foreign };
     for (const v of decision.runs) {
       if (v.keep) {

@@ -1,7 +1,7 @@
 // The pure retention decision (src/state/retention.ts) on state fixtures: the
 // newest K stay, and older runs stay only while the state points to them.
 import { describe, expect, it } from "vitest";
-import { decideRetention } from "../../src/state/retention.js";
+import { decideRetention, proofRunDirs } from "../../src/state/retention.js";
 import { record, stateFile } from "../controller/records.js";
 
 const ROOT = "/state/runs/engine-1";
@@ -47,6 +47,19 @@ describe("decideRetention", () => {
     const proof = { prefill: end("engine-1", at(run(1))), decode: end("engine-2", "/state/runs/engine-2/x"), passed: true, cause: null, message: "ok", at: "", source: "proof" as const, failures: 0 };
     const r = decideRetention("engine-1", ROOT, RUNS, 1, { ...state, proofs: { "engine-1>engine-2": proof } });
     expect(kept(r)).toEqual([run(6), run(1)]);
+  });
+
+  it("keeps a run whose file a KV-transfer proof names, and not a run whose name only starts the same", () => {
+    const state = stateFile([record("engine-1", { run_dir: null, snapshot: null })]);
+    const end = (engine: string, dir: string) => ({ engine, launch_token: "t", run_dir: dir, node: null });
+    const proof = (prefillDir: string) => ({ prefill: end("engine-1", prefillDir), decode: end("engine-2", "/state/runs/engine-2/x"), passed: true, cause: null, message: "ok", at: "", source: "proof" as const, failures: 0 });
+    const entries = [run(6), run(2), run(1), run(1, "-2")];
+    const proofs = { "engine-1>engine-2": proof(`${at(run(2))}/kv-transfer.json`), "engine-1>engine-3": proof(at(run(1, "-2"))) };
+    const r = decideRetention("engine-1", ROOT, entries, 1, { ...state, proofs });
+    expect(kept(r)).toEqual([run(6), run(2), run(1, "-2")]);
+    expect(removed(r)).toEqual([run(1)]);
+    // The set a caller computes once for every engine decides the same.
+    expect(decideRetention("engine-1", ROOT, entries, 1, { ...state, proofs }, proofRunDirs(proofs))).toEqual(r);
   });
 
   it("does not take a longer run name for the one referenced (…-abcdef12 is not …-abcdef12-2)", () => {
