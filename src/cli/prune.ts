@@ -106,7 +106,10 @@ export function renderText(r: PruneResult): string {
 
 /**
  * Watch mode's retention: `tick()` (each resync) prunes when the controller has converged
- * (nothing queued or running, every engine settled), one prune at a time. The controller holds
+ * (nothing queued or running, every engine settled), one prune at a time, and only when the state
+ * changed since the last prune (`changes`: the controller's count of state writes that changed more
+ * than when engines were observed): a settled fleet's resyncs decide nothing new, and reading the state
+ * and every engine's runs root for it cost each resync O(fleet). The controller holds
  * the lock; runs with a kept container stay (the engine's next start removes the container, and
  * `narwhal prune` both). A failure is logged: retention never stops the controller.
  */
@@ -115,6 +118,7 @@ export function watchPruner(
   log: Logger,
   settled: () => boolean,
   desired: () => DesiredState | undefined,
+  changes: () => number,
 ) {
   // A run on a node reached over ssh also has a copy there; the controller's own connections are not
   // shared with retention, so those runs stay for `narwhal prune`, which reaches the node itself.
@@ -125,6 +129,7 @@ export function watchPruner(
   };
   let running: Promise<void> = Promise.resolve();
   let busy = false;
+  let prunedAt: number | null = null;
   const once = async () => {
     const state = await readState(config.stateDir);
     const engines = await pruneRuns(config.stateDir, state, { keep: config.keepRuns, dryRun: false, removeOnNode });
@@ -132,9 +137,11 @@ export function watchPruner(
   };
   return {
     tick(): void {
-      if (busy || !settled()) return;
+      if (busy || !settled() || changes() === prunedAt) return;
       busy = true;
+      const at = changes();
       running = once()
+        .then(() => void (prunedAt = at))
         .catch((err: unknown) => log.warn(`cannot prune run directories: ${(err as Error).message}`))
         .finally(() => (busy = false));
     },

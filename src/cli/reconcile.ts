@@ -233,6 +233,7 @@ export async function reconcileWatch(config: Config, log: Logger, live: LiveView
     log,
     () => controller.settled(),
     () => applied,
+    () => controller.stateChanges(),
   );
   const timer = setInterval(() => {
     pruner.tick();

@@ -377,6 +377,14 @@ export class Controller {
     this.settling.notify();
   }
 
+  /**
+   * How many state writes changed a record, a proof or the suspensions (not only when engines were
+   * observed): watch mode's retention has nothing new to decide while it stays the same.
+   */
+  stateChanges(): number {
+    return this.store.writes.changed;
+  }
+
   /** Nothing queued or running, every actor settled, and no rollout step still to run. */
   settled(): boolean {
     if (this.refused) return true;

@@ -42,14 +42,19 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
   const halted = new Map(plan.halted.map((h) => [h.engine, h.why]));
   const verdicts = prove ? kvVerdicts(observed, plan) : new Map<string, never>();
   const edited = new Set<string>();
+  const seen = new Set<string>();
   for (const name of Object.keys(observed.engines)) {
     const rec = store.engine(name);
     if (!rec) continue;
     const why = halted.get(name) ?? null;
     if (full) {
       rec.observed_at = observed.at;
-      rec.conditions = withNodeReachable(rec.conditions, observedEvidence(observed.engines[name]!), observed.at);
-      edited.add(name);
+      seen.add(name);
+      const conditions = withNodeReachable(rec.conditions, observedEvidence(observed.engines[name]!), observed.at);
+      if (JSON.stringify(conditions) !== JSON.stringify(rec.conditions)) {
+        rec.conditions = conditions;
+        edited.add(name);
+      }
     }
     if ((rec.halted ?? null) !== why) {
       rec.halted = why;
@@ -69,9 +74,11 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
     rec.conditions = [...rec.conditions.filter((c) => c.type !== KV_CONDITION), next];
     edited.add(name);
   }
-  // Edited in place: the store writes only the records it is told of.
+  // Edited in place: the store writes only the records it is told of, and of one that changed in nothing
+  // but observed_at only that (a resync of a settled fleet would otherwise append every record whole).
   for (const name of edited) store.mark(name);
-  return edited.size > 0;
+  for (const name of seen) if (!edited.has(name)) store.markObservedAt(name);
+  return edited.size + seen.size > 0;
 }
 
 /** What a full observation says about the engine's node: it could not be used, or it answered for the engine. */

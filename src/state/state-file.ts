@@ -14,11 +14,13 @@ import { hasIntactSeal } from "./state-seal.js";
 /**
  * 2: a snapshot's evidence may be a reference to its run directory (evidence-refs.ts).
  * 3: a record's applied inputs may be a reference to their file (applied-inputs.ts).
+ * 4: a journal line may say only when engines were observed (state-journal.ts): a resync of N engines
+ *    appended N whole records (10 MB at 1000 converged engines, every 10 s) to move their observed_at.
  * An older file is read as it is and rewritten in this version when the store opens it; a narwhal of
  * an older version refuses a newer file (it would read a reference as the inputs themselves).
  */
-export const STATE_VERSION = 3;
-const READABLE_VERSIONS = new Set([1, 2, STATE_VERSION]);
+export const STATE_VERSION = 4;
+const READABLE_VERSIONS = new Set([1, 2, 3, STATE_VERSION]);
 
 const nullableString = z.string().nullable();
 const anyObject = z.looseObject({});

@@ -18,6 +18,8 @@ import { hasIntactSeal } from "./state-seal.js";
 
 export type JournalOp =
   | { engine: string; record: EngineRecord | null }
+  /** Engines a full observation saw, whose records changed in nothing but observed_at (state version 4). */
+  | { observed: string; engines: string[] }
   | { proof: string; value: ObservedProof | null }
   | { suspended: Record<string, string> };
 
@@ -28,6 +30,12 @@ const JournalEntrySchema = z
       .array(
         z.union([
           z.object({ engine: z.string().min(1), record: EngineRecordSchema.nullable() }).describe("an engine's record (null: removed)"),
+          z
+            .object({
+              observed: z.string().describe("ISO time of the observation: each engine's observed_at"),
+              engines: z.array(z.string().min(1)).describe("engines whose records changed in nothing else"),
+            })
+            .describe("a full observation of engines that changed in nothing but when they were observed"),
           z.object({ proof: z.string().min(1), value: ProofSchema.nullable() }).describe("a pair's latest proof (null: forgotten)"),
           z.object({ suspended: z.record(z.string(), z.string()) }).describe("the suspended engines, whole"),
         ]),
@@ -50,6 +58,11 @@ export function applyOps(state: StateFile, ops: readonly JournalOp[]): void {
     if ("engine" in op) {
       if (op.record === null) delete state.engines[op.engine];
       else state.engines[op.engine] = op.record;
+    } else if ("observed" in op) {
+      for (const name of op.engines) {
+        const record = state.engines[name];
+        if (record) state.engines[name] = { ...record, observed_at: op.observed };
+      }
     } else if ("proof" in op) {
       const proofs = { ...(state.proofs ?? {}) };
       if (op.value === null) delete proofs[op.proof];

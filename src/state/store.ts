@@ -102,7 +102,7 @@ export class StateStore {
   /** Writes are chained so two batches never interleave; `next` is the batch not yet begun, which new changes join. */
   private chain: Promise<void> = Promise.resolve();
   private next: Promise<void> | null = null;
-  private readonly dirty = { engines: new Set<string>(), proofs: new Set<string>(), suspended: false };
+  private readonly dirty = { engines: new Set<string>(), observed: new Set<string>(), proofs: new Set<string>(), suspended: false };
 
   private constructor(
     readonly stateDir: string,
@@ -172,8 +172,11 @@ export class StateStore {
   asideReason: string | null = null;
   /** Temps of killed writers that open() removed. */
   sweptTemps: string[] = [];
-  /** Writes made (each one append and fdatasync), and changes that changed nothing and were not written. */
-  readonly writes = { made: 0, skipped: 0 };
+  /**
+   * Writes made (each one append and fdatasync), changes that changed nothing and were not written, and
+   * the writes that changed more than when engines were observed (what a run's retention depends on).
+   */
+  readonly writes = { made: 0, skipped: 0, changed: 0 };
 
   get data(): StateFile {
     return this.db.data;
@@ -234,6 +237,14 @@ export class StateStore {
   /** A record edited in place (markObserved): persisted by the next flush. */
   mark(name: string): void {
     this.dirty.engines.add(name);
+  }
+
+  /**
+   * A record whose observed_at alone was set in place (markObserved): the next flush persists it as one
+   * small op naming every such engine, not as the whole record (about 10 KB a converged engine).
+   */
+  markObservedAt(name: string): void {
+    this.dirty.observed.add(name);
   }
 
   /** The latest proof of every pair (empty: none). */
@@ -311,6 +322,7 @@ export class StateStore {
       throw err;
     }
     this.writes.made++;
+    if (ops.some((op) => !("observed" in op))) this.writes.changed++;
     this.onWrite?.((performance.now() - began) / 1000, true);
     this.failpoint("state:write:after");
     // Amortized O(1): the journal is folded only once it outgrew the base it would rewrite.
@@ -319,12 +331,21 @@ export class StateStore {
 
   private takeDirty(): JournalOp[] {
     const { engines, proofs } = this.db.data;
+    // By the time they hold (one observation: one op); a record written whole carries its own.
+    const observed = new Map<string, string[]>();
+    for (const name of this.dirty.observed) {
+      const at = engines[name]?.observed_at;
+      if (at === undefined || this.dirty.engines.has(name)) continue;
+      observed.set(at, [...(observed.get(at) ?? []), name]);
+    }
     const ops: JournalOp[] = [
       ...[...this.dirty.engines].map((engine) => ({ engine, record: engines[engine] ?? null })),
+      ...[...observed].map(([at, names]) => ({ observed: at, engines: names })),
       ...[...this.dirty.proofs].map((proof) => ({ proof, value: proofs?.[proof] ?? null })),
       ...(this.dirty.suspended ? [{ suspended: this.suspended() }] : []),
     ];
     this.dirty.engines.clear();
+    this.dirty.observed.clear();
     this.dirty.proofs.clear();
     this.dirty.suspended = false;
     return ops;
@@ -332,6 +353,7 @@ export class StateStore {
 
   private remark(op: JournalOp): void {
     if ("engine" in op) this.dirty.engines.add(op.engine);
+    else if ("observed" in op) for (const name of op.engines) this.dirty.observed.add(name);
     else if ("proof" in op) this.dirty.proofs.add(op.proof);
     else this.dirty.suspended = true;
   }

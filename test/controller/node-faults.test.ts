@@ -3,7 +3,7 @@
 // the node is told once per observation, not once per engine; and the engine's
 // record says NodeReachable=False with the reason until a step or an
 // observation on that node succeeds again.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -25,6 +25,7 @@ import { record } from "./records.js";
 
 const T0 = "2026-12-01T12:00:00.000Z";
 const T1 = "2026-12-01T12:05:00.000Z";
+const T2 = "2026-12-01T12:05:10.000Z";
 const retry = { baseMs: 1000, capMs: 60_000, maxAttempts: 5 };
 const target = (node: string) => ({ node, destination: `root@${node}`, port: 22, knownHostsFile: "/k" });
 const REFUSED = "ssh: connect to host node-b port 22: Connection refused";
@@ -292,6 +293,16 @@ describe("NodeReachable from a full observation (markObserved)", () => {
         reason: "Reachable",
         lastTransitionTime: T1,
       });
+      // Observed again with nothing changed: only when is written, not the record.
+      await store.flush();
+      const journal = path.join(dir, "state", "narwhal.journal");
+      const before = (await readFile(journal, "utf8")).length;
+      expect(markObserved(store, at(captured(d), T2), plan, true)).toBe(true);
+      await store.flush();
+      const last = (await readFile(journal, "utf8")).trimEnd().split("\n").at(-1)!;
+      expect(JSON.parse(last).ops).toEqual([{ observed: T2, engines: ["engine-2"] }]);
+      expect((await readFile(journal, "utf8")).length - before).toBeLessThan(200);
+      expect(store.engine("engine-2")!.conditions[0]).toMatchObject({ status: "True", lastTransitionTime: T1 });
     } finally {
       await stores.closeAll();
       await rm(dir, { recursive: true, force: true });

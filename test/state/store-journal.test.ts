@@ -142,7 +142,7 @@ describe("writes that change nothing, and writes made together", () => {
     await store.setSuspended(["engine-2"], false);
     await store.setProof("engine-1>engine-2", null);
     await store.update("engine-9", () => null);
-    expect(store.writes).toEqual({ made, skipped: 5 });
+    expect(store.writes).toMatchObject({ made, skipped: 5 });
     expect(await readFile(journalPath(state), "utf8")).toBe(journal);
     expect(store.engine("engine-1")!.updated_at).toBe(updatedAt);
     await store.update("engine-1", (prev) => ({ ...prev!, attempts: 1 }));
@@ -160,6 +160,37 @@ describe("writes that change nothing, and writes made together", () => {
     await store.flush();
     expect(store.writes.made).toBe(2);
     expect(Object.values((await readState(state)).engines).every((r) => r.observed_at === "2026-01-01T00:00:00.000Z")).toBe(true);
+  });
+
+  it("engines that changed in nothing but observed_at are one small op, replayed and folded", async () => {
+    const store = await stores.open(state);
+    await Promise.all(names(20).map((e) => store.update(e, () => record(e))));
+    await store.close(); // all in narwhal.json, the journal empty
+    const again = await stores.open(state);
+    const at = "2026-02-02T00:00:00.000Z";
+    for (const e of names(20)) {
+      again.engine(e)!.observed_at = at;
+      again.markObservedAt(e);
+    }
+    // engine-3 also changed otherwise: written whole, once, its observed_at in it.
+    again.engine("engine-3")!.phase = "probed";
+    again.mark("engine-3");
+    await again.flush();
+    expect(again.writes.made).toBe(1);
+    const [line] = (await readFile(journalPath(state), "utf8")).split("\n");
+    const entry = JSON.parse(line!) as { ops: Array<Record<string, unknown>> };
+    expect(entry.ops).toEqual([
+      { engine: "engine-3", record: expect.objectContaining({ phase: "probed", observed_at: at }) },
+      { observed: at, engines: names(20).filter((e) => e !== "engine-3") },
+    ]);
+    // Nineteen engines' observation takes less room than one record.
+    expect(JSON.stringify(entry.ops[1]).length).toBeLessThan(JSON.stringify(entry.ops[0]).length);
+    const read = await readState(state);
+    expect(Object.values(read.engines).every((r) => r.observed_at === at)).toBe(true);
+    expect(read.engines["engine-3"]!.phase).toBe("probed");
+    expect(read.engines["engine-4"]!.updated_at).toBe(again.engine("engine-4")!.updated_at); // not a write of the record
+    await again.close();
+    expect((await readState(state)).engines["engine-7"]!.observed_at).toBe(at);
   });
 
   it("one transition appends the same bytes at 10 and at 1000 engines (O(1) in fleet size)", async () => {
