@@ -101,7 +101,10 @@ function printScale(s) {
   console.log("no-op reconcile --once by fleet size (native, every prefill paired with every decode):");
   for (const p of Object.values(s.sizes))
     console.log(
-      `  ${String(p.engines).padStart(4)} engines, ${String(p.pairs).padStart(5)} pairs: cpu ${f(p.noop.cpu_s)} s, wall ${f(p.noop.wall_s)} s, rss ${p.noop.peak_rss_mb} MB (cold converge ${f(p.cold_converge_wall_s, 1)} s wall)`,
+      `  ${String(p.engines).padStart(4)} engines, ${String(p.pairs).padStart(5)} pairs: cpu ${f(p.noop.cpu_s)} s, wall ${f(p.noop.wall_s)} s, rss ${p.noop.peak_rss_mb} MB (cold converge ${f(p.cold_converge_wall_s, 1)} s wall)` +
+        (p.settled_watch
+          ? `; settled watch: ${p.settled_watch.cpu_ms_per_resync} ms CPU per ${p.settled_watch.resync_ms / 1000} s resync (${f(p.settled_watch.per_engine_ms)} ms an engine)`
+          : ""),
     );
   if (!s.fit) return console.log("  fit: needs 3 or more sizes");
   const j = s.projected_1000;

@@ -1,5 +1,6 @@
 // The no-op's growth with the fleet (issue 14: "no-op at 1000 engines: linear"): native simulator fleets of
-// each size converged for real, side by side, then the no-op `reconcile --once` of each, interleaved. The
+// each size converged for real, side by side, then the no-op `reconcile --once` of each, interleaved, and what
+// a settled watch controller of each spends per resync (bench/fleet-watch.mjs). The
 // generated fleets pair every prefill with every decode (one model, one NIXL class: as vLLM pairs them), so
 // a fleet of n engines has (n/2)² P/D pairs, each with its proof on record; the fit separates what an engine
 // costs from what a pair costs: cpu = fixed + per_engine·n + per_pair·pairs (least squares over the sizes).
@@ -10,6 +11,7 @@
 import path from "node:path";
 import { generateDesired } from "./fleet-gen.mjs";
 import { freePortBlock, measureNode, Samples } from "./measure.mjs";
+import { settledWatchCpu } from "./fleet-watch.mjs";
 
 /**
  * Solve the normal equations of least squares for cpu ≈ x0 + x1·n + x2·pairs (Gaussian elimination, 3×3).
@@ -68,12 +70,21 @@ export async function scaleBench({ main, env, work, runs, sizes }) {
     for (const n of sizes)
       fleets.push({ ...(await convergedFleet({ main, env, work, n, tag: "scale" })), samples: new Samples() });
     for (let i = 0; i < runs; i++) for (const f of fleets) f.samples.add(f.noop());
+    // Then a watch controller on each, once the no-ops are done (one controller at a time: its CPU is its own).
+    for (const f of fleets) f.watch = await settledWatchCpu({ main, desired: f.desired, state: f.state, env });
   } finally {
     for (const f of fleets) f.down();
   }
   const points = fleets.map((f) => {
     const noop = f.samples.summary();
-    return { engines: f.n, pairs: (f.n / 2) ** 2, cold_converge_wall_s: f.cold.wall, noop, cpu_s: noop.cpu_s };
+    return {
+      engines: f.n,
+      pairs: (f.n / 2) ** 2,
+      cold_converge_wall_s: f.cold.wall,
+      noop,
+      settled_watch: f.watch,
+      cpu_s: noop.cpu_s,
+    };
   });
   const fit = fitLinear(points);
   const at = (engines, pairs) => (fit ? r4(fit.fixed_s + fit.per_engine_s * engines + fit.per_pair_s * pairs) : null);

@@ -1,7 +1,8 @@
-// Watch-mode latency: a controller watches a converged fleet; an editor's save of engine-launch.json
+// Watch mode, measured two ways. Latency: a controller watches a converged fleet; an editor's save of engine-launch.json
 // (temp file + rename, as editors save) changes engine-1's extra_args; the latency is the time from the rename
 // to the first state write that records a new transition of engine-1 (fs.watch on the state directory, so
 // the write is seen when it lands, not at a poll; read through the journal, where a transition lands). After each sample the fleet settles (all captured) again.
+// Cost (settledWatchCpu): the CPU a controller with nothing to do spends per resync period.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -23,6 +24,19 @@ const readState = async (state) => {
 
 /** Resolves when `test(state)` holds, checking on every change in the state directory (and every second). */
 function whenState(state, test, what, timeoutMs) {
+  return whenDir(
+    state,
+    async () => {
+      const s = await readState(state);
+      return s && test(s) ? s : null;
+    },
+    what,
+    timeoutMs,
+  );
+}
+
+/** Resolves with `{ at, state: value }` once `probe()` gives a value, asked on every change in `dir` (and every second). */
+function whenDir(dir, probe, what, timeoutMs) {
   return new Promise((resolve, reject) => {
     let done = false;
     const finish = (err, value) => {
@@ -35,11 +49,10 @@ function whenState(state, test, what, timeoutMs) {
       else resolve(value);
     };
     const check = () =>
-      void readState(state).then((s) => {
-        const hit = s && test(s);
-        if (hit) finish(null, { at: performance.now(), state: s });
+      void probe().then((value) => {
+        if (value) finish(null, { at: performance.now(), state: value });
       });
-    const watcher = fs.watch(state, check);
+    const watcher = fs.watch(dir, check);
     const tick = setInterval(check, 1000);
     const timer = setTimeout(() => finish(new Error(`watch bench: ${what} not within ${timeoutMs} ms`)), timeoutMs);
     check();
@@ -131,4 +144,61 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
     median_ms: median(samples),
     samples_ms: samples,
   };
+}
+
+/** CPU seconds (user + sys) process `pid` has used so far: /proc/<pid>/stat, in clock ticks of 10 ms. */
+function cpuOf(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/** Lines of the state's journal: a settled controller's every resync appends one (when it observed the engines). */
+async function journalLines(state) {
+  const text = await fsp.readFile(path.join(state, "narwhal.journal"), "utf8").catch(() => "");
+  return text.split("\n").length - 1;
+}
+
+/**
+ * What a settled watch controller costs: its CPU from one resync's state write to the `resyncs`-th after it
+ * (each resync observes every engine: liveness, API key and health over HTTP, the process table; plans; and
+ * appends one journal line), divided by `resyncs`. Anything else it does meanwhile (the decodes' KV-metrics
+ * scrape) is in it too: this is the CPU of a resync period, not of the resync call alone.
+ */
+export async function settledWatchCpu({ main, desired, state, env, resyncMs = 3000, resyncs = 5 }) {
+  const controller = spawn(process.execPath, [main, "reconcile", "--desired", desired, "--state", state], {
+    env: { ...env, NARWHAL_RESYNC_MS: String(resyncMs) },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let log = "";
+  controller.stderr.on("data", (d) => (log = (log + d).slice(-20_000)));
+  const exited = new Promise((resolve) => controller.once("exit", resolve));
+  const linesAtLeast = (n, what) =>
+    // A guard, not a budget: on a loaded machine a pass of a large fleet can outlast the period (passes then coalesce).
+    whenDir(state, async () => (await journalLines(state)) >= n, what, (resyncMs + 30_000) * (resyncs + 1));
+  try {
+    await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
+    await quiet(state, QUIET_MS, 180_000);
+    const first = (await journalLines(state)) + 1;
+    await linesAtLeast(first, "a resync's state write");
+    const before = { cpu: cpuOf(controller.pid), at: performance.now() };
+    await linesAtLeast(first + resyncs, `${resyncs} more resyncs' state writes`);
+    const cpu = cpuOf(controller.pid) - before.cpu;
+    const wall = performance.now() - before.at;
+    const engines = Object.keys((await readState(state)).engines).length;
+    return {
+      engines,
+      resync_ms: resyncMs,
+      resyncs,
+      // Longer than resync_ms: passes outlasted the period (a loaded machine), and fewer ran than configured.
+      measured_period_ms: Math.round(wall / resyncs),
+      cpu_ms_per_resync: Math.round((cpu / resyncs) * 1000),
+      per_engine_ms: Math.round((cpu / resyncs / engines) * 1000 * 100) / 100,
+    };
+  } catch (err) {
+    throw new Error(`${err.message}\ncontroller log tail:\n${log.slice(-3000)}`);
+  } finally {
+    controller.kill("SIGTERM");
+    await exited;
+  }
 }

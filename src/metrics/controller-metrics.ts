@@ -118,7 +118,7 @@ export class ControllerMetrics implements ControllerObserver {
     });
     this.writes = new Histogram({
       name: "narwhal_state_write_duration_seconds",
-      help: "Writes of state/state.json (atomic: temp, fsync, rename), by result",
+      help: "State writes (each an append to state/narwhal.journal, fdatasynced), by result",
       labelNames: ["result"],
       buckets: FAST_BUCKETS,
       registers,
