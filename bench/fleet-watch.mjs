@@ -89,21 +89,41 @@ const lastTransition = (record) => JSON.stringify(record?.history.at(-1) ?? null
 const allCaptured = (s) =>
   Object.values(s.engines).length > 0 && Object.values(s.engines).every((e) => e.phase === "captured");
 
-// debounceMs: the controller's default (src/config.ts), set explicitly so the report names it.
-export async function watchLatency({ main, desired, state, env, runs, debounceMs = 100 }) {
-  const launchFile = path.join(desired, "engine-launch.json");
-  const original = await fsp.readFile(launchFile, "utf8");
+/**
+ * A watch controller on the fleet, with `extra` in its environment, ready once it has applied the desired
+ * state and every engine is captured; `log()` is its stderr's tail, `stop()` ends it (SIGTERM) and waits.
+ */
+async function readyController({ main, desired, state, env }, extra) {
   const controller = spawn(process.execPath, [main, "reconcile", "--desired", desired, "--state", state], {
-    env: { ...env, NARWHAL_WATCH_DEBOUNCE_MS: String(debounceMs) },
+    env: { ...env, ...extra },
     stdio: ["ignore", "ignore", "pipe"],
   });
   let log = "";
   controller.stderr.on("data", (d) => (log = (log + d).slice(-20_000)));
   const exited = new Promise((resolve) => controller.once("exit", resolve));
+  const stop = async () => {
+    controller.kill("SIGTERM");
+    await exited;
+  };
+  try {
+    await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
+  } catch (err) {
+    await stop();
+    throw new Error(`${err.message}\ncontroller log tail:\n${log.slice(-3000)}`);
+  }
+  return { pid: controller.pid, log: () => log, stop };
+}
+
+// debounceMs: the controller's default (src/config.ts), set explicitly so the report names it.
+export async function watchLatency({ main, desired, state, env, runs, debounceMs = 100 }) {
+  const launchFile = path.join(desired, "engine-launch.json");
+  const original = await fsp.readFile(launchFile, "utf8");
+  const controller = await readyController(
+    { main, desired, state, env },
+    { NARWHAL_WATCH_DEBOUNCE_MS: String(debounceMs) },
+  );
   const samples = [];
   try {
-    // Ready: it has applied the desired state once and every engine is captured.
-    await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
     await quiet(state, QUIET_MS, 180_000);
     for (let i = 0; i < runs; i++) {
       // The newest history entry marks where engine-1 stood (the history is capped: its length stops growing).
@@ -132,10 +152,9 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
       await quiet(state, QUIET_MS, 180_000);
     }
   } catch (err) {
-    throw new Error(`${err.message}\ncontroller log tail:\n${log.slice(-3000)}`);
+    throw new Error(`${err.message}\ncontroller log tail:\n${controller.log().slice(-3000)}`);
   } finally {
-    controller.kill("SIGTERM");
-    await exited;
+    await controller.stop();
     await fsp.writeFile(launchFile, original);
   }
   return {
@@ -166,18 +185,11 @@ async function journalLines(state) {
  * scrape) is in it too: this is the CPU of a resync period, not of the resync call alone.
  */
 export async function settledWatchCpu({ main, desired, state, env, resyncMs = 3000, resyncs = 5 }) {
-  const controller = spawn(process.execPath, [main, "reconcile", "--desired", desired, "--state", state], {
-    env: { ...env, NARWHAL_RESYNC_MS: String(resyncMs) },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let log = "";
-  controller.stderr.on("data", (d) => (log = (log + d).slice(-20_000)));
-  const exited = new Promise((resolve) => controller.once("exit", resolve));
+  const controller = await readyController({ main, desired, state, env }, { NARWHAL_RESYNC_MS: String(resyncMs) });
   const linesAtLeast = (n, what) =>
     // A guard, not a budget: on a loaded machine a pass of a large fleet can outlast the period (passes then coalesce).
     whenDir(state, async () => (await journalLines(state)) >= n, what, (resyncMs + 30_000) * (resyncs + 1));
   try {
-    await whenState(state, (s) => /desired state applied/.test(log) && allCaptured(s), "controller ready", 120_000);
     await quiet(state, QUIET_MS, 180_000);
     const first = (await journalLines(state)) + 1;
     await linesAtLeast(first, "a resync's state write");
@@ -196,9 +208,8 @@ export async function settledWatchCpu({ main, desired, state, env, resyncMs = 30
       per_engine_ms: Math.round((cpu / resyncs / engines) * 1000 * 100) / 100,
     };
   } catch (err) {
-    throw new Error(`${err.message}\ncontroller log tail:\n${log.slice(-3000)}`);
+    throw new Error(`${err.message}\ncontroller log tail:\n${controller.log().slice(-3000)}`);
   } finally {
-    controller.kill("SIGTERM");
-    await exited;
+    await controller.stop();
   }
 }
