@@ -3,7 +3,7 @@
 // records (when each engine was last observed, which rollout halted on it).
 import type { EngineContext } from "../../machines/engine.js";
 import type { EngineSpec } from "../desired/types.js";
-import type { StateStore } from "../state/store.js";
+import type { Condition, StateStore } from "../state/store.js";
 import type { EngineActor } from "./engine-actors.js";
 import type { Execution } from "./execute.js";
 import type { KnownEngine } from "./observe.js";
@@ -51,7 +51,7 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
       rec.observed_at = observed.at;
       seen.add(name);
       const conditions = withNodeReachable(rec.conditions, observedEvidence(observed.engines[name]!), observed.at);
-      if (JSON.stringify(conditions) !== JSON.stringify(rec.conditions)) {
+      if (!sameConditions(conditions, rec.conditions)) {
         rec.conditions = conditions;
         edited.add(name);
       }
@@ -79,6 +79,11 @@ export function markObserved(store: StateStore, observed: Observed, plan: Plan, 
   for (const name of edited) store.mark(name);
   for (const name of seen) if (!edited.has(name)) store.markObservedAt(name);
   return edited.size + seen.size > 0;
+}
+
+/** The same conditions in the same order (withNodeReachable keeps every other condition's object). */
+function sameConditions(a: readonly Condition[], b: readonly Condition[]): boolean {
+  return a.length === b.length && a.every((c, i) => c === b[i] || JSON.stringify(c) === JSON.stringify(b[i]));
 }
 
 /** What a full observation says about the engine's node: it could not be used, or it answered for the engine. */

@@ -104,7 +104,8 @@ export function servingFleet(
       group_signature: o.group_signature ?? "",
     }));
   const of = (role: string) => engines.filter((e) => e.role === role).map((e) => e.engine);
-  const pairs: Pair[] = of("prefill").flatMap((prefill) => of("decode").map((decode) => ({ prefill, decode })));
+  const decodes = of("decode"); // once, not once per prefill
+  const pairs: Pair[] = of("prefill").flatMap((prefill) => decodes.map((decode) => ({ prefill, decode })));
   // group_signature stays for the readers of the file (status, plan render, routers that check it):
   // the one group of the listed P/D engines, or null when the class spans several (mixed TP).
   const groups = new Set(engines.filter((e) => isPairedRole(e.role)).map((e) => e.group_signature));
