@@ -184,12 +184,11 @@ export function statusView(state: StateFile, inputs: StatusInputs = {}): StatusV
   const differing = new Set(groups.flatMap((g) => g.differing));
   const wanted = desired?.engines ?? {};
   const rows: StatusEngine[] = records.map((r) => {
-    const { snapshot: _omit, ...rest } = r;
-    void _omit;
     const retiring = retiringOf(r);
     const handle = servingHandle(r);
+    // The machine snapshot is not status's to show: overwritten, in one copy of the record.
     return {
-      ...rest,
+      ...r,
       snapshot: undefined,
       desired_hash: r.desired_hash,
       applied_hash: r.desired_hash,
