@@ -17,6 +17,7 @@ import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { RunFiles, UnrestorableEvidence } from "./evidence-refs.js";
 import { InputsFiles, type AppliedInputs } from "./applied-inputs.js";
 import type { ObservedProof } from "../controller/plan-types.js";
+import { append } from "../controller/map-lists.js";
 
 export { STATE_VERSION, stateFilePath };
 /**
@@ -336,7 +337,7 @@ export class StateStore {
     for (const name of this.dirty.observed) {
       const at = engines[name]?.observed_at;
       if (at === undefined || this.dirty.engines.has(name)) continue;
-      observed.set(at, [...(observed.get(at) ?? []), name]);
+      append(observed, at, name);
     }
     const ops: JournalOp[] = [
       ...[...this.dirty.engines].map((engine) => ({ engine, record: engines[engine] ?? null })),
