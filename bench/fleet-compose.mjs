@@ -22,7 +22,7 @@ import { performance } from "node:perf_hooks";
 import YAML from "yaml";
 import { dockerClient, ensureSimImage } from "../test/docker/sim-image.mjs";
 import { generateDesired } from "./fleet-gen.mjs";
-import { freePortBlock, measureCommand, measureNode, median, Samples } from "./measure.mjs";
+import { freePortBlock, measureCommand, measureNode, median, procStatFields, Samples } from "./measure.mjs";
 
 const SECRET_PATH = "/run/secrets/narwhal-api-key"; // src/backends/container-key.ts
 const DEFAULT_SOCKET = "/var/run/docker.sock";
@@ -44,8 +44,7 @@ function daemonCpu(host) {
     .filter((d) => /^\d+$/.test(d))
     .map((pid) => {
       try {
-        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        const f = procStatFields(pid);
         const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
         // utime, stime, and cutime, cstime: the children dockerd reaped (the docker-tar of an archive call).
         return { pid, ppid: f[1], ticks: f.slice(11, 15).reduce((t, x) => t + Number(x), 0), args };

@@ -9,12 +9,10 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { writeDesiredSummary } from "../dist/src/state/desired-summary.js";
+import { procStatFields } from "./measure.mjs";
 
 /** start_ticks of a process: field 22 of /proc/<pid>/stat, counted after the parenthesised command name. */
-async function startTicks(pid) {
-  const stat = await fs.readFile(`/proc/${pid}/stat`, "utf8");
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
-}
+const startTicks = (pid) => Number(procStatFields(pid)[19]);
 
 /**
  * @param {string} stateDir created if missing
@@ -23,10 +21,8 @@ async function startTicks(pid) {
  */
 export async function writeFleetState(stateDir, desired, pid) {
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const [bootId, ticks] = await Promise.all([
-    fs.readFile("/proc/sys/kernel/random/boot_id", "utf8").then((s) => s.trim()),
-    startTicks(pid),
-  ]);
+  const bootId = (await fs.readFile("/proc/sys/kernel/random/boot_id", "utf8")).trim();
+  const ticks = startTicks(pid);
   const at = new Date().toISOString();
   const engines = {};
   for (const [i, spec] of desired.specs.entries()) {

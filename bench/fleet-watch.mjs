@@ -8,7 +8,7 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { median } from "./measure.mjs";
+import { median, procStatFields } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 // The state as the controller's readers see it: narwhal.json plus the journal's entries after it (a
@@ -167,8 +167,7 @@ export async function watchLatency({ main, desired, state, env, runs, debounceMs
 
 /** CPU seconds (user + sys) process `pid` has used so far: /proc/<pid>/stat, in clock ticks of 10 ms. */
 function cpuOf(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const f = procStatFields(pid);
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 

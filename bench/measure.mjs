@@ -1,6 +1,7 @@
 // Measuring one child process: wall time, CPU (user + sys, as the kernel accounts the reaped child) and peak
 // RSS, through /usr/bin/time (GNU time: `-f`), and medians over runs.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import net from "node:net";
 
 /**
@@ -90,4 +91,14 @@ export async function freePortBlock(size) {
     if (free) return base;
   }
   throw new Error(`every block of ${size} ports between ${BENCH_PORTS.from} and ${BENCH_PORTS.to} has one in use`);
+}
+
+/**
+ * The fields of /proc/<pid>/stat after the parenthesised command name (which may hold spaces): [0] is the
+ * state, [1] ppid, [11]..[14] utime, stime, cutime, cstime (clock ticks of 10 ms), [19] start time.
+ * Throws when the process is gone.
+ */
+export function procStatFields(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
 }
