@@ -6,29 +6,13 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { watchPruner } from "../../src/cli/prune.js";
 import { loadConfig } from "../../src/config.js";
-import type { Logger } from "../../src/log.js";
+import { memoryLogger } from "../log/memory-logger.js";
 import { createRunDir, runsRoot } from "../../src/state/run-dir.js";
 
 const dirs: string[] = [];
 afterEach(async () => {
   for (const d of dirs.splice(0)) await fs.rm(d, { recursive: true, force: true });
 });
-
-/** A logger that keeps what it is told. */
-function lines(): Logger & { said: string[] } {
-  const said: string[] = [];
-  const log = {
-    said,
-    debug: () => undefined,
-    info: (m: string) => void said.push(m),
-    warn: (m: string) => void said.push(m),
-    error: (m: string) => void said.push(m),
-    child: () => log,
-    addSecrets: () => undefined,
-    recordTo: () => undefined,
-  };
-  return log as unknown as Logger & { said: string[] };
-}
 
 const run = (stateDir: string, day: number) =>
   createRunDir(
@@ -46,7 +30,8 @@ describe("watchPruner", () => {
     dirs.push(stateDir);
     for (const day of [1, 2, 3]) await run(stateDir, day);
     const config = loadConfig({ state: stateDir, desired: "/nonexistent/desired" }, { NARWHAL_KEEP_RUNS: "1" });
-    const log = lines();
+    const { log, lines } = memoryLogger();
+    const said = () => lines.map((l) => l.message);
     let settled = false;
     let changes = 0;
     const pruner = watchPruner(
@@ -66,7 +51,7 @@ describe("watchPruner", () => {
     await pruner.idle();
     const newest = await runs(stateDir);
     expect(newest).toHaveLength(1);
-    expect(log.said.filter((l) => l.startsWith("pruned run "))).toHaveLength(2);
+    expect(said().filter((l) => l.startsWith("pruned run "))).toHaveLength(2);
 
     // An older run appears while nothing in the state changes: the next resyncs leave it.
     const older = path.basename(await run(stateDir, 0));
@@ -78,6 +63,6 @@ describe("watchPruner", () => {
     pruner.tick();
     await pruner.idle();
     expect(await runs(stateDir)).toEqual(newest);
-    expect(log.said).toContain(`pruned run ${older}`);
+    expect(said()).toContain(`pruned run ${older}`);
   });
 });

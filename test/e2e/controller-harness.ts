@@ -14,7 +14,9 @@ import type { LauncherIdentity } from "../../src/launcher.js";
 import { loadDesired } from "../../src/desired/load.js";
 import type { DesiredState, EngineSpec } from "../../src/desired/types.js";
 import type { EngineBackend } from "../../src/backends/types.js";
-import { redactText, type Logger } from "../../src/log.js";
+import { memoryLogger, type LogLine } from "../log/memory-logger.js";
+
+export { memoryLogger, type LogLine };
 import { readState, type EngineRecord, type StateFile } from "../../src/state/store.js";
 import type { EngineHandle } from "../../src/phases/types.js";
 import { runsRoot } from "../../src/state/run-dir.js";
@@ -29,12 +31,6 @@ export interface Transition {
   seq: number;
   /** When the hook reported it (epoch ms). */
   at: number;
-}
-
-export interface LogLine {
-  level: string;
-  message: string;
-  meta: Record<string, unknown>;
 }
 
 /** What a wait looks at: the records so far, and the state file as it is on disk now. */
@@ -54,34 +50,6 @@ export interface HarnessOptions {
   waitMs?: number;
   /** Run as another launcher (src/launcher.ts): the controller's and the desired specs' (default: this narwhal). */
   launcher?: LauncherIdentity;
-}
-
-/**
- * A logger that keeps every line in memory (secrets redacted as src/log.ts does), at every
- * level: stopCount reads the phase actors' debug lines. Nothing goes to the console.
- */
-export function memoryLogger(): { log: Logger; lines: LogLine[] } {
-  const lines: LogLine[] = [];
-  const secrets = new Set<string>();
-  const make = (base: Record<string, unknown>): Logger => {
-    const put = (level: string) => (message: string, meta?: Record<string, unknown>) => {
-      lines.push({ level, message: redactText(message, secrets), meta: { ...base, ...meta } });
-    };
-    return {
-      debug: put("debug"),
-      info: put("info"),
-      warn: put("warn"),
-      error: put("error"),
-      child: (meta) => make({ ...base, ...meta }),
-      addSecrets: (values) => {
-        for (const v of values) if (v) secrets.add(v);
-      },
-      // narwhal.log is the CLI's record; the harness reads its lines from memory.
-      recordTo: () => undefined,
-      close: async () => undefined,
-    };
-  };
-  return { log: make({}), lines };
 }
 
 /** A host environment for the controller, built here: never the test runner's process.env. */
