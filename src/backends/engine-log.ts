@@ -157,6 +157,37 @@ export async function readLogFile(file: string, cap: number): Promise<EngineLog>
   }
 }
 
+/** The last `bytes` of a local file as text (less when it is shorter); throws when it cannot be read. */
+export async function readFileTail(file: string, bytes: number): Promise<string> {
+  const handle = await fs.open(file, "r");
+  try {
+    const { size } = await handle.stat();
+    const length = Math.min(size, bytes);
+    const buf = Buffer.allocUnsafe(length);
+    const { bytesRead } = await handle.read(buf, 0, length, size - length);
+    return buf.toString("utf8", 0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Only the end of an engine's log (`host` null: the controller's own file): its last `bytes`, from the
+ * first whole line in them. For a caller that quotes the last lines, which must not read a 16 MiB cap
+ * of every lost engine's log to do so. The log stays where it is: nothing is copied.
+ */
+export async function readLogTail(host: HostAccess | null, file: string, bytes: number): Promise<EngineLog> {
+  const where = host ? `${file} on node ${host.node}` : file;
+  try {
+    const text = host ? (await nodeBytes(host, "tail", bytes, file)).toString("utf8") : await readFileTail(file, bytes);
+    // A cut first line is dropped, unless it is the only one.
+    const nl = text.length >= bytes ? text.indexOf("\n") : -1;
+    return { text: nl >= 0 && nl < text.length - 1 ? text.slice(nl + 1) : text, where };
+  } catch (err) {
+    return { text: "", where, problem: `${where} could not be read: ${(err as Error).message}` };
+  }
+}
+
 /** `head -c`/`tail -c` of a file on a node: bytes at the start or the end, never the whole log. */
 async function nodeBytes(host: HostAccess, tool: "head" | "tail", n: number, file: string): Promise<Buffer> {
   if (n <= 0) return Buffer.alloc(0);

@@ -19,7 +19,7 @@ import type {
   ProcessDescription,
   RuntimeCheckOutput,
 } from "./types.js";
-import { ENGINE_LOG, readNodeLog } from "./engine-log.js";
+import { ENGINE_LOG, readLogTail, readNodeLog } from "./engine-log.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
@@ -244,14 +244,15 @@ export class NativeBackend implements EngineBackend {
 
   /**
    * The engine writes engine.log itself, on its node: only its first lines and tail (within the cap) are
-   * read, and for a remote node copied into the controller's run directory as evidence.
+   * read, and for a remote node copied into the controller's run directory as evidence; with `tailBytes`
+   * only that much of its end, and nothing copied.
    */
-  async startupLog(run: PreparedRun, handle?: EngineHandle): Promise<EngineLog> {
+  async startupLog(run: PreparedRun, handle?: EngineHandle, opts: { tailBytes?: number } = {}): Promise<EngineLog> {
     const node = handle?.kind === "native" ? handle.node : undefined;
-    if (node === undefined || !this.opts.hosts.spec(node)?.ssh)
-      return readNodeLog(null, path.join(run.dir, ENGINE_LOG), this.opts.logCapBytes);
-    const where = runOnNode(this.opts.hosts, node, run);
-    return readNodeLog(where.host, path.posix.join(where.dir, ENGINE_LOG), this.opts.logCapBytes, run.dir);
+    const remote = node !== undefined && this.opts.hosts.spec(node)?.ssh ? runOnNode(this.opts.hosts, node, run) : null;
+    const file = remote ? path.posix.join(remote.dir, ENGINE_LOG) : path.join(run.dir, ENGINE_LOG);
+    if (opts.tailBytes !== undefined) return readLogTail(remote?.host ?? null, file, opts.tailBytes);
+    return readNodeLog(remote?.host ?? null, file, this.opts.logCapBytes, remote ? run.dir : undefined);
   }
 
   /** Every node learned (and the controller's machine): a node that cannot be reached is reported and skipped. */

@@ -95,8 +95,11 @@ export interface EngineBackend {
   /**
    * The engine's log (stdout+stderr), bounded by the cap: evidence, read best-effort. Never
    * throws; a copy that could not be completed says so in `problem` and where the log still is.
+   * `tailBytes`: the caller quotes only the log's last lines, so a log that stays where it is (a
+   * native engine's own file, here or on its node) is read no further back than that, and not copied;
+   * a container's log is still copied whole, since the daemon's copy goes with the container.
    */
-  startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog>;
+  startupLog(run: PreparedRun, handle: EngineHandle, opts?: { tailBytes?: number }): Promise<EngineLog>;
   /**
    * Every engine this state directory owns, plus leftovers of its temporary inspections: all of
    * them when `startup` (the lock holder has started none yet), else only those past their deadline.

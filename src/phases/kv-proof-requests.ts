@@ -2,14 +2,13 @@
 // proxy fields), both engines' /metrics around them, and what can be learned
 // after a decode failure nothing counted (can the controller open the side
 // channel; the decode log's NIXL failure line). kv-proof.ts sequences them.
-import fs from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { httpRequest, joinUrl } from "./http.js";
 import type { ReadEnd } from "./kv-proof-end.js";
 import { KvMetricsError, scrapeEndpoint } from "./kv-watch.js";
 import type { PairCounters, RequestOutcome } from "./kv-proof-checks.js";
-import { ENGINE_LOG } from "../backends/engine-log.js";
+import { ENGINE_LOG, readFileTail } from "../backends/engine-log.js";
 
 /**
  * The proof's prompt: fixed words (temperature 0, fixed max_tokens: the same text every time),
@@ -119,22 +118,13 @@ export function connectable(host: string, port: number): Promise<{ ok: boolean; 
 
 /** The last NIXL failure line of the decode's log in its run directory (a native engine writes it there). */
 export async function lastNixlFailureLine(runDir: string): Promise<string | null> {
-  let handle;
-  try {
-    handle = await fs.open(path.join(runDir, ENGINE_LOG), "r");
-    const { size } = await handle.stat();
-    const length = Math.min(size, LOG_TAIL_BYTES);
-    const buf = Buffer.alloc(length);
-    await handle.read(buf, 0, length, size - length);
-    const lines = buf
-      .toString("utf8")
-      .split("\n")
-      .filter((l) => NIXL_FAILURE_LINE.test(l));
-    // vLLM logs the failure, then the exception naming its reason: the reason is the line to quote.
-    return lines.at(-1)?.trim() ?? null;
-  } catch {
-    return null;
-  } finally {
-    await handle?.close();
-  }
+  const tail = await readFileTail(path.join(runDir, ENGINE_LOG), LOG_TAIL_BYTES).catch(() => null);
+  // vLLM logs the failure, then the exception naming its reason: the reason is the line to quote.
+  return (
+    tail
+      ?.split("\n")
+      .filter((l) => NIXL_FAILURE_LINE.test(l))
+      .at(-1)
+      ?.trim() ?? null
+  );
 }

@@ -5,7 +5,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { FrameDemux, LogTail, readLogFile, readNodeLog } from "../../src/backends/engine-log.js";
+import { FrameDemux, LogTail, readLogFile, readLogTail, readNodeLog } from "../../src/backends/engine-log.js";
 import { LocalHost } from "../../src/hosts/local.js";
 
 const lines = (from: number, to: number) =>
@@ -113,5 +113,30 @@ describe("readNodeLog (a log on the engine's node, read through its host access)
     expect(log.problem).toContain("/nonexistent/engine.log on node gpu-a could not be read");
     expect(await fs.readdir(evidence)).toEqual([]);
     await fs.rm(evidence, { recursive: true });
+  });
+});
+
+describe("readLogTail (the last lines of a log, for a lost engine's reason)", () => {
+  it("reads only the end, from its first whole line, the same here and through a node's host access", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-log-"));
+    const file = path.join(dir, "engine.log");
+    await fs.writeFile(file, lines(0, 100_000)); // ~4.8 MiB
+    const local = await readLogTail(null, file, 1000);
+    expect(local.problem).toBeUndefined();
+    expect(local.where).toBe(file);
+    expect(Buffer.byteLength(local.text)).toBeLessThanOrEqual(1000);
+    // 1000 bytes hold 19 whole lines of 52 bytes and a cut one, which is dropped.
+    expect(local.text).toBe(lines(99_981, 100_000));
+    const remote = await readLogTail(new LocalHost("gpu-a", { PATH: "/usr/bin:/bin" }), file, 1000);
+    expect(remote).toEqual({ text: local.text, where: `${file} on node gpu-a` });
+    await fs.writeFile(file, lines(0, 3));
+    expect((await readLogTail(null, file, 1000)).text).toBe(lines(0, 3));
+    await fs.rm(dir, { recursive: true });
+  });
+
+  it("names a log it could not read instead of throwing", async () => {
+    const log = await readLogTail(null, "/nonexistent/engine.log", 1024);
+    expect(log.text).toBe("");
+    expect(log.problem).toMatch(/\/nonexistent\/engine\.log could not be read: ENOENT/);
   });
 });
