@@ -42,6 +42,21 @@ export async function copyContainerLog(
   }
 }
 
+/** Lines of a container's log its tail is asked for: a lost engine's reason quotes three. */
+const TAIL_LINES = 50;
+
+/** Only the end of a container's log (its last lines, within `bytes`), read from the daemon; nothing is copied. */
+export async function containerLogTail(docker: DockerCalls, id: string, bytes: number): Promise<EngineLog> {
+  const where = `docker logs ${id.slice(0, 12)} on ${docker.endpoint}`;
+  const sink = new LogTail(bytes);
+  try {
+    await docker.readLog(id, sink, undefined, TAIL_LINES);
+    return { text: sink.text(), where };
+  } catch (err) {
+    return { text: sink.text(), where, problem: `${where} could not be read: ${(err as Error).message}` };
+  }
+}
+
 /** engine.log is already in the run directory (a dead engine's log, copied when its failure was read). */
 export async function containerLogSaved(runDir: string | undefined): Promise<boolean> {
   return !!runDir && (await exists(path.join(runDir, ENGINE_LOG)));

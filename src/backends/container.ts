@@ -19,7 +19,7 @@ import type {
   ProcessDescription,
   RuntimeCheckOutput,
 } from "./types.js";
-import { containerLogSaved, copyContainerLog } from "./container-log.js";
+import { containerLogSaved, containerLogTail, copyContainerLog } from "./container-log.js";
 import { DockerCalls } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { sshDialAgent } from "./docker-ssh.js";
@@ -221,18 +221,18 @@ export class ContainerBackend implements EngineBackend {
     return keepFailedContainer(this.attempt(handle.docker_host), run, handle, graceMs);
   }
 
-  async startupLog(run: PreparedRun, handle: EngineHandle): Promise<EngineLog> {
+  async startupLog(run: PreparedRun, handle: EngineHandle, opts: { tailBytes?: number } = {}): Promise<EngineLog> {
     if (handle.kind !== "container")
       return { text: "", where: "no container", problem: `handle is a ${handle.kind} engine` };
     const docker = this.client(handle.docker_host);
     const info = await docker.inspectContainer(handle.container_id).catch(() => undefined);
-    // A dead engine's log is final: copy it now, so the error that quotes it points at a file that exists.
-    return copyContainerLog(
-      docker,
-      handle.container_id,
-      info && !info.State.Running ? run.dir : undefined,
-      this.opts.logCapBytes,
-    );
+    // A dead engine's log is final: copy it now (once), so the error that quotes it points at a file that exists.
+    const copyTo = info && !info.State.Running ? run.dir : undefined;
+    // A tail is read from the daemon, except the first time a dead engine's log is read: that copy is evidence.
+    const firstCopy = copyTo !== undefined && !(await containerLogSaved(copyTo));
+    if (opts.tailBytes !== undefined && !firstCopy)
+      return containerLogTail(docker, handle.container_id, opts.tailBytes);
+    return copyContainerLog(docker, handle.container_id, copyTo, this.opts.logCapBytes);
   }
 
   async listOwned(opts: ListOwnedOptions = {}): Promise<OwnedEngine[]> {

@@ -260,9 +260,9 @@ export class DockerCalls {
   /**
    * Stream a container's log (stdout and stderr, not following) into a bounded sink: the whole
    * log is never held. Past the deadline the sink keeps what arrived and the call fails as any
-   * other does, so the caller knows the copy is partial.
+   * other does, so the caller knows the copy is partial. `tailLines`: only the log's last lines.
    */
-  async readLog(id: string, sink: LogTail, signal?: AbortSignal): Promise<void> {
+  async readLog(id: string, sink: LogTail, signal?: AbortSignal, tailLines?: number): Promise<void> {
     await this.call(
       "logs",
       `container logs ${id.slice(0, 12)}`,
@@ -275,7 +275,7 @@ export class DockerCalls {
               abortSignal,
               isStream: true,
               statusCodes: { 200: true, 404: "no such container", 500: "server error" },
-              options: { stdout: true, stderr: true, follow: false },
+              options: { stdout: true, stderr: true, follow: false, ...(tailLines ? { tail: tailLines } : {}) },
             },
             (e, d) => {
               if (e) return reject(e);

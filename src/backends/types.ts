@@ -95,9 +95,9 @@ export interface EngineBackend {
   /**
    * The engine's log (stdout+stderr), bounded by the cap: evidence, read best-effort. Never
    * throws; a copy that could not be completed says so in `problem` and where the log still is.
-   * `tailBytes`: the caller quotes only the log's last lines, so a log that stays where it is (a
-   * native engine's own file, here or on its node) is read no further back than that, and not copied;
-   * a container's log is still copied whole, since the daemon's copy goes with the container.
+   * `tailBytes`: the caller quotes only the log's last lines, so only that much of the log's end is
+   * read, and nothing copied; except the first read of a dead container's log, which is copied whole
+   * into the run directory (the daemon's copy goes with the container).
    */
   startupLog(run: PreparedRun, handle: EngineHandle, opts?: { tailBytes?: number }): Promise<EngineLog>;
   /**
