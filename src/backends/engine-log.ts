@@ -157,15 +157,15 @@ export async function readLogFile(file: string, cap: number): Promise<EngineLog>
   }
 }
 
-/** The last `bytes` of a local file as text (less when it is shorter); throws when it cannot be read. */
-export async function readFileTail(file: string, bytes: number): Promise<string> {
+/** The last `bytes` of a local file (fewer when it is shorter); throws when it cannot be read. */
+export async function readFileTail(file: string, bytes: number): Promise<Buffer> {
   const handle = await fs.open(file, "r");
   try {
     const { size } = await handle.stat();
     const length = Math.min(size, bytes);
     const buf = Buffer.allocUnsafe(length);
     const { bytesRead } = await handle.read(buf, 0, length, size - length);
-    return buf.toString("utf8", 0, bytesRead);
+    return buf.subarray(0, bytesRead);
   } finally {
     await handle.close();
   }
@@ -179,10 +179,10 @@ export async function readFileTail(file: string, bytes: number): Promise<string>
 export async function readLogTail(host: HostAccess | null, file: string, bytes: number): Promise<EngineLog> {
   const where = host ? `${file} on node ${host.node}` : file;
   try {
-    const text = host ? (await nodeBytes(host, "tail", bytes, file)).toString("utf8") : await readFileTail(file, bytes);
-    // A cut first line is dropped, unless it is the only one.
-    const nl = text.length >= bytes ? text.indexOf("\n") : -1;
-    return { text: nl >= 0 && nl < text.length - 1 ? text.slice(nl + 1) : text, where };
+    const tail = host ? await nodeBytes(host, "tail", bytes, file) : await readFileTail(file, bytes);
+    // A cut first line (or UTF-8 sequence) is dropped, unless it is the only line.
+    const nl = tail.length >= bytes ? tail.indexOf(0x0a) : -1;
+    return { text: (nl >= 0 && nl < tail.length - 1 ? tail.subarray(nl + 1) : tail).toString("utf8"), where };
   } catch (err) {
     return { text: "", where, problem: `${where} could not be read: ${(err as Error).message}` };
   }

@@ -118,13 +118,13 @@ export function connectable(host: string, port: number): Promise<{ ok: boolean; 
 
 /** The last NIXL failure line of the decode's log in its run directory (a native engine writes it there). */
 export async function lastNixlFailureLine(runDir: string): Promise<string | null> {
-  const tail = await readFileTail(path.join(runDir, ENGINE_LOG), LOG_TAIL_BYTES).catch(() => null);
+  let tail: string;
+  try {
+    tail = (await readFileTail(path.join(runDir, ENGINE_LOG), LOG_TAIL_BYTES)).toString("utf8");
+  } catch {
+    return null;
+  }
   // vLLM logs the failure, then the exception naming its reason: the reason is the line to quote.
-  return (
-    tail
-      ?.split("\n")
-      .filter((l) => NIXL_FAILURE_LINE.test(l))
-      .at(-1)
-      ?.trim() ?? null
-  );
+  const lines = tail.split("\n").filter((l) => NIXL_FAILURE_LINE.test(l));
+  return lines.at(-1)?.trim() ?? null;
 }

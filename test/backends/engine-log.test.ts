@@ -131,6 +131,11 @@ describe("readLogTail (the last lines of a log, for a lost engine's reason)", ()
     expect(remote).toEqual({ text: local.text, where: `${file} on node gpu-a` });
     await fs.writeFile(file, lines(0, 3));
     expect((await readLogTail(null, file, 1000)).text).toBe(lines(0, 3));
+    // The cut is found in bytes: a first line cut inside a two-byte character is dropped too.
+    const wide = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, i) => `é step ${from + i}\n`).join("");
+    await fs.writeFile(file, wide(0, 100));
+    expect((await readLogTail(null, file, 32)).text).toBe(wide(98, 100));
     await fs.rm(dir, { recursive: true });
   });
 
