@@ -3,9 +3,9 @@
 // version of its shape. A list is a document with `items`, never a bare array. The saved plan file
 // (controller/plan-file.ts) is such a document already; its version is the one every document has.
 import { createRequire } from "node:module";
-import { PLAN_API_VERSION } from "../controller/plan-file-schema.js";
+import { API_VERSION } from "../api-version.js";
 
-export const API_VERSION = PLAN_API_VERSION;
+export { API_VERSION };
 
 /** The output formats of the commands; the engine actions (seed 001) offer text and json only. */
 export const FORMATS = ["text", "json", "yaml"] as const;

@@ -3,9 +3,13 @@
 // is the schema document itself, so `narwhal schema fleet > fleet.schema.json`
 // writes a file editors and validators read as is.
 import { Argument, type Command } from "commander";
-import { DESIRED_SCHEMA_NAMES, desiredJsonSchema, type DesiredSchemaName } from "../desired/json-schema.js";
+import { DESIRED_SCHEMA_NAMES, type DesiredSchemaName } from "../desired/schema-names.js";
 import type { Act } from "./options.js";
 import { EXIT, exitCodesHelp } from "./exit-codes.js";
+import { lazy } from "./lazy.js";
+
+// Loaded by `narwhal schema` alone: it builds the desired files' zod schemas.
+const desiredJsonSchema = lazy(async () => (await import("../desired/json-schema.js")).desiredJsonSchema);
 
 export function registerSchemaCommand(program: Command, act: Act, out: (s: string) => void): void {
   program
@@ -24,7 +28,7 @@ ${exitCodesHelp([
     )
     .action(
       act(async (_opts, file) => {
-        out(JSON.stringify(desiredJsonSchema(file as DesiredSchemaName), null, 2));
+        out(JSON.stringify(await desiredJsonSchema(file as DesiredSchemaName), null, 2));
         return EXIT.ok;
       }),
     );

@@ -3,9 +3,17 @@
 // match; a differing layout or page geometry is flagged (it needs its own
 // fabric budget).
 import type { EngineRecord } from "../state/store.js";
-import { layoutKey } from "../phases/capture.js";
+import type { CacheLayout } from "../phases/types.js";
 import { append } from "./map-lists.js";
 import { compareCodePoints } from "../desired/python-json.js";
+
+/**
+ * Layout fields that must agree within a signature group. Here, not beside the capture that writes
+ * layouts: importing capture.ts built the zod schemas of its imports in every status (11 ms).
+ */
+export function layoutKey(l: CacheLayout): string {
+  return JSON.stringify([l.block_size, l.num_gpu_blocks, l.gpu_kv_cache_tokens, l.cache_dtype, l.tensor_parallel_size]);
+}
 
 export interface GroupReport {
   signature: string;

@@ -3,8 +3,9 @@
 // the planner adds to its types and not here is a compile error, not a value silently dropped.
 // Objects are loose: a field added later is kept through a read, not stripped.
 import * as z from "zod";
+import { API_VERSION } from "../api-version.js";
 
-export const PLAN_API_VERSION = "narwhal/v1";
+export const PLAN_API_VERSION = API_VERSION;
 export const PLAN_KIND = "Plan";
 
 const hash = z.string().describe("an input hash (sha256 hex)");

@@ -13,6 +13,9 @@
 // gpu_ids takes integers as well as strings (the transform's input).
 import * as z from "zod";
 import { EngineLaunchSchema, FleetSchema } from "./schemas.js";
+import { DESIRED_SCHEMA_NAMES, type DesiredSchemaName } from "./schema-names.js";
+
+export { DESIRED_SCHEMA_NAMES, type DesiredSchemaName };
 
 export const DESIRED_SCHEMAS = {
   fleet: { schema: FleetSchema, id: "urn:narwhal:v1:schema:fleet", title: "narwhal desired/fleet.json" },
@@ -21,9 +24,7 @@ export const DESIRED_SCHEMAS = {
     id: "urn:narwhal:v1:schema:engine-launch",
     title: "narwhal desired/engine-launch.json",
   },
-} as const;
-export type DesiredSchemaName = keyof typeof DESIRED_SCHEMAS;
-export const DESIRED_SCHEMA_NAMES = Object.keys(DESIRED_SCHEMAS) as DesiredSchemaName[];
+} as const satisfies Record<DesiredSchemaName, unknown>;
 
 /** The committed copy's path, relative to the repository root (what `$schema` in a desired file points to). */
 export const committedSchemaPath = (name: DesiredSchemaName) => `schemas/${name}.schema.json`;

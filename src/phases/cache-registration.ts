@@ -9,17 +9,15 @@ import { loadCheckedRun, refuseExisting, type CheckedRun } from "./checked-run.j
 import { inspectionEnvelope, inspectRuntime, writeRunOutput, type RuntimeInspectOptions } from "./runtime-inspect.js";
 import { refusal } from "./action-error.js";
 import { sha256 } from "./prepare.js";
+import { CACHE_REGISTRATION_ACTION, registrationSource, type RegistrationSource } from "./registration-source.js";
 
 export const CACHE_REGISTRATION_FILE = "cache-registration.json";
-const ACTION = "cache-registration";
+const ACTION = CACHE_REGISTRATION_ACTION;
 
-export interface RegistrationSource {
-  startupLog?: string;
-  runtimeLayout?: string;
-}
+export { registrationSource, type RegistrationSource };
 
 interface ResolvedLayout {
-  kind: "startup-log" | "runtime-layout";
+  kind: ReturnType<typeof registrationSource>["kind"];
   path: string;
   sha256: string;
   block_size: number;
@@ -36,27 +34,6 @@ interface Dimensions {
   kv_bytes_per_element: number;
   tensor_parallel_size: number;
   cache_dtype: string;
-}
-
-/** Exactly one registration source, or a refusal naming both options. */
-export function registrationSource(source: RegistrationSource): { kind: ResolvedLayout["kind"]; path: string } {
-  const given = [
-    source.startupLog && { kind: "startup-log" as const, path: source.startupLog },
-    source.runtimeLayout && { kind: "runtime-layout" as const, path: source.runtimeLayout },
-  ].filter(Boolean);
-  if (given.length !== 1) {
-    throw refusal(
-      ACTION,
-      given.length
-        ? "--startup-log and --runtime-layout are exclusive; choose one registration source"
-        : "choose one registration source: --startup-log FILE or --runtime-layout FILE",
-      {
-        input: "--startup-log / --runtime-layout",
-        fix: "Pass a serving log with one resolved KV layout (--startup-log) or a captured runtime cache-layout JSON (--runtime-layout), not both.",
-      },
-    );
-  }
-  return given[0] as { kind: ResolvedLayout["kind"]; path: string };
 }
 
 /** The one KV layout a serving log resolved: all its "GPU KV cache size" lines must agree. */

@@ -135,8 +135,3 @@ export async function capture(run: PreparedRun, opts: CaptureOptions): Promise<C
   await writeFileExclusive(layoutPath, JSON.stringify(full, null, 2) + "\n");
   return layout;
 }
-
-/** Layout fields that must agree within a signature group. */
-export function layoutKey(l: CacheLayout): string {
-  return JSON.stringify([l.block_size, l.num_gpu_blocks, l.gpu_kv_cache_tokens, l.cache_dtype, l.tensor_parallel_size]);
-}

@@ -2,7 +2,8 @@
 // script's result line and the startup-failure diagnosis.
 import { describe, expect, it } from "vitest";
 import { parsePrometheus, sampleLabels, sampleValue } from "../../src/phases/prometheus.js";
-import { layoutKey, parseStartupLog } from "../../src/phases/capture.js";
+import { parseStartupLog } from "../../src/phases/capture.js";
+import { layoutKey } from "../../src/controller/groups.js";
 import { checkLogName, parseScriptResult, RESULT_PREFIX } from "../../src/phases/check.js";
 import { diagnoseStartupLog } from "../../src/phases/start.js";
 import type { CacheLayout } from "../../src/phases/types.js";

@@ -6,7 +6,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { appIdentity } from "../../app.js";
 import { MAX_SHARED, MIN_SHARED } from "../../phases/shared-budget.js";
 import { refusal } from "../../phases/action-error.js";
-import { registrationSource } from "../../phases/cache-registration.js";
+import { registrationSource } from "../../phases/registration-source.js";
 import type { ActionContext } from "./context.js";
 import { renderResult, type EngineResult } from "./result.js";
 import { lazy } from "../lazy.js";
