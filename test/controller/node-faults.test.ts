@@ -22,6 +22,7 @@ import type { Condition, EngineRecord } from "../../src/state/store.js";
 import { openStores } from "../state/open-stores.js";
 import { captured, observedOf } from "./plan-fixtures.js";
 import { record } from "./records.js";
+import { memoryLogger } from "../log/memory-logger.js";
 
 const T0 = "2026-12-01T12:00:00.000Z";
 const T1 = "2026-12-01T12:05:00.000Z";
@@ -30,21 +31,12 @@ const retry = { baseMs: 1000, capMs: 60_000, maxAttempts: 5 };
 const target = (node: string) => ({ node, destination: `root@${node}`, port: 22, knownHostsFile: "/k" });
 const REFUSED = "ssh: connect to host node-b port 22: Connection refused";
 
-/** Log lines by level, as the controller's logger would write them. */
+/** What the controller's logger warned and erred, in order. */
 function logger(): Logger & { lines: string[] } {
-  const lines: string[] = [];
-  const log: Logger & { lines: string[] } = {
-    lines,
-    debug: () => undefined,
-    info: () => undefined,
-    warn: (m) => void lines.push(m),
-    error: (m) => void lines.push(m),
-    child: () => log,
-    addSecrets: () => undefined,
-    recordTo: () => undefined,
-    close: async () => undefined,
-  };
-  return log;
+  const { log, lines } = memoryLogger();
+  return Object.defineProperty(log, "lines", {
+    get: () => lines.filter((l) => l.level === "warn" || l.level === "error").map((l) => l.message),
+  }) as Logger & { lines: string[] };
 }
 
 const handle = (n: number, node: string): EngineHandle => ({

@@ -5,22 +5,13 @@
 import { describe, expect, it } from "vitest";
 import { initialContext } from "../../machines/engine-context.js";
 import type { EngineBackend } from "../../src/backends/types.js";
-import type { Logger } from "../../src/log.js";
 import { World } from "../../src/controller/world.js";
 import { observe, type KnownEngine } from "../../src/controller/observe.js";
 import type { Liveness } from "../../src/controller/plan-types.js";
 import { handleOf, owned } from "./plan-fixtures.js";
+import { memoryLogger } from "../log/memory-logger.js";
 
-const quiet: Logger = {
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: () => undefined,
-  child: () => quiet,
-  addSecrets: () => undefined,
-  recordTo: () => undefined,
-  close: async () => undefined,
-};
+const quiet = memoryLogger().log;
 const alive = { kind: "native", isAlive: async () => true, listOwned: async () => [] } as unknown as EngineBackend;
 const retry = { baseMs: 1000, capMs: 60_000, maxAttempts: 5 };
 
