@@ -69,7 +69,7 @@ done
 echo "$pid"`;
 
 /** One JSON line per process: its /proc/PID/stat text, parsed by the same code as LocalHost's reads. */
-export const LIST_PROCESSES = `exec python3 -c '
+export const LIST_PROCESSES = `exec ${STDLIB_PYTHON_SH} -c '
 import os, json, sys
 for p in os.listdir("/proc"):
     if not p.isdigit():
@@ -86,7 +86,7 @@ for p in os.listdir("/proc"):
  * names asked for (the rest of an environment, keys included, never crosses the wire); one process on
  * the node, not one per pid.
  */
-export const ENVIRONS = `exec python3 -c '
+export const ENVIRONS = `exec ${STDLIB_PYTHON_SH} -c '
 import json, sys
 names = set(sys.argv[1].split(","))
 for p in sys.argv[2:]:
@@ -97,6 +97,7 @@ for p in sys.argv[2:]:
     env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
     sys.stdout.write(json.dumps([int(p), env]) + "\\n")
 ' "$@"`;
+import { STDLIB_PYTHON_SH } from "./stdlib-python.js";
 
 const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No such file or directory/, "ENOENT"],

@@ -16,6 +16,7 @@ import { exists, readJsonIfExists } from "../../state/atomic-file.js";
 import { thisHost } from "./actions.js";
 import { engineResult, type EngineResult } from "./result.js";
 import type { ActionContext } from "./context.js";
+import { STDLIB_PYTHON } from "../../hosts/stdlib-python.js";
 
 export async function nativeCaptureAction(ctx: ActionContext, dir: string): Promise<EngineResult> {
   const action = "native-capture";
@@ -69,7 +70,8 @@ export async function attestationServeAction(ctx: ActionContext, dir: string): P
       input: ATTESTATION_FILE,
       fix: `Write it first: narwhal engine native-capture --run ${run.dir}.`,
     });
-  const child = spawn("python3", [sidecarScript(), file], {
+  const [python, ...isolated] = STDLIB_PYTHON;
+  const child = spawn(python, [...isolated, sidecarScript(), file], {
     cwd: run.dir,
     env: ctx.config.hostEnv,
     stdio: ["ignore", "inherit", "inherit"],
