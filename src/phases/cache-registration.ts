@@ -14,8 +14,6 @@ import { CACHE_REGISTRATION_ACTION, registrationSource, type RegistrationSource 
 export const CACHE_REGISTRATION_FILE = "cache-registration.json";
 const ACTION = CACHE_REGISTRATION_ACTION;
 
-export { registrationSource, type RegistrationSource };
-
 interface ResolvedLayout {
   kind: ReturnType<typeof registrationSource>["kind"];
   path: string;

@@ -10,11 +10,8 @@ import { capture, LAYOUT_FILE } from "../../phases/capture.js";
 import { measureCache } from "../../phases/measure-cache.js";
 import { modelDimensions, type RuntimeInspectOptions } from "../../phases/runtime-inspect.js";
 import { handshakePolicy } from "../../phases/handshake-policy.js";
-import {
-  cacheRegistration,
-  CACHE_REGISTRATION_FILE,
-  type RegistrationSource,
-} from "../../phases/cache-registration.js";
+import { cacheRegistration, CACHE_REGISTRATION_FILE } from "../../phases/cache-registration.js";
+import type { RegistrationSource } from "../../phases/registration-source.js";
 import { startShared, SHARED_START_FILE } from "../../phases/start-shared.js";
 import { stopNative, NATIVE_STOP_FILE } from "../../phases/stop-native.js";
 import { blockedListeners, checkListeners } from "../../phases/listeners.js";
