@@ -29,7 +29,10 @@ describe("logger redaction", () => {
   });
 
   it("debug lines reach the transports at level debug, through a child too, and none below it", async () => {
+    const stamps: string[] = [];
+    const hhmmss = (t: Date) => t.toTimeString().slice(0, 8);
     const lines = async (level: string) => {
+      const from = Date.now();
       const out = new PassThrough();
       const chunks: string[] = [];
       out.on("data", (c: Buffer) => chunks.push(c.toString()));
@@ -38,6 +41,7 @@ describe("logger redaction", () => {
       log.child({ engine: "engine-1" }).debug("child debug line");
       log.info("info line");
       await log.close();
+      for (let t = from - (from % 1000); t <= Date.now(); t += 1000) stamps.push(hhmmss(new Date(t)));
       return chunks.join("");
     };
     const debug = await lines("debug");
@@ -45,6 +49,9 @@ describe("logger redaction", () => {
     expect(debug).toContain("[engine-1] child debug line");
     const info = await lines("info");
     expect(info).toContain("info line");
+    // A console line: the local time (HH:mm:ss) of one second while it was written, the level padded to five, the message.
+    expect(info).toMatch(/^\d{2}:\d{2}:\d{2} info  info line\n$/);
+    expect(stamps).toContain(info.slice(0, 8));
     expect(info).not.toContain("debug line");
   });
 
