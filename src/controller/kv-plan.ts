@@ -8,6 +8,7 @@ import type { Action, DesiredEngine, KvPolicy, Observed } from "./plan-types.js"
 import { compatiblePairs, decidePair, proven, type Pair } from "./kv-pairs.js";
 import { inService, nameList } from "./in-service.js";
 import { append } from "./map-lists.js";
+import { PairCount } from "./pair-count.js";
 
 export interface ProofRestarts {
   /** restart-unproven actions, one per decode at most. */
@@ -54,10 +55,9 @@ export function proofRestarts(
       .filter((d) => disrupted.has(d.engine) || !inService(observed.engines[d.engine]) || unproven.has(d.engine))
       .map((d) => d.engine),
   );
-  const provenPair = (without: Iterable<string>) =>
-    compatiblePairs(desired, observed, new Set([...disrupted, ...without])).some((p) =>
-      proven(observed, p.prefill, p.decode),
-    );
+  const pairs = compatiblePairs(desired, observed, disrupted);
+  // The proven pairs, without the decodes restarted so far (one count, not the fleet's pairs again per decode).
+  const provenPairs = new PairCount(pairs.filter((p) => proven(observed, p.prefill, p.decode)));
   // Another decode on its way to a proven pair (restarting, starting, or awaiting its proof): worth waiting for.
   const comingBack = (decode: string) =>
     desired.some((d) => {
@@ -66,9 +66,8 @@ export function proofRestarts(
         d.role === "decode" && d.engine !== decode && decodesOut.has(d.engine) && !(o?.phase === "failed" && o.terminal)
       );
     });
-  const restarted: string[] = [];
-  for (const [decode, pairs] of byDecode(compatiblePairs(desired, observed, disrupted))) {
-    const decisions = pairs
+  for (const [decode, ofDecode] of byDecode(pairs)) {
+    const decisions = ofDecode
       .filter((pair) => observable(observed, pair))
       .map((pair) => ({ pair, d: decision(observed, pair, kv) }));
     const restart =
@@ -83,7 +82,7 @@ export function proofRestarts(
         ? null
         : decodesOut.size >= maxDecodesOut
           ? `${maxDecodesOut} decode engine(s) may be out of service or unproven at once, and ${nameList(decodesOut)} ${decodesOut.size === 1 ? "is" : "are"}`
-          : provenPair(restarted) && !provenPair([...restarted, decode]) && comingBack(decode)
+          : provenPairs.standsWithout() && !provenPairs.standsWithout([decode]) && comingBack(decode)
             ? "restarting it now would leave no proven prefill/decode pair serving"
             : null;
     if (wait) {
@@ -98,7 +97,7 @@ export function proofRestarts(
       reason: restart.d.reason,
     });
     decodesOut.add(decode);
-    restarted.push(decode);
+    provenPairs.takeOut(decode);
   }
   return out;
 }
