@@ -79,8 +79,9 @@ async function containerLive(config: Config, handles: ContainerHandle[]): Promis
           [`${LABEL.state}=${config.stateDir}`],
           AbortSignal.timeout(STATUS_DOCKER_DEADLINE_MS),
         );
+        const byId = new Map(listed.map((x) => [x.id, x]));
         for (const h of group) {
-          const c = listed.find((x) => x.id === h.container_id);
+          const c = byId.get(h.container_id);
           const id = h.container_id.slice(0, 12);
           if (!c) found.set(h, { liveness: "gone", problem: `container ${id} no longer exists on ${docker.endpoint}` });
           else if (c.labels[LABEL.token] !== h.launch_token)
