@@ -56,8 +56,8 @@ export function kvPairWarnings(desired: readonly DesiredEngine[], observed: Obse
   const [prefills, decodes] = [serving("prefill"), serving("decode")];
   if (prefills.length === 0 || decodes.length === 0) return [];
   // Every pair is judged, but by the pairing profiles of its two engines, each pair of profiles once: a
-  // fleet of one model amid a vLLM upgrade (two NIXL hashes) built a warning's words for each of its
-  // 62,500 warned pairs at 1000 engines, a third of a second every time the controller planned.
+  // fleet of one model amid a vLLM upgrade (two NIXL hashes, half the engines on each) built a warning's
+  // words for each of its 125,000 warned pairs at 1000 engines, every time the controller planned.
   const [pOf, dOf] = [new Profiles(prefills), new Profiles(decodes)];
   const verdicts = new Map<number, Verdict | null>();
   const warned = new WarnedPairs();
