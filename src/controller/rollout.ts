@@ -165,9 +165,10 @@ export function decideRollout(
   const byName = new Map(desired.map((d, i) => [d.engine, { d, i }]));
   const roleCounts = new Map<string, number>();
   const outOfService = new Map<string, Set<string>>();
+  const markOut = (d: DesiredEngine) => outOfService.set(d.role, (outOfService.get(d.role) ?? new Set()).add(d.engine));
   for (const d of desired) {
     roleCounts.set(d.role, (roleCounts.get(d.role) ?? 0) + 1);
-    if (!serving(d)) outOfService.set(d.role, (outOfService.get(d.role) ?? new Set()).add(d.engine));
+    if (!serving(d)) markOut(d);
   }
   // The pairs serving now: compatible and running, and proven when proofs are on.
   const serves = new PairCount(
@@ -176,8 +177,8 @@ export function decideRollout(
   const release = (engine: string) => {
     decision.released.add(engine);
     serves.takeOut(engine);
-    const role = byName.get(engine)?.d.role;
-    if (role !== undefined) outOfService.set(role, (outOfService.get(role) ?? new Set()).add(engine));
+    const known = byName.get(engine);
+    if (known) markOut(known.d);
   };
   // Paired engines that are on their way back into service (a pair may return by waiting for them).
   const returning = () =>
