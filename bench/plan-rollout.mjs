@@ -40,9 +40,8 @@ try {
     console.log(
       `${r.shape.padEnd(9)} ${String(r.engines).padStart(5)}  ${r.case.padEnd(40)} ${String(r.median_ms).padStart(8)} ms  ${r.actions} actions  plan ${r.plan_sha}`,
     );
-  const file =
-    values.json ?? path.join(root, "bench/results", `${new Date().toISOString().slice(0, 10)}-plan-rollout.json`);
   const report = { at: new Date().toISOString(), machine: machine(), runs: Number(values.runs), rows };
+  const file = values.json ?? path.join(root, "bench/results", `${report.at.slice(0, 10)}-plan-rollout.json`);
   await fs.writeFile(file, JSON.stringify(report, null, 2) + "\n");
   console.log(`written to ${path.relative(root, file)}`);
 } finally {
