@@ -7,6 +7,7 @@ import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
 import { parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
+import { HelperPython } from "./stdlib-python.js";
 import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
@@ -40,11 +41,19 @@ export function outputTooLarge(node: string, argv: string[]): NarwhalError {
 export class LocalHost implements HostAccess {
   readonly kind = "local" as const;
 
-  /** baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env. */
+  readonly helperPython: HelperPython;
+
+  /**
+   * baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env.
+   * helperPython: the lookup of another LocalHost of the same baseEnv (the same machine, the same python3).
+   */
   constructor(
     readonly node: string,
     private readonly baseEnv: Record<string, string>,
-  ) {}
+    helperPython?: HelperPython,
+  ) {
+    this.helperPython = helperPython ?? new HelperPython((argv, opts) => this.run(argv, opts));
+  }
 
   async run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
     const [cmd, ...args] = argv;

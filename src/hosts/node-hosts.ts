@@ -11,6 +11,7 @@ import { MANIFEST_CACHE_DIR } from "../phases/host/model-manifest.js";
 import { LocalHost } from "./local.js";
 import { SshHost } from "./ssh.js";
 import type { HostAccess } from "./types.js";
+import type { HelperPython } from "./stdlib-python.js";
 
 export interface NodeHostsOptions {
   /** The controller's state directory: SSH control sockets live under it. */
@@ -44,6 +45,8 @@ export class NodeHosts {
   private readonly endpoints = new Map<string, SshHost>();
   /** The controller's own machine for what names no node (records from before nodes were reached over ssh). */
   private localAccess: HostAccess | undefined;
+  /** The helper python lookup of this machine (LocalHost), once for all local node records. */
+  private localPython: HelperPython | undefined;
   /** roleShell: the nodes named by plans and handles, each this machine. */
   private readonly roleShellNodes = new Map<string, HostAccess>();
 
@@ -63,8 +66,15 @@ export class NodeHosts {
     }
   }
 
+  /** This machine under a node's name. Every such access shares one helper python lookup: one machine, one python3. */
+  private localNamed(name: string): LocalHost {
+    const access = new LocalHost(name, this.opts.clientEnv, this.localPython);
+    this.localPython ??= access.helperPython;
+    return access;
+  }
+
   private make(node: NodeSpec): HostAccess {
-    if (!node.ssh) return new LocalHost(node.name, this.opts.clientEnv);
+    if (!node.ssh) return this.localNamed(node.name);
     return new SshHost({
       node: node.name,
       destination: node.ssh.destination,
@@ -86,7 +96,7 @@ export class NodeHosts {
     const name = typeof node === "string" ? node : node.name;
     const known = this.known.get(name);
     if (!known && this.opts.roleShell) {
-      const local = this.roleShellNodes.get(name) ?? new LocalHost(name, this.opts.clientEnv);
+      const local = this.roleShellNodes.get(name) ?? this.localNamed(name);
       this.roleShellNodes.set(name, local);
       return local;
     }
@@ -101,7 +111,7 @@ export class NodeHosts {
 
   /** The controller's own machine, whatever node records say: for handles that name no node. */
   local(): HostAccess {
-    this.localAccess ??= new LocalHost("local", this.opts.clientEnv);
+    this.localAccess ??= this.localNamed("local");
     return this.localAccess;
   }
 

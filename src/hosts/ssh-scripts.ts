@@ -7,6 +7,9 @@ import { ioFailure, NarwhalError } from "../errors.js";
 import { parseProcStat } from "./proc-parse.js";
 import { isShellName } from "./ssh-quote.js";
 import type { ProcessInfo } from "./types.js";
+import { STDLIB_FLAGS } from "./stdlib-python.js";
+
+const STDLIB_FLAGS_SH = STDLIB_FLAGS.join(" ");
 
 /** First line on stderr of every remote command: the pid of its session (= its process group). */
 export const PID_MARKER = "narwhal-pid:";
@@ -68,8 +71,11 @@ while s=$(cat "/proc/$pid/stat" 2>/dev/null); do
 done
 echo "$pid"`;
 
-/** One JSON line per process: its /proc/PID/stat text, parsed by the same code as LocalHost's reads. */
-export const LIST_PROCESSES = `exec ${STDLIB_PYTHON_SH} -c '
+/**
+ * $1 the helper interpreter (stdlib-python.ts): one JSON line per process, its /proc/PID/stat text, parsed
+ * by the same code as LocalHost's reads.
+ */
+export const LIST_PROCESSES = `exec "$1" ${STDLIB_FLAGS_SH} -c '
 import os, json, sys
 for p in os.listdir("/proc"):
     if not p.isdigit():
@@ -82,11 +88,11 @@ for p in os.listdir("/proc"):
 '`;
 
 /**
- * $1 comma-separated names, $2... pids: one JSON line [pid, {name: value}] per readable pid, only the
- * names asked for (the rest of an environment, keys included, never crosses the wire); one process on
- * the node, not one per pid.
+ * $1 the helper interpreter, $2 comma-separated names, $3... pids: one JSON line [pid, {name: value}] per
+ * readable pid, only the names asked for (the rest of an environment, keys included, never crosses the
+ * wire); one process on the node, not one per pid.
  */
-export const ENVIRONS = `exec ${STDLIB_PYTHON_SH} -c '
+export const ENVIRONS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '
 import json, sys
 names = set(sys.argv[1].split(","))
 for p in sys.argv[2:]:
@@ -97,8 +103,6 @@ for p in sys.argv[2:]:
     env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
     sys.stdout.write(json.dumps([int(p), env]) + "\\n")
 ' "$@"`;
-import { STDLIB_PYTHON_SH } from "./stdlib-python.js";
-
 const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No such file or directory/, "ENOENT"],
   [/Permission denied/, "EACCES"],

@@ -16,6 +16,7 @@ import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
 import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
 import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
 import * as scripts from "./ssh-scripts.js";
+import { HelperPython, withHelperPython } from "./stdlib-python.js";
 import { childStream, type StreamFailure } from "./ssh-stream.js";
 import {
   DEFAULT_READ_MAX_BYTES,
@@ -56,6 +57,7 @@ export class SshHost implements HostAccess {
   private readonly sessions = new Slots(MAX_SESSIONS);
   /** When the master may have exited after its persist time (ms since epoch). */
   private masterFreshUntil = 0;
+  readonly helperPython = new HelperPython((argv, opts) => this.run(argv, opts));
 
   constructor(private readonly opts: SshHostOptions) {
     this.node = opts.node;
@@ -260,7 +262,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   }
 
   async listProcesses(): Promise<ProcessInfo[]> {
-    const r = await this.script(scripts.LIST_PROCESSES, [], { timeoutMs: 30_000 });
+    const r = await this.helper(scripts.LIST_PROCESSES, [], { timeoutMs: 30_000 });
     if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "listing processes", r);
     return scripts.parseProcessLines(r.stdout);
   }
@@ -279,7 +281,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
         retryable: false,
         input: bad,
       });
-    const r = await this.script(scripts.ENVIRONS, [names.join(","), ...pids.map(String)], { timeoutMs: 30_000 });
+    const r = await this.helper(scripts.ENVIRONS, [names.join(","), ...pids.map(String)], { timeoutMs: 30_000 });
     if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "reading process environments", r);
     for (const line of r.stdout.split("\n")) {
       if (!line) continue;
@@ -287,6 +289,11 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
       found.set(pid, env);
     }
     return found;
+  }
+
+  /** One of narwhal's Python scripts (its interpreter is $1), through the node's helper python (stdlib-python.ts). */
+  private helper(script: string, operands: string[], opts: RunOptions): Promise<ScriptResult> {
+    return withHelperPython(this.helperPython, (exe) => this.script(script, [exe, ...operands], opts));
   }
 
   async bootId(): Promise<string> {

@@ -2,6 +2,7 @@
 // tool, read or write a file, list processes and listeners) goes through this
 // one interface, so a step reads the engine's own node whether that is the
 // controller's machine (LocalHost) or a machine reached over SSH (SshHost).
+import type { HelperPython } from "./stdlib-python.js";
 
 export interface RunOptions {
   /** Written to the command's stdin, which is then closed; without it stdin is empty. */
@@ -97,6 +98,8 @@ export interface HostAccess {
   bootId(): Promise<string>;
   /** TCP listeners on the node, `ss -Hltn` parsed. */
   listeners(): Promise<Listener[]>;
+  /** The node's python3 for narwhal's helpers, looked up once (stdlib-python.ts: runHelper, spawnHelper). */
+  readonly helperPython: HelperPython;
   /** Release what the access holds (the SSH master connection). */
   close(): Promise<void>;
 }

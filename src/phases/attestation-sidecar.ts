@@ -26,7 +26,7 @@ import {
 } from "./attestation.js";
 import { readVerifiedPlan } from "./plan-binding.js";
 import type { EngineBackend } from "../backends/types.js";
-import { STDLIB_PYTHON } from "../hosts/stdlib-python.js";
+import { spawnHelper } from "../hosts/stdlib-python.js";
 
 /** Beside check_runtime.py (src/phases, also for a built dist/): shipped to the node as it is. */
 export const sidecarScript = () => path.join(path.dirname(checkScriptPath()), "attestation_serve.py");
@@ -150,7 +150,7 @@ export async function ensureSidecar(
       [ENGINE_VAR]: run.engine,
     };
     failpoint("attest:spawn:before");
-    const { pid } = await where.host.spawnDetached([...STDLIB_PYTHON, script!, attestation!], {
+    const { pid } = await spawnHelper(where.host, [script!, attestation!], {
       env,
       cwd: where.dir,
       logFile: path.posix.join(where.dir, SIDECAR_LOG),

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { CancelledError, IoError } from "../../src/errors.js";
 import type { HostAccess } from "../../src/hosts/types.js";
+import { runHelper } from "../../src/hosts/stdlib-python.js";
 
 export interface ContractFixture {
   host: HostAccess;
@@ -258,6 +259,18 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(IoError);
       expect(err).toMatchObject({ code: "ENOENT", path: `${dir}/no-cwd` });
+    });
+
+    it("runs narwhal's Python helpers through python3 looked up once: a path that runs as itself, isolated", async () => {
+      const { host } = setup();
+      const exe = await host.helperPython.interpreter();
+      expect(exe).toMatch(/^\/\S+$/);
+      expect(await host.helperPython.interpreter()).toBe(exe);
+      const r = await runHelper(host, [
+        "-c",
+        "import sys; print(sys.executable, sys.flags.isolated, sys.flags.no_site)",
+      ]);
+      expect(r).toMatchObject({ code: 0, stdout: `${exe} 1 1\n` });
     });
 
     it("reads the boot id", async () => {

@@ -27,6 +27,14 @@ describe("NodeHosts", () => {
     expect(h.access("b")).not.toBe(first);
   });
 
+  it("looks python3 up once for every node record that is this machine; a node over ssh has its own", () => {
+    const h = hosts();
+    h.learn([node("a"), node("a2"), node("b", { destination: "root@10.0.0.2", port: 22 })]);
+    expect(h.access("a2").helperPython).toBe(h.access("a").helperPython);
+    expect(h.local().helperPython).toBe(h.access("a").helperPython);
+    expect(h.access("b").helperPython).not.toBe(h.access("a").helperPython);
+  });
+
   it("names an unknown node and the fix", () => {
     expect(() => hosts().access("gone")).toThrow(/node gone is not in the desired fleet.*/);
   });

@@ -39,10 +39,10 @@ describe("narwhal's Python helpers on a node whose PYTHONPATH shadows the standa
   it("the process-table and environment scans run over ssh answer", () => {
     const sh = (script: string, ...args: string[]) =>
       spawnSync("sh", ["-c", script, "sh", ...args], { env, encoding: "utf8" });
-    const list = sh(LIST_PROCESSES);
+    const list = sh(LIST_PROCESSES, "python3");
     expect(list.stderr).toBe("");
     expect(list.stdout.split("\n").filter(Boolean).length).toBeGreaterThan(1);
-    const environs = sh(ENVIRONS, "PATH", String(process.pid));
+    const environs = sh(ENVIRONS, "python3", "PATH", String(process.pid));
     expect(environs.stderr).toBe("");
     expect(JSON.parse(environs.stdout)).toEqual([process.pid, { PATH: process.env.PATH }]);
   });

@@ -14,7 +14,7 @@ import { CancelledError, NarwhalError } from "../../errors.js";
 import type { HostAccess } from "../../hosts/types.js";
 import { pythonScriptFailure } from "../../hosts/ssh-scripts.js";
 import type { StepWait } from "../progress.js";
-import { STDLIB_PYTHON } from "../../hosts/stdlib-python.js";
+import { runHelper } from "../../hosts/stdlib-python.js";
 
 export const MODEL_MANIFEST_SCHEMA = "narwhal.model-manifest/v1";
 export const MODEL_MANIFEST_FILE = "model-manifest.json";
@@ -148,7 +148,7 @@ export async function modelManifest(host: HostAccess, modelDir: string, opts: Ma
   const script = await fs.readFile(manifestScriptPath());
   const cacheFile = opts.cacheDir === undefined ? "-" : manifestCacheFile(opts.cacheDir, modelDir);
   // No deadline: a cold manifest takes as long as reading the weights once; cancellation stops it.
-  const r = await host.run([...STDLIB_PYTHON, "-", modelDir, cacheFile], {
+  const r = await runHelper(host, ["-", modelDir, cacheFile], {
     stdin: script,
     signal: opts.signal,
     ...(opts.onProgress ? { onStderr: progressLines(opts.onProgress) } : {}),

@@ -11,7 +11,7 @@ import { NarwhalError } from "../../errors.js";
 import type { EngineSpec } from "../../desired/types.js";
 import type { HostAccess } from "../../hosts/types.js";
 import { BIND_TEST_PY } from "./bind-test.js";
-import { STDLIB_PYTHON } from "../../hosts/stdlib-python.js";
+import { runHelper } from "../../hosts/stdlib-python.js";
 
 export interface PlannedPort {
   port: number;
@@ -121,7 +121,7 @@ async function bindTest(
     return results;
   }
   if (ports.length === 0) return [];
-  const r = await access.run([...STDLIB_PYTHON, "-c", BIND_TEST_PY, bindHost(host), ...ports.map(String)], {
+  const r = await runHelper(access, ["-c", BIND_TEST_PY, bindHost(host), ...ports.map(String)], {
     timeoutMs: 30_000,
     ...(signal ? { signal } : {}),
   });
