@@ -5,7 +5,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
-import { parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
+import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
 import { HelperPython } from "./stdlib-python.js";
 import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
@@ -175,17 +175,13 @@ export class LocalHost implements HostAccess {
   }
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
-    try {
-      return parseEnviron(await readProcText(`/proc/${pid}/environ`))[name] ?? null;
-    } catch {
-      return null; // gone, or another user's
-    }
+    return (await readEnviron(pid))?.[name] ?? null; // null also when gone, or another user's
   }
 
   async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
     const found = new Map<number, Record<string, string>>();
     for (const pid of pids) {
-      const env = await readProcText(`/proc/${pid}/environ`).then(parseEnviron, () => null);
+      const env = await readEnviron(pid);
       if (env) found.set(pid, pickNames(env, names));
     }
     return found;
@@ -221,6 +217,19 @@ function pickNames(env: Record<string, string>, names: string[]): Record<string,
 const procStat = (file: string, max: number): Buffer => readProcStatSync(file, max, () => tooLarge(file, max));
 
 /** A /proc file of a process as text (the environment lookups). */
+/**
+ * A process's environment (an empty one read again: proc-parse.ts ENVIRON_EMPTY_READS); null when it is
+ * gone or unreadable (another user's).
+ */
+async function readEnviron(pid: number): Promise<Record<string, string> | null> {
+  for (let read = 1; ; read++) {
+    const raw = await readProcText(`/proc/${pid}/environ`).catch(() => null);
+    if (raw === null) return null;
+    if (raw !== "" || read >= ENVIRON_EMPTY_READS) return parseEnviron(raw);
+    await new Promise((r) => setTimeout(r, ENVIRON_REREAD_MS));
+  }
+}
+
 const readProcText = async (file: string): Promise<string> =>
   (await readWhole(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES))).toString("utf8");
 

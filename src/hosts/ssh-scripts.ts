@@ -4,7 +4,7 @@
 // environments (one process, not a fork per pid). Each gets its operands as
 // "$1", "$2", never spliced into the script text.
 import { ioFailure, NarwhalError } from "../errors.js";
-import { parseProcStat } from "./proc-parse.js";
+import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseProcStat } from "./proc-parse.js";
 import { isShellName } from "./ssh-quote.js";
 import type { ProcessInfo } from "./types.js";
 import { STDLIB_FLAGS } from "./stdlib-python.js";
@@ -90,14 +90,19 @@ for p in os.listdir("/proc"):
 /**
  * $1 the helper interpreter, $2 comma-separated names, $3... pids: one JSON line [pid, {name: value}] per
  * readable pid, only the names asked for (the rest of an environment, keys included, never crosses the
- * wire); one process on the node, not one per pid.
+ * wire); one process on the node, not one per pid. An empty environ is read again (proc-parse.ts
+ * ENVIRON_EMPTY_READS).
  */
 export const ENVIRONS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '
-import json, sys
+import json, sys, time
 names = set(sys.argv[1].split(","))
 for p in sys.argv[2:]:
     try:
-        raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
+        for read in range(${ENVIRON_EMPTY_READS}):
+            raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
+            if raw:
+                break
+            time.sleep(${ENVIRON_REREAD_MS / 1000})
     except OSError:
         continue
     env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)

@@ -241,6 +241,24 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       await until(`pid ${pid} to end`, async () => !(await running(host, pid)));
     });
 
+    it("finds a launch token right after the start, while the process is still exec'ing (its environ reads empty then)", async () => {
+      const { host, dir } = setup();
+      // A spawn over ssh returns a round trip later, past most exec windows: fewer tries there (0.25 s each).
+      for (let i = 0; i < (host.kind === "local" ? 25 : 5); i++) {
+        const token = randomUUID();
+        const { pid } = await host.spawnDetached(["sh", "-c", "exec sh -c 'exec sleep 300'"], {
+          env: { NARWHAL_LAUNCH_TOKEN: token },
+          cwd: dir,
+          logFile: `${dir}/exec-${i}.log`,
+        });
+        try {
+          expect(await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")).toBe(token);
+        } finally {
+          await host.run(["kill", "--", `-${pid}`]);
+        }
+      }
+    });
+
     it("refuses a command that cannot be executed, and a missing cwd, with IoErrors naming them", async () => {
       const { host, dir } = setup();
       const missing = `/nonexistent-${randomUUID()}/python3`;
