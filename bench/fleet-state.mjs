@@ -3,12 +3,17 @@
 // (`process`: pid, start ticks; the boot id is this machine's), so `status` checks 1000 live handles and
 // `plan` of an unchanged tree has nothing to do, without starting 1000 engines.
 //
-// Written as narwhal.json of STATE_VERSION 1 in one write: the store would rewrite the whole file per record.
+// Written as narwhal.json in one write (the store would write a journal line per record), as a controller's
+// compaction leaves it: the current STATE_VERSION, compact, sealed (src/state/state-seal.ts), after the records
+// passed the state file's schema, so a reader trusts it as it trusts a controller's. (Before 2026-12-06 it was
+// written as version 1, unsealed: every read checked all 1000 records with zod, which no controller's file costs.)
 // Beside it, state/desired-summary.json as the controller records it when it applies the desired state (what
 // `status` reads instead of validating desired/ again while it is unchanged).
 import fs from "node:fs/promises";
 import path from "node:path";
 import { writeDesiredSummary } from "../dist/src/state/desired-summary.js";
+import { sealJson } from "../dist/src/state/state-seal.js";
+import { STATE_VERSION, StateFileSchema } from "../dist/src/state/state-file.js";
 import { procStatFields } from "./measure.mjs";
 
 /** start_ticks of a process: field 22 of /proc/<pid>/stat, counted after the parenthesised command name. */
@@ -53,7 +58,11 @@ export async function writeFleetState(stateDir, desired, pid) {
       observed_at: at,
     };
   }
-  await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify({ version: 1, engines }) + "\n", {
+  const state = { version: STATE_VERSION, engines, proofs: {}, journal_seq: 0 };
+  const checked = StateFileSchema.safeParse(state);
+  if (!checked.success)
+    throw new Error(`bench state: ${checked.error.issues[0]?.message} at ${checked.error.issues[0]?.path}`);
+  await fs.writeFile(path.join(stateDir, "narwhal.json"), sealJson(JSON.stringify(state), STATE_VERSION), {
     mode: 0o600,
   });
   await writeDesiredSummary(stateDir, desired);
