@@ -175,14 +175,24 @@ export class LocalHost implements HostAccess {
   }
 
   async processEnvToken(pid: number, name: string): Promise<string | null> {
-    return (await readEnviron(pid))?.[name] ?? null; // null also when gone, or another user's
+    return (await this.processEnvs([pid], [name])).get(pid)?.[name] ?? null; // null also when gone, or another user's
   }
 
   async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
     const found = new Map<number, Record<string, string>>();
-    for (const pid of pids) {
-      const env = await readEnviron(pid);
-      if (env) found.set(pid, pickNames(env, names));
+    // Environments that read empty are read again together (proc-parse.ts ENVIRON_EMPTY_READS): a call waits
+    // at most that many pauses, however many processes really have none.
+    let pending = pids;
+    for (let round = 1; pending.length > 0; round++) {
+      const empty: number[] = [];
+      for (const pid of pending) {
+        const raw = await readProcText(`/proc/${pid}/environ`).catch(() => null); // gone, or another user's
+        if (raw === null) continue;
+        if (raw === "" && round < ENVIRON_EMPTY_READS) empty.push(pid);
+        else found.set(pid, pickNames(parseEnviron(raw), names));
+      }
+      pending = empty;
+      if (pending.length > 0) await new Promise((r) => setTimeout(r, ENVIRON_REREAD_MS));
     }
     return found;
   }
@@ -217,19 +227,6 @@ function pickNames(env: Record<string, string>, names: string[]): Record<string,
 const procStat = (file: string, max: number): Buffer => readProcStatSync(file, max, () => tooLarge(file, max));
 
 /** A /proc file of a process as text (the environment lookups). */
-/**
- * A process's environment (an empty one read again: proc-parse.ts ENVIRON_EMPTY_READS); null when it is
- * gone or unreadable (another user's).
- */
-async function readEnviron(pid: number): Promise<Record<string, string> | null> {
-  for (let read = 1; ; read++) {
-    const raw = await readProcText(`/proc/${pid}/environ`).catch(() => null);
-    if (raw === null) return null;
-    if (raw !== "" || read >= ENVIRON_EMPTY_READS) return parseEnviron(raw);
-    await new Promise((r) => setTimeout(r, ENVIRON_REREAD_MS));
-  }
-}
-
 const readProcText = async (file: string): Promise<string> =>
   (await readWhole(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES))).toString("utf8");
 

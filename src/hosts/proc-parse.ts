@@ -22,10 +22,11 @@ export function parseProcStat(text: string): ProcStat {
 /**
  * Reads of an environ that is empty: while a process execs (a shell's `exec`, a launcher's execve), the
  * kernel shows its environ as empty until the new image's is in place (4.5% of reads right after a spawn of
- * `sh -c '…; exec sleep 300'` here, a launch token then not found). Read again after a moment; a process
- * started with no environment at all stays empty.
+ * `sh -c '…; exec sleep 300'` here, a launch token then not found). Read again after a moment, all of a
+ * call's empty ones together, so a call waits at most (ENVIRON_EMPTY_READS - 1) pauses of ENVIRON_REREAD_MS
+ * however many processes were started with no environment at all (they stay empty).
  */
-export const ENVIRON_EMPTY_READS = 20;
+export const ENVIRON_EMPTY_READS = 10;
 export const ENVIRON_REREAD_MS = 5;
 
 export function parseEnviron(raw: string): Record<string, string> {

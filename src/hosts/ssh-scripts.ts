@@ -90,23 +90,29 @@ for p in os.listdir("/proc"):
 /**
  * $1 the helper interpreter, $2 comma-separated names, $3... pids: one JSON line [pid, {name: value}] per
  * readable pid, only the names asked for (the rest of an environment, keys included, never crosses the
- * wire); one process on the node, not one per pid. An empty environ is read again (proc-parse.ts
+ * wire); one process on the node, not one per pid. Empty environs are read again together (proc-parse.ts
  * ENVIRON_EMPTY_READS).
  */
 export const ENVIRONS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '
 import json, sys, time
 names = set(sys.argv[1].split(","))
-for p in sys.argv[2:]:
-    try:
-        for read in range(${ENVIRON_EMPTY_READS}):
+pending = sys.argv[2:]
+for round in range(1, ${ENVIRON_EMPTY_READS} + 1):
+    empty = []
+    for p in pending:
+        try:
             raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
-            if raw:
-                break
-            time.sleep(${ENVIRON_REREAD_MS / 1000})
-    except OSError:
-        continue
-    env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
-    sys.stdout.write(json.dumps([int(p), env]) + "\\n")
+        except OSError:
+            continue
+        if not raw and round < ${ENVIRON_EMPTY_READS}:
+            empty.append(p)
+            continue
+        env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
+        sys.stdout.write(json.dumps([int(p), env]) + "\\n")
+    pending = empty
+    if not pending:
+        break
+    time.sleep(${ENVIRON_REREAD_MS / 1000})
 ' "$@"`;
 const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No such file or directory/, "ENOENT"],

@@ -259,6 +259,26 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       }
     });
 
+    it("reads processes started with no environment at all as holding none of the names asked for", async () => {
+      const { host, dir } = setup();
+      const pids: number[] = [];
+      try {
+        for (let i = 0; i < 3; i++)
+          pids.push(
+            (await host.spawnDetached(["env", "-i", "sleep", "300"], { cwd: dir, logFile: `${dir}/bare.log` })).pid,
+          );
+        await until(
+          "the bare processes to exec sleep",
+          async () => (await host.listProcesses()).filter((p) => pids.includes(p.pid)).length === 3,
+        );
+        const envs = await host.processEnvs(pids, ["NARWHAL_LAUNCH_TOKEN"]);
+        expect(pids.map((pid) => envs.get(pid))).toEqual([{}, {}, {}]);
+        expect(await host.processEnvToken(pids[0]!, "NARWHAL_LAUNCH_TOKEN")).toBeNull();
+      } finally {
+        for (const pid of pids) await host.run(["kill", "--", `-${pid}`]);
+      }
+    });
+
     it("refuses a command that cannot be executed, and a missing cwd, with IoErrors naming them", async () => {
       const { host, dir } = setup();
       const missing = `/nonexistent-${randomUUID()}/python3`;
