@@ -23,7 +23,7 @@ async function running(host: HostAccess, pid: number): Promise<boolean> {
 }
 
 /** Wait for a condition the node reports (a file appearing), never a fixed sleep. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

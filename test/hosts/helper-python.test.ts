@@ -11,6 +11,7 @@ import { LocalHost } from "../../src/hosts/local.js";
 import { HelperPython, PYTHON3, runHelper, spawnHelper } from "../../src/hosts/stdlib-python.js";
 import type { RunResult } from "../../src/hosts/types.js";
 import { modelManifest } from "../../src/phases/host/model-manifest.js";
+import { until } from "./contract.js";
 
 const SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin";
 /** The interpreter the shim runs: the system's python3, as its own sys.executable names it. */
@@ -83,19 +84,14 @@ describe("the helper interpreter on a node whose python3 is a shim", () => {
       },
     );
     expect(pid).toBeGreaterThan(0);
-    await until(async () => (await fs.readFile(out, "utf8").catch(() => "")) === v3);
+    // The file the helper writes is the signal of its end, not a sleep.
+    await until(
+      "the spawned helper to write its interpreter",
+      async () => (await fs.readFile(out, "utf8").catch(() => "")) === v3,
+    );
     expect(await shimRuns()).toBe(3);
   });
 });
-
-/** Wait on the file the helper writes: a signal of its end, not a sleep. */
-async function until(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("timed out waiting for the spawned helper");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe("HelperPython's lookup", () => {
   const result = (code: number | null, stdout = ""): RunResult => ({
