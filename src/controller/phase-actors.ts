@@ -16,6 +16,7 @@ import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
 import type { SharedStarts } from "./shared-starts.js";
 import type { NodeSlots } from "./node-slots.js";
+import type { ManifestFlights } from "../phases/host/manifest-flights.js";
 import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
@@ -47,6 +48,8 @@ export interface PhaseDeps {
   slots: NodeSlots;
   /** Engines sharing a GPU start together through start-shared. */
   sharedStarts: SharedStarts;
+  /** The model manifests being computed: an engine's inspection joins one of its node and checkpoint. */
+  manifests: ManifestFlights;
   /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
   checkpointPeers(engine: string): CheckpointObservation[];
   failpoint?: Failpoint;
@@ -136,6 +139,7 @@ export function phaseActors(deps: PhaseDeps) {
       ignorePorts,
       host: deps.hosts.access(spec.node.name),
       manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
+      manifests: deps.manifests,
       checkpointPeers: () => deps.checkpointPeers(input.engine),
       waits: waits(input.engine, "inspect"),
     });

@@ -47,7 +47,7 @@ function spec(backend: "native" | "container", dir: string, extra: string[]) {
 
 async function observe(s: ReturnType<typeof spec>) {
   const problems: InspectionProblem[] = [];
-  const obs = await observeModel(host, s, new AbortController().signal, problems);
+  const obs = await observeModel(host, s, problems, { signal: new AbortController().signal });
   return { meta: obs.meta, problems };
 }
 
