@@ -7,7 +7,7 @@ import { engineMachine, type RetryPolicy } from "../../machines/engine.js";
 import { phaseActors } from "./phase-actors.js";
 import { SharedStarts } from "./shared-starts.js";
 import { NodeSlots } from "./node-slots.js";
-import { ManifestFlights } from "../phases/host/manifest-flights.js";
+import { JoinedRuns } from "../hosts/joined-runs.js";
 import type { EngineActor } from "./engine-actors.js";
 import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
@@ -96,7 +96,7 @@ export function providedMachine(opts: ControllerOptions, access: MachineAccess) 
       servingSettled: () => access.servingSettled(),
       secrets: () => access.secrets(),
       checkpointPeers: (engine) => checkpointPeers(access.actors, engine),
-      manifests: new ManifestFlights(),
+      joinedRuns: new JoinedRuns(),
       slots,
       sharedStarts: new SharedStarts({
         slots,

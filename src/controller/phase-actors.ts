@@ -16,7 +16,7 @@ import { prepare, readPlan } from "../phases/prepare.js";
 import { check } from "../phases/check.js";
 import type { SharedStarts } from "./shared-starts.js";
 import type { NodeSlots } from "./node-slots.js";
-import type { ManifestFlights } from "../phases/host/manifest-flights.js";
+import type { JoinedRuns } from "../hosts/joined-runs.js";
 import { probe } from "../phases/probe.js";
 import { capture } from "../phases/capture.js";
 import type { Logger } from "../log.js";
@@ -48,8 +48,8 @@ export interface PhaseDeps {
   slots: NodeSlots;
   /** Engines sharing a GPU start together through start-shared. */
   sharedStarts: SharedStarts;
-  /** The model manifests being computed: an engine's inspection joins one of its node and checkpoint. */
-  manifests: ManifestFlights;
+  /** Inspection's commands running on the nodes: an engine's inspection joins the same one of its node's. */
+  joinedRuns: JoinedRuns;
   /** What the other engines' recorded inspections observed of their checkpoints (synchronous: see InspectOptions). */
   checkpointPeers(engine: string): CheckpointObservation[];
   failpoint?: Failpoint;
@@ -137,9 +137,8 @@ export function phaseActors(deps: PhaseDeps) {
       signal,
       imageId,
       ignorePorts,
-      host: deps.hosts.access(spec.node.name),
+      host: deps.joinedRuns.access(deps.hosts.access(spec.node.name)),
       manifestCacheDir: deps.hosts.manifestCacheDir(spec.node.name),
-      manifests: deps.manifests,
       checkpointPeers: () => deps.checkpointPeers(input.engine),
       waits: waits(input.engine, "inspect"),
     });

@@ -11,7 +11,6 @@ import type { HostAccess } from "../hosts/types.js";
 import { IoError } from "../errors.js";
 import { fileSha256OnNode, modelConfigSha256 } from "./host/model-hash.js";
 import { manifestWait, modelManifest, type HashProgress, type ModelManifest } from "./host/model-manifest.js";
-import type { ManifestFlights } from "./host/manifest-flights.js";
 import type { ProgressSink } from "./progress.js";
 import { problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import { readModelMeta, type ModelMeta } from "./model-meta.js";
@@ -56,15 +55,13 @@ export interface ObserveModelOptions {
   /** Directory on the node for the manifest's digest cache (InspectOptions.manifestCacheDir). */
   manifestCacheDir?: string;
   waits?: ProgressSink;
-  /** The controller's manifests in flight: joined by engines of one node and checkpoint (manifest-flights.ts). */
-  manifests?: ManifestFlights;
 }
 
 export async function observeModel(
   host: HostAccess,
   spec: EngineSpec,
   problems: InspectionProblem[],
-  { signal, manifestCacheDir, waits, manifests }: ObserveModelOptions,
+  { signal, manifestCacheDir, waits }: ObserveModelOptions,
 ): Promise<ModelObservation> {
   const configSha = await modelConfigSha256(host, spec.model.dir, signal).catch((err: unknown) => {
     problems.push(problemFromError(err, "model.dir"));
@@ -74,7 +71,7 @@ export async function observeModel(
   const manifest =
     configSha === undefined
       ? undefined
-      : await (manifests ? manifests.run.bind(manifests) : modelManifest)(host, spec.model.dir, {
+      : await modelManifest(host, spec.model.dir, {
           signal,
           ...(manifestCacheDir === undefined ? {} : { cacheDir: manifestCacheDir }),
           ...(waits ? { onProgress: (p: HashProgress) => waits(manifestWait(spec.model.dir, p)) } : {}),

@@ -16,7 +16,6 @@ import { checkPlannedPorts, plannedPorts, type PlannedPortCheck } from "./host/p
 import { DEFAULT_TOOL_TIMEOUT_MS } from "./host/run-tool.js";
 import { observeGpus } from "./inspect-gpus.js";
 import { observeModel } from "./inspect-model.js";
-import type { ManifestFlights } from "./host/manifest-flights.js";
 import { checkpointDisagreement, type CheckpointObservation } from "./checkpoint-agreement.js";
 import { InspectionError, problemFromError, type InspectionProblem } from "./inspect-problems.js";
 import type { Inspection } from "./types.js";
@@ -36,8 +35,6 @@ export interface InspectOptions {
   manifestCacheDir?: string;
   /** Told how far the model manifest's hashing has come, for the operator's view. */
   waits?: ProgressSink;
-  /** The controller's manifests in flight, joined by its engines of one node and checkpoint; none: a run of its own. */
-  manifests?: ManifestFlights;
   /**
    * What the other engines' recorded inspections observed of their checkpoints. Asked once the
    * manifest is known, and answered from the controller's memory without an await in between, so of
