@@ -9,35 +9,45 @@
 // binds then closes ports). Nothing is kept once a run ends: the next request runs the command again.
 //
 // Each joiner keeps its own cancellation: one that is cancelled leaves (CancelledError at once) and the
-// run goes on for the others; the run is stopped when the last one has left. Each is told the run's
-// stderr as it arrives (model_manifest.py's progress), what came before it joined first.
+// run goes on for the others; when the last one leaves, the run is stopped, and that last one's
+// CancelledError comes once the command has ended (as the host's own run() rejects only after it killed
+// the command), so a closing controller never leaves an inspection's command running on a node. Each is
+// told the run's stderr as it arrives (model_manifest.py's progress), the last line before it joined first.
+// A joiner shares the run's deadline, counted from the run's start, not from its own request.
 import { CancelledError } from "../errors.js";
 import { listenersVia } from "./local.js";
 import type { HostAccess, RunOptions, RunResult } from "./types.js";
 
+type Outcome = { ok: RunResult } | { err: unknown };
+
 interface Joiner {
   onStderr: ((chunk: string) => void) | undefined;
-  settle(result: { ok: RunResult } | { err: unknown }): void;
+  settle(result: Outcome): void;
 }
 
 interface Flight {
   joiners: Set<Joiner>;
   abort: AbortController;
-  stderr: string[];
+  /** The last whole line of stderr and what followed it: what a late joiner is told first. */
+  lastLine: string;
+  /** The last joiner, cancelled: told once the stopped command has ended. */
+  draining: (() => void) | undefined;
 }
 
-/** What makes two runs the same command: everything of the request but its signal and its stderr listener. */
-function commandKey(node: string, argv: string[], opts: RunOptions): string {
-  const { stdin, env, timeoutMs, cwd } = opts;
-  const input = stdin === undefined ? null : typeof stdin === "string" ? `s${stdin}` : `b${stdin.toString("base64")}`;
-  return JSON.stringify([node, argv, input, env ?? null, timeoutMs ?? null, cwd ?? null]);
+/** What makes two runs the same command: argv and every option the run is given (signal and stderr listener aside). */
+function commandKey(argv: string[], command: Omit<RunOptions, "signal" | "onStderr">): string {
+  const fields = Object.entries(command)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => [k, Buffer.isBuffer(v) ? `b${v.toString("base64")}` : typeof v === "string" ? `s${v}` : v])
+    .sort(([a], [b]) => (a! < b! ? -1 : 1));
+  return JSON.stringify([argv, fields]);
 }
 
-/** The runs in flight of one controller's inspections, on every node. */
+/** The runs in flight of one controller's inspections, per host access (a node's changed ssh target is another). */
 export class JoinedRuns {
-  private readonly flights = new Map<string, Flight>();
+  private readonly flights = new WeakMap<HostAccess, Map<string, Flight>>();
 
-  /** `host`, whose run() joins the same command running on its node; every other method is the host's own. */
+  /** `host`, whose run() joins the same command running through it; every other method is the host's own. */
   access(host: HostAccess): HostAccess {
     const joined: HostAccess = {
       node: host.node,
@@ -62,11 +72,13 @@ export class JoinedRuns {
   }
 
   private run(host: HostAccess, argv: string[], opts: RunOptions): Promise<RunResult> {
-    const { signal, onStderr } = opts;
+    const { signal, onStderr, ...command } = opts;
     const what = `${argv.join(" ")} on node ${host.node}`;
     if (signal?.aborted) return Promise.reject(new CancelledError(what));
-    const key = commandKey(host.node, argv, opts);
-    const flight = this.flights.get(key) ?? this.start(key, host, argv, opts);
+    let flights = this.flights.get(host);
+    if (!flights) this.flights.set(host, (flights = new Map()));
+    const key = commandKey(argv, command);
+    const flight = flights.get(key) ?? this.start(flights, key, host, argv, command);
     return new Promise<RunResult>((resolve, reject) => {
       const leave = () => {
         signal?.removeEventListener("abort", onAbort);
@@ -82,28 +94,37 @@ export class JoinedRuns {
       };
       const onAbort = () => {
         leave();
-        reject(new CancelledError(what));
-        if (flight.joiners.size > 0) return;
-        // The last one left: stop the run, and let the next request start one of its own.
-        if (this.flights.get(key) === flight) this.flights.delete(key);
+        if (flight.joiners.size > 0) return reject(new CancelledError(what));
+        // The last one left: stop the run (the next request starts one of its own), and say so once it ended.
+        if (flights.get(key) === flight) flights.delete(key);
+        flight.draining = () => reject(new CancelledError(what));
         flight.abort.abort();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       flight.joiners.add(joiner);
-      for (const chunk of flight.stderr) onStderr?.(chunk);
+      if (flight.lastLine) onStderr?.(flight.lastLine);
     });
   }
 
-  private start(key: string, host: HostAccess, argv: string[], opts: RunOptions): Flight {
-    const flight: Flight = { joiners: new Set(), abort: new AbortController(), stderr: [] };
-    this.flights.set(key, flight);
-    const { signal: _own, onStderr: _theirs, ...command } = opts;
+  private start(
+    flights: Map<string, Flight>,
+    key: string,
+    host: HostAccess,
+    argv: string[],
+    command: Omit<RunOptions, "signal" | "onStderr">,
+  ): Flight {
+    const flight: Flight = { joiners: new Set(), abort: new AbortController(), lastLine: "", draining: undefined };
+    flights.set(key, flight);
     const onStderr = (chunk: string) => {
-      flight.stderr.push(chunk);
+      const said = flight.lastLine + chunk;
+      // From the start of the last whole line (a line cut off at the chunk's end is kept after it).
+      const end = said.endsWith("\n") ? said.length - 1 : said.lastIndexOf("\n");
+      flight.lastLine = end < 0 ? said : said.slice(said.lastIndexOf("\n", end - 1) + 1);
       for (const j of [...flight.joiners]) j.onStderr?.(chunk);
     };
-    const settle = (result: { ok: RunResult } | { err: unknown }) => {
-      if (this.flights.get(key) === flight) this.flights.delete(key);
+    const settle = (result: Outcome) => {
+      if (flights.get(key) === flight) flights.delete(key);
+      flight.draining?.();
       for (const j of [...flight.joiners]) j.settle(result);
     };
     host.run(argv, { ...command, signal: flight.abort.signal, onStderr }).then(

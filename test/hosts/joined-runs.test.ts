@@ -16,14 +16,17 @@ const local = (node: string) => new LocalHost(node, { PATH });
 /** A shell that says its pid on stdout (after `pause` seconds), so the answers tell how many ran. */
 const pidOf = (pause = 0.3, before = "") => ["/bin/sh", "-c", `${before}sleep ${pause}; echo $$`];
 
-/** A LocalHost named `node` whose manifest runs are noted: "ok" once one exits, "cancelled" once one is stopped. */
-function notedHost(node: string): { host: HostAccess; runs: string[] } {
+/**
+ * A LocalHost named `node` whose runs of `argv[0]` named `tool` (the manifest script: "-") are noted: "ok" once
+ * one exits, "cancelled" once one is stopped.
+ */
+function notedHost(node: string, tool: string): { host: HostAccess; runs: string[] } {
   const host = local(node);
   const runs: string[] = [];
   const noted = new JoinedRuns().access(host); // every method the host's own: run() replaced below
   noted.run = (argv: string[], opts?: RunOptions) => {
     const ran = host.run(argv, opts);
-    if (argv.includes("-") && opts?.stdin !== undefined)
+    if (argv[0] === tool || (tool === "-" && argv.includes("-")))
       ran.then(
         () => runs.push("ok"),
         (err: unknown) => runs.push(err instanceof CancelledError ? "cancelled" : "failed"),
@@ -55,9 +58,14 @@ describe("inspection's commands on a node", () => {
     expect(answers[0]).toMatchObject({ code: 0, timedOut: false });
     const later = await host.run(pidOf());
     expect(later.stdout).not.toBe(answers[0]!.stdout);
-    // The listener table too (ss, through run()).
-    const [l1, l2] = await Promise.all([host.listeners(), host.listeners()]);
+  });
+
+  it("read the listener table once for everyone who asks at once (ss, through run())", async () => {
+    const { host, runs } = notedHost("node-a", "ss");
+    const joined = new JoinedRuns().access(host);
+    const [l1, l2] = await Promise.all([joined.listeners(), joined.listeners()]);
     expect(l2).toEqual(l1);
+    expect(runs).toEqual(["ok"]);
   });
 
   it("run apart on other nodes, and for another argv, stdin, environment, directory or deadline", async () => {
@@ -79,22 +87,26 @@ describe("inspection's commands on a node", () => {
     expect(new Set(pids).size).toBe(7);
   });
 
-  it("tell a late joiner the stderr that came before it, then the rest", async () => {
+  it("tell a late joiner the last line of stderr that came before it, then the rest", async () => {
     const host = new JoinedRuns().access(local("node-a"));
     const first: string[] = [];
     const late: string[] = [];
     let said!: () => void;
-    const saidA = new Promise<void>((resolve) => (said = resolve));
-    const argv = pidOf(0.3, "echo a >&2; ");
-    const one = host.run([...argv.slice(0, 2), `${argv[2]}; echo b >&2`], {
-      onStderr: (c) => (first.push(c), said()),
+    const saidB = new Promise<void>((resolve) => (said = resolve));
+    const argv = ["/bin/sh", "-c", "echo a >&2; echo b >&2; sleep 0.3; echo c >&2; echo $$"];
+    const one = host.run(argv, {
+      onStderr: (c) => {
+        first.push(c);
+        if (first.join("").includes("b\n")) said();
+      },
     });
-    await saidA;
-    const two = host.run([...argv.slice(0, 2), `${argv[2]}; echo b >&2`], { onStderr: (c) => late.push(c) });
+    await saidB;
+    const two = host.run(argv, { onStderr: (c) => late.push(c) });
     const [r1, r2] = await Promise.all([one, two]);
     expect(r2.stdout).toBe(r1.stdout);
-    expect(late.join("")).toBe("a\nb\n");
-    expect(first.join("")).toBe("a\nb\n");
+    expect(late.join("")).toBe("b\nc\n");
+    expect(first.join("")).toBe("a\nb\nc\n");
+    expect(r2.stderr).toBe("a\nb\nc\n");
   });
 
   it("go on for the others when one who asked is cancelled, and stop when the last one is", async () => {
@@ -106,16 +118,16 @@ describe("inspection's commands on a node", () => {
     await expect(leftRun).rejects.toBeInstanceOf(CancelledError);
     expect((await stays).code).toBe(0);
 
-    // Everyone leaves: the command is killed, not left to finish.
-    const [started, finished] = [path.join(root, "started"), path.join(root, "finished")];
-    const argv = ["/bin/sh", "-c", `touch ${started}; sleep 0.5; touch ${finished}`];
+    // Everyone leaves: the command is stopped, and the last one is told once it has ended.
+    const pidFile = path.join(root, "pid");
+    const argv = ["/bin/sh", "-c", `echo $$ > ${pidFile}.tmp && mv ${pidFile}.tmp ${pidFile} && exec sleep 30`];
     const all = [new AbortController(), new AbortController()];
     const both = all.map((c) => host.run(argv, { signal: c.signal }));
-    while (!(await fs.stat(started).catch(() => null))) await new Promise((r) => setTimeout(r, 5));
+    let pid = "";
+    while (!(pid = await fs.readFile(pidFile, "utf8").catch(() => ""))) await new Promise((r) => setTimeout(r, 5));
     for (const c of all) c.abort();
     for (const p of both) await expect(p).rejects.toBeInstanceOf(CancelledError);
-    await host.run(["sleep", "0.7"]);
-    expect(await fs.stat(finished).catch(() => null)).toBeNull();
+    expect(() => process.kill(Number(pid), 0)).toThrow(/ESRCH/);
   });
 
   it("refuse a request whose signal is already aborted, running nothing", async () => {
@@ -130,7 +142,7 @@ describe("inspection's commands on a node", () => {
 
 describe("the model manifest of engines of one node and checkpoint inspected at once", () => {
   it("is computed once, each told its progress, each given a manifest of its own", async () => {
-    const { host, runs } = notedHost("node-a");
+    const { host, runs } = notedHost("node-a", "-");
     const joined = new JoinedRuns().access(host);
     const told: HashProgress[][] = [[], [], [], []];
     const cacheDir = path.join(root, "cache");
