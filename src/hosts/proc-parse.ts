@@ -18,7 +18,6 @@ export function parseProcStat(text: string): ProcStat {
   return { pid, state: rest[0] ?? "?", pgid: Number(rest[2]), startTicks: Number(rest[19]) };
 }
 
-/** /proc/<pid>/environ (NUL-separated NAME=value) as a record. */
 /**
  * Reads of an environ that is empty: while a process execs (a shell's `exec`, a launcher's execve), the
  * kernel shows its environ as empty until the new image's is in place (4.5% of reads right after a spawn of
@@ -29,6 +28,7 @@ export function parseProcStat(text: string): ProcStat {
 export const ENVIRON_EMPTY_READS = 10;
 export const ENVIRON_REREAD_MS = 5;
 
+/** /proc/<pid>/environ (NUL-separated NAME=value) as a record. */
 export function parseEnviron(raw: string): Record<string, string> {
   const env: Record<string, string> = {};
   for (const entry of raw.split("\0")) {
