@@ -5,10 +5,9 @@ import { describe, expect, it } from "vitest";
 import { parseJsonSafely } from "../../src/desired/json-safe.js";
 import { findDuplicateKeys } from "../../src/desired/json-duplicate-keys.js";
 
+/** How many keys given twice parseJsonSafely reports in `text`. */
 const duplicates = (text: string) =>
-  parseJsonSafely(text, "f.json")
-    .issues.filter((i) => /given twice/.test(i.message))
-    .map((i) => i.path);
+  parseJsonSafely(text, "f.json").issues.filter((i) => /given twice/.test(i.message)).length;
 
 describe("parseJsonSafely and keys given twice", () => {
   it("finds each, wherever it is, as the full scan does", () => {
@@ -22,9 +21,9 @@ describe("parseJsonSafely and keys given twice", () => {
       '{"engines":{"engine-1":{"x":1},"engine-2":{"x":1},"engine-1":{"x":2}}}',
     ];
     for (const text of texts) {
-      const want = findDuplicateKeys(text).map((d) => [...d.segments, d.key].join("."));
-      expect(want.length, text).toBeGreaterThan(0);
-      expect(duplicates(text).length, text).toBe(want.length);
+      const want = findDuplicateKeys(text).length;
+      expect(want, text).toBeGreaterThan(0);
+      expect(duplicates(text), text).toBe(want);
     }
   });
 
