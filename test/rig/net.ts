@@ -15,6 +15,7 @@ import path from "node:path";
 import { parseProcStat, processExists } from "../../src/backends/proc.js";
 import { unmountUnder } from "../docker/mounts.js";
 import { removeRigCgroups, rigCgroupNames } from "./cgroups.js";
+import { deadOwnersRules, removeForwardRule } from "./forward-rule.js";
 import { runSync } from "./run.js";
 
 export const NETNS_PREFIX = "nwr-";
@@ -146,13 +147,15 @@ export function ownerDead(pid: number): boolean {
 export interface RigResources {
   netns: string[];
   links: string[];
+  /** iptables rules letting the bridge's frames through (test/rig/forward-rule.ts) */
+  forward?: string[][];
   dir?: string;
 }
 
 /**
  * Remove a rig's kernel objects and files: SIGKILL every process in its namespaces and
- * in the cgroups named as them (a host dockerd's containers), delete the namespaces, the root-side veths (which takes their peers) and the bridge,
- * then the rig dir (after unmounting what a host's dockerd mounted under it). Synchronous so that it also runs from a process "exit" handler.
+ * in the cgroups named as them (a host dockerd's containers), delete the namespaces, the root-side veths (which takes their peers), the bridge
+ * and its forwarding rule, then the rig dir (after unmounting what a host's dockerd mounted under it). Synchronous so that it also runs from a process "exit" handler.
  * Idempotent: what is already gone is skipped.
  */
 export function removeRig(r: RigResources): void {
@@ -172,6 +175,7 @@ export function removeRig(r: RigResources): void {
   removeRigCgroups(r.netns);
   const links = new Set(listLinks().map((l) => l.ifname));
   for (const l of r.links) if (links.has(l)) runSync(["ip", "link", "del", l]);
+  for (const rule of r.forward ?? []) removeForwardRule(rule);
   if (r.dir) {
     // a host's dockerd (test/rig/docker.ts) mounts its layers under the rig dir: undo them first
     unmountUnder(r.dir);
@@ -188,7 +192,7 @@ export function listLinks(): { ifname: string; ifalias?: string }[] {
   return JSON.parse(runSync(["ip", "-j", "link"]).stdout || "[]") as { ifname: string; ifalias?: string }[];
 }
 
-/** Leftovers of rigs whose creating process is dead (a killed test run): namespaces, links, dirs, claims. */
+/** Leftovers of rigs whose creating process is dead (a killed test run): namespaces, links, forwarding rules, dirs, claims. */
 export function sweepStale(): RigResources[] {
   const dead = ownerDead;
   const deadRun = (n: string) => n.startsWith(NETNS_PREFIX) && dead(Number(n.split("-")[1]));
@@ -200,11 +204,12 @@ export function sweepStale(): RigResources[] {
   const dirs = (fs.existsSync(RIG_BASE) ? fs.readdirSync(RIG_BASE) : [])
     .filter((d) => /^\d+-[0-9a-f]+$/.test(d) && dead(Number(d.split("-")[0])))
     .map((d) => path.join(RIG_BASE, d));
-  const swept: RigResources[] = [{ netns, links }, ...dirs.map((dir) => ({ netns: [], links: [], dir }))];
+  const forward = deadOwnersRules(LINK_ALIAS_PREFIX, dead);
+  const swept: RigResources[] = [{ netns, links, forward }, ...dirs.map((dir) => ({ netns: [], links: [], dir }))];
   for (const r of swept) removeRig(r);
   for (const c of fs.existsSync(SUBNET_CLAIMS) ? fs.readdirSync(SUBNET_CLAIMS) : []) {
     const owner = ownerOf(path.join(SUBNET_CLAIMS, c));
     if (owner !== null && dead(owner)) fs.rmSync(path.join(SUBNET_CLAIMS, c), { force: true });
   }
-  return swept.filter((r) => r.netns.length + r.links.length > 0 || r.dir);
+  return swept.filter((r) => r.netns.length + r.links.length + (r.forward?.length ?? 0) > 0 || r.dir);
 }

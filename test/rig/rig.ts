@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
+import { allowBridgeForwarding } from "./forward-rule.js";
 import { claimSubnet, LINK_ALIAS_PREFIX, NAMED_SUBNETS, parseSubnet, removeRig, rigNames, sweepStale } from "./net.js";
 import { run, runOk, type RunOptions, type RunResult } from "./run.js";
 import { ensureSshd, hostSshd, keygen, sshArgv, type HostSshd, type SshClient } from "./sshd.js";
@@ -84,7 +85,7 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
   }
   const netns = Array.from({ length: opts.hosts }, (_, i) => n.netns(i));
   const links = [n.bridge, ...netns.map((_, i) => n.veth(i))];
-  const resources = { netns, links, dir: n.dir };
+  const resources = { netns, links, forward: [] as string[][], dir: n.dir };
   let done: Promise<void> | null = null;
   const sshds: (HostSshd | undefined)[] = [];
   const dockerds: (() => Promise<void>)[] = [];
@@ -109,8 +110,10 @@ export async function createRig(opts: RigOptions): Promise<Rig> {
     const alias = `${LINK_ALIAS_PREFIX}${process.pid}`;
     const gateway = `${prefix}.1`;
     await runOk(["ip", "link", "set", n.bridge, "alias", alias]);
-    // host-to-host traffic crosses the bridge; keep the root namespace's iptables (docker's FORWARD rules) out of it
-    await run(["ip", "link", "set", n.bridge, "type", "bridge", "nf_call_iptables", "0"]);
+    // host-to-host traffic crosses the bridge: let it through the root namespace's FORWARD chain (a Docker
+    // Engine's DROP policy would time it out)
+    const rule = allowBridgeForwarding(n.bridge, alias);
+    if (rule) resources.forward.push(rule);
     await runOk(["ip", "addr", "add", `${gateway}/24`, "dev", n.bridge]);
     await runOk(["ip", "link", "set", n.bridge, "up"]);
 
