@@ -15,7 +15,7 @@ export function machine() {
   };
 }
 
-const f = (x, d = 2) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(d) : "-");
+const f = (x, d = 3) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(d) : "-");
 
 export function printTable(report) {
   const m = report.machine;

@@ -1,30 +1,39 @@
-// Measuring one child process: wall time, CPU (user + sys, as the kernel accounts the reaped child) and peak
-// RSS, through /usr/bin/time (GNU time: `-f`), and medians over runs.
+// Measuring one child process: wall time, CPU (user + sys, as the kernel accounts the reaped child, in
+// microseconds: bench/rusage.py) and peak RSS, and medians over runs.
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const RUSAGE = path.join(path.dirname(fileURLToPath(import.meta.url)), "rusage.py");
+// Debian's interpreter where it is (a pyenv shim on PATH would start a second Python first); its CPU is
+// not the command's either way: the rusage is of the reaped command alone.
+const PYTHON = existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
 
 /**
- * Run `node ...args` once under /usr/bin/time.
+ * Run `node ...args` once under bench/rusage.py.
  * @returns {{ wall: number, cpu: number, rssMb: number, code: number, stdout: string, stderr: string }}
  */
 export function measureNode(args, options = {}) {
   return measureCommand(process.execPath, args, options);
 }
 
-/** Run `file ...args` once under /usr/bin/time (any command: docker-compose's `up -d` beside narwhal's). */
+/** Run `file ...args` once under bench/rusage.py (any command: docker-compose's `up -d` beside narwhal's). */
 export function measureCommand(file, args, { cwd, env, okCodes = [0] } = {}) {
   const what = `${file === process.execPath ? "node" : file} ${args.join(" ")}`;
-  const r = spawnSync("/usr/bin/time", ["-f", "BENCH %e %U %S %M", file, ...args], {
+  // -I -S: no user site or site module, the least Python (its RSS at fork, ~7 MB, is the floor of a peak RSS here)
+  const r = spawnSync(PYTHON, ["-I", "-S", RUSAGE, file, ...args], {
     cwd,
     env,
     encoding: "utf8",
     maxBuffer: 256 * 1024 * 1024,
+    stdio: ["pipe", "pipe", "pipe", "pipe"], // fd 3: rusage.py's report
   });
-  const line = r.stderr.trimEnd().split("\n").pop() ?? "";
-  const m = /^BENCH ([\d.]+) ([\d.]+) ([\d.]+) (\d+)$/.exec(line);
-  if (!m) throw new Error(`cannot measure ${what}: ${r.stderr.slice(-600)}`);
-  // GNU time reports the child's status in its own exit code.
+  const report = String(r.output?.[3] ?? "").trim();
+  const m = /^([\d.]+) ([\d.]+) ([\d.]+) (\d+)$/.exec(report);
+  if (!m) throw new Error(`cannot measure ${what}: ${r.error?.message ?? ""} ${String(r.stderr ?? "").slice(-600)}`);
+  // rusage.py exits with the command's code.
   const code = r.status ?? -1;
   if (!okCodes.includes(code))
     throw new Error(`${what} exited ${code} (expected ${okCodes.join(" or ")}):\n${r.stderr.slice(-1200)}`);

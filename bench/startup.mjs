@@ -7,12 +7,11 @@
 // CPU, not wall time: the machine is shared and wall time lies. Runs are interleaved (floor, each
 // command, each build in turn), so a burst of load hits all of them alike; medians of --runs.
 // --base names another built checkout (its dist/) measured side by side, with the ratio base/this.
-import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { cleanEnv } from "./measure.mjs";
+import { cleanEnv, measureNode, median } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -28,21 +27,6 @@ const runs = Number(values.runs);
 const env = cleanEnv();
 const desired = path.join(root, "desired"); // the repository's example: a native fleet
 const state = fs.mkdtempSync(path.join(fs.realpathSync("/tmp"), "narwhal-bench-state-"));
-
-/** CPU seconds of one child process, as the kernel accounts them (getrusage of the reaped child). */
-function cpuOf(args, cwd) {
-  const r = spawnSync("/usr/bin/time", ["-f", "%U %S %M", process.execPath, ...args], { cwd, env, encoding: "utf8" });
-  const last = r.stderr.trim().split("\n").pop() ?? "";
-  const [user, sys, rssKb] = last.split(" ").map(Number);
-  if (!Number.isFinite(user)) throw new Error(`cannot measure ${args.join(" ")}: ${r.stderr.slice(-400)}`);
-  return { cpu: user + sys, rssMb: rssKb / 1024 };
-}
-
-const median = (xs) => {
-  if (xs.length === 0) return undefined;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-};
 
 // The bundle `narwhal` runs (scripts/bundle.mjs); a checkout from before the bundle has only dist/src.
 const cli = (dir) =>
@@ -79,7 +63,7 @@ for (let i = 0; i < runs; i++)
       if (!samples.has(key)) samples.set(key, { cpu: [], rss: [] });
       const argv = args(dir);
       if (!argv) continue;
-      const s = cpuOf(argv, root);
+      const s = measureNode(argv, { cwd: root, env }); // the kernel's rusage of the reaped child
       samples.get(key).cpu.push(s.cpu);
       samples.get(key).rss.push(s.rssMb);
     }
@@ -95,7 +79,7 @@ const rows = commands.map(([name]) => {
   return row;
 });
 
-const fmt = (x, d = 2) => (x === undefined || !Number.isFinite(x) ? "" : x.toFixed(d));
+const fmt = (x, d = 3) => (x === undefined || !Number.isFinite(x) ? "" : x.toFixed(d));
 console.log(`medians of ${runs} interleaved runs; CPU = user + sys seconds; floor ${fmt(floor)} s`);
 console.log(
   ["command".padEnd(30), "cpu s", "x floor", "rss MB", ...(values.base ? ["base cpu s", "base/this"] : [])].join("\t"),

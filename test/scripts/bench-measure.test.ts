@@ -1,0 +1,39 @@
+// bench/measure.mjs measures a child process through bench/rusage.py: the CPU the kernel accounted to the
+// reaped command, in microseconds. GNU time, used before, printed hundredths, each truncated, so a node
+// start (~0.02 s) read as 0.01 and every ratio to that floor came out about twice too large.
+import { describe, expect, it } from "vitest";
+import { measureCommand, measureNode } from "../../bench/measure.mjs";
+
+describe("measureCommand", () => {
+  it("reads CPU finer than the hundredths GNU time printed", () => {
+    const cpus = Array.from({ length: 5 }, () => measureNode(["-e", "0"]).cpu);
+    for (const cpu of cpus) expect(cpu).toBeGreaterThan(0);
+    // Five node starts all landing on whole hundredths at microsecond resolution: not in this universe.
+    expect(
+      cpus.some((c) => Math.abs(c * 100 - Math.round(c * 100)) > 1e-6),
+      String(cpus),
+    ).toBe(true);
+  });
+
+  it("counts what the command's own children used once it waited for them", () => {
+    // A grandchild that spins until it has used 60 ms of CPU: the measure holds at least that much.
+    const spin = "const t=process.cpuUsage();while(((u)=>u.user+u.system)(process.cpuUsage(t))<60000);";
+    const m = measureCommand("sh", ["-c", `"${process.execPath}" -e '${spin}'`]);
+    expect(m.cpu).toBeGreaterThanOrEqual(0.06);
+    expect(m.rssMb).toBeGreaterThan(10); // the node's peak, not sh's
+  });
+
+  it("passes the command's output through and its exit code on, untouched by the report", () => {
+    // stderr ending without a newline: GNU time's report would have been glued onto it
+    const m = measureCommand("sh", ["-c", "printf out; printf err >&2; exit 3"], { okCodes: [3] });
+    expect(m).toMatchObject({ code: 3, stdout: "out", stderr: "err" });
+    expect(() => measureCommand("sh", ["-c", "exit 3"])).toThrow(/sh -c exit 3 exited 3 \(expected 0\)/);
+  });
+
+  it("says how a command ended that did not exit: a signal, or no such command", () => {
+    expect(measureCommand("sh", ["-c", "kill -9 $$"], { okCodes: [137] }).code).toBe(137);
+    expect(() => measureCommand("/nonexistent/narwhal-bench", [])).toThrow(
+      /exited 127[\s\S]*cannot run \/nonexistent\/narwhal-bench: No such file or directory/,
+    );
+  });
+});
