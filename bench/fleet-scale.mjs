@@ -86,11 +86,31 @@ export async function scaleBench({ main, env, work, runs, sizes }) {
       cpu_s: noop.cpu_s,
     };
   });
-  const fit = fitLinear(points);
-  const at = (engines, pairs) => (fit ? r4(fit.fixed_s + fit.per_engine_s * engines + fit.per_pair_s * pairs) : null);
-  const onePoolPairs = 500 ** 2;
   return {
     sizes: Object.fromEntries(points.map(({ cpu_s: _cpu, ...p }) => [p.engines, p])),
+    ...projectThousand(points),
+  };
+}
+
+/**
+ * The fit of `points` and what it projects for 1000 engines, in one pool and in pools of 16, with the range of
+ * the fits that leave one size out: how well the sizes determine it (pairs grow as n², so the per-engine and
+ * per-pair costs trade off against each other, and three sizes fit exactly, whatever their noise). The range is
+ * null with fewer than four sizes.
+ * @param {Array<{ engines: number, pairs: number, cpu_s: number }>} points
+ */
+export function projectThousand(points) {
+  const onePoolPairs = 500 ** 2;
+  const poolsOf16Pairs = (1000 / 16) * 64;
+  const at = (fit, engines, pairs) =>
+    fit ? r4(fit.fixed_s + fit.per_engine_s * engines + fit.per_pair_s * pairs) : null;
+  const fit = fitLinear(points);
+  const leftOut = points.map((_, i) => fitLinear(points.filter((_, k) => k !== i))).filter((x) => x !== null);
+  const spread = (pairs) => {
+    const each = leftOut.map((f) => at(f, 1000, pairs));
+    return each.length ? [Math.min(...each), Math.max(...each)] : null;
+  };
+  return {
     fit: fit && {
       fixed_s: r4(fit.fixed_s),
       per_engine_ms: r4(fit.per_engine_s * 1000),
@@ -98,8 +118,10 @@ export async function scaleBench({ main, env, work, runs, sizes }) {
     },
     projected_1000: {
       one_pool_pairs: onePoolPairs,
-      one_pool_cpu_s: at(1000, onePoolPairs),
-      pools_of_16_cpu_s: at(1000, (1000 / 16) * 64),
+      one_pool_cpu_s: at(fit, 1000, onePoolPairs),
+      pools_of_16_cpu_s: at(fit, 1000, poolsOf16Pairs),
+      one_pool_cpu_s_leave_one_out: spread(onePoolPairs),
+      pools_of_16_cpu_s_leave_one_out: spread(poolsOf16Pairs),
     },
   };
 }

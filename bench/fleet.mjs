@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The fleet benchmarks of issue 14, side by side in one run (after `npm run build`):
 //
-//   node bench/fleet.mjs [--parts sizes,noop,scale,watch,compose] [--sizes 10,100,1000] [--scale-sizes 16,32,64]
+//   node bench/fleet.mjs [--parts sizes,noop,scale,watch,compose] [--sizes 10,100,1000] [--scale-sizes 16,24,32,48,64]
 //                        [--runs 5] [--json FILE]
 //
 // sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
@@ -18,7 +18,7 @@
 //          and docker-compose; skipped with one line saying why without them.
 // Runs of the same part are interleaved (each size and the floor in turn), so a burst of load on the shared
 // machine hits all of them alike; medians of --runs. Prints a table and writes JSON (default
-// bench/results/<date>.json).
+// bench/results/<date>.json, or <date>-2.json, … after an earlier run of the day).
 import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -28,7 +28,7 @@ import { parseArgs } from "node:util";
 import { generateDesired } from "./fleet-gen.mjs";
 import { writeFleetState } from "./fleet-state.mjs";
 import { writeConvergedFleetState } from "./fleet-state-converged.mjs";
-import { cleanEnv, measureNode, Samples } from "./measure.mjs";
+import { cleanEnv, measureNode, resultFile, Samples } from "./measure.mjs";
 import { watchLatency } from "./fleet-watch.mjs";
 import { convergedFleet, scaleBench } from "./fleet-scale.mjs";
 import { machine, printTable } from "./fleet-report.mjs";
@@ -39,7 +39,7 @@ const { values } = parseArgs({
   options: {
     parts: { type: "string", default: PARTS.join(",") },
     sizes: { type: "string", default: "10,100,1000" },
-    "scale-sizes": { type: "string", default: "16,32,64" },
+    "scale-sizes": { type: "string", default: "16,24,32,48,64" },
     runs: { type: "string", default: "5" },
     json: { type: "string" },
     "noop-engines": { type: "string", default: "16" },
@@ -165,7 +165,7 @@ try {
 }
 
 printTable(report);
-const out = values.json ?? path.join(root, "bench/results", `${report.at.slice(0, 10)}.json`);
+const out = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10));
 await fs.mkdir(path.dirname(out), { recursive: true });
 await fs.writeFile(out, JSON.stringify(report, null, 2) + "\n");
 console.log(`written to ${path.relative(process.cwd(), out) || out}`);

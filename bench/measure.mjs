@@ -41,6 +41,18 @@ export function measureCommand(file, args, { cwd, env, okCodes = [0] } = {}) {
   return { wall, cpu: user + sys, rssMb: rssKb / 1024, code, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * Where a run's JSON goes unless --json names it: `dir/<date><suffix>.json`, or `<date>-2<suffix>.json`, `-3`, …
+ * when an earlier run of the day holds the name. A second run of a day used to overwrite the first, whose
+ * figures the README may cite.
+ */
+export function resultFile(dir, date, suffix = "") {
+  for (let n = 1; ; n++) {
+    const file = path.join(dir, `${date}${n === 1 ? "" : `-${n}`}${suffix}.json`);
+    if (!existsSync(file)) return file;
+  }
+}
+
 export const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.floor(s.length / 2)];

@@ -5,7 +5,7 @@
 //
 // plan() is pure, so it runs in this process, compiled from src/ and the planner tests' fixtures by
 // esbuild (narwhal's bundler) into a temporary file. Prints medians in ms and each plan's digest
-// (equal digests across builds: the same plan), and writes JSON (default bench/results/<date>-plan-rollout.json).
+// (equal digests across builds: the same plan), and writes JSON (default bench/results/<date>-plan-rollout.json, numbered after an earlier run of the day).
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -13,6 +13,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
 import { machine } from "./fleet-report.mjs";
+import { resultFile } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -41,7 +42,7 @@ try {
       `${r.shape.padEnd(9)} ${String(r.engines).padStart(5)}  ${r.case.padEnd(40)} ${String(r.median_ms).padStart(8)} ms  ${r.actions} actions  plan ${r.plan_sha}`,
     );
   const report = { at: new Date().toISOString(), machine: machine(), runs: Number(values.runs), rows };
-  const file = values.json ?? path.join(root, "bench/results", `${report.at.slice(0, 10)}-plan-rollout.json`);
+  const file = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10), "-plan-rollout");
   await fs.writeFile(file, JSON.stringify(report, null, 2) + "\n");
   console.log(`written to ${path.relative(root, file)}`);
 } finally {

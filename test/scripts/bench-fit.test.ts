@@ -2,7 +2,7 @@
 // that lie on a plane it recovers the plane, on noisy points the best plane, and with fewer than three
 // distinct sizes it says it cannot separate them instead of dividing by zero.
 import { describe, expect, it } from "vitest";
-import { fitLinear } from "../../bench/fleet-scale.mjs";
+import { fitLinear, projectThousand } from "../../bench/fleet-scale.mjs";
 
 const fleet = (engines: number, cpu: (n: number, p: number) => number) => {
   const pairs = (engines / 2) ** 2;
@@ -41,5 +41,32 @@ describe("fitLinear", () => {
     const plane = (n: number, p: number) => 0.25 + 0.004 * n + 0.00002 * p;
     expect(fitLinear([fleet(16, plane), fleet(32, plane)])).toBeNull();
     expect(fitLinear([fleet(16, plane), fleet(16, plane), fleet(32, plane)])).toBeNull();
+  });
+});
+
+describe("projectThousand", () => {
+  const plane = (n: number, p: number) => 0.25 + 0.004 * n + 0.00002 * p;
+
+  it("projects 1000 engines from the fit, in one pool and in pools of 16", () => {
+    const { fit, projected_1000: j } = projectThousand([16, 24, 32, 48, 64].map((n) => fleet(n, plane)));
+    expect(fit).toMatchObject({ fixed_s: 0.25, per_engine_ms: 4 });
+    expect(j.one_pool_cpu_s).toBeCloseTo(0.25 + 4 + 0.00002 * 250_000, 3);
+    expect(j.pools_of_16_cpu_s).toBeCloseTo(0.25 + 4 + 0.00002 * 4000, 3);
+    // points on a plane: every fit that leaves one out finds the same plane
+    expect(j.one_pool_cpu_s_leave_one_out![0]).toBeCloseTo(j.one_pool_cpu_s!, 3);
+    expect(j.one_pool_cpu_s_leave_one_out![1]).toBeCloseTo(j.one_pool_cpu_s!, 3);
+  });
+
+  it("says how far one noisy size moves the projection, and cannot say with three sizes", () => {
+    // 10 ms of noise on one size of five: a projection 15 times further out moves by far more
+    const noisy = [16, 24, 32, 48, 64].map((n) => fleet(n, (e, p) => plane(e, p) + (n === 32 ? 0.01 : 0)));
+    const range = projectThousand(noisy).projected_1000.pools_of_16_cpu_s_leave_one_out!;
+    const [lo, hi] = [range[0]!, range[1]!];
+    expect(hi - lo).toBeGreaterThan(0.1);
+    expect(lo).toBeLessThanOrEqual(projectThousand(noisy).projected_1000.pools_of_16_cpu_s!);
+    const three = projectThousand([16, 32, 64].map((n) => fleet(n, plane))).projected_1000;
+    expect(three.pools_of_16_cpu_s).toBeCloseTo(0.25 + 4 + 0.08, 3);
+    expect(three.pools_of_16_cpu_s_leave_one_out).toBeNull();
+    expect(three.one_pool_cpu_s_leave_one_out).toBeNull();
   });
 });

@@ -1,8 +1,11 @@
 // bench/measure.mjs measures a child process through bench/rusage.py: the CPU the kernel accounted to the
 // reaped command, in microseconds. GNU time, used before, printed hundredths, each truncated, so a node
 // start (~0.02 s) read as 0.01 and every ratio to that floor came out about twice too large.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { measureCommand, measureNode } from "../../bench/measure.mjs";
+import { measureCommand, measureNode, resultFile } from "../../bench/measure.mjs";
 
 describe("measureCommand", () => {
   it("reads CPU finer than the hundredths GNU time printed", () => {
@@ -35,5 +38,28 @@ describe("measureCommand", () => {
     expect(() => measureCommand("/nonexistent/narwhal-bench", [])).toThrow(
       /exited 127[\s\S]*cannot run \/nonexistent\/narwhal-bench: No such file or directory/,
     );
+  });
+});
+
+describe("resultFile", () => {
+  it("names a day's second and third run apart from its first: nothing an earlier run wrote is overwritten", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "narwhal-bench-results-"));
+    try {
+      const names = [];
+      for (let i = 0; i < 3; i++) {
+        const file = resultFile(dir, "2026-12-07", "-plan-rollout");
+        names.push(path.basename(file));
+        fs.writeFileSync(file, "{}\n");
+      }
+      expect(names).toEqual([
+        "2026-12-07-plan-rollout.json",
+        "2026-12-07-2-plan-rollout.json",
+        "2026-12-07-3-plan-rollout.json",
+      ]);
+      // the fleet's own file numbers on its own
+      expect(path.basename(resultFile(dir, "2026-12-07"))).toBe("2026-12-07.json");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
