@@ -71,9 +71,13 @@ function printCompose(c) {
     console.log(
       [
         name.padEnd(34),
-        ...[f(s.wall_s), f(s.cpu_s), String(s.peak_rss_mb), s.daemon_cpu_s === undefined ? "" : f(s.daemon_cpu_s)].map(
-          (x) => x.padStart(8),
-        ),
+        // the daemon's CPU is read in /proc's clock ticks: hundredths
+        ...[
+          f(s.wall_s),
+          f(s.cpu_s),
+          String(s.peak_rss_mb),
+          s.daemon_cpu_s === undefined ? "" : f(s.daemon_cpu_s, 2),
+        ].map((x) => x.padStart(8)),
         extra,
       ]
         .join(" ")

@@ -167,5 +167,6 @@ try {
 printTable(report);
 const out = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10));
 await fs.mkdir(path.dirname(out), { recursive: true });
-await fs.writeFile(out, JSON.stringify(report, null, 2) + "\n");
+// wx: a run started alongside that took the same default name fails here rather than overwrite it
+await fs.writeFile(out, JSON.stringify(report, null, 2) + "\n", { flag: values.json ? "w" : "wx" });
 console.log(`written to ${path.relative(process.cwd(), out) || out}`);

@@ -43,7 +43,7 @@ try {
     );
   const report = { at: new Date().toISOString(), machine: machine(), runs: Number(values.runs), rows };
   const file = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10), "-plan-rollout");
-  await fs.writeFile(file, JSON.stringify(report, null, 2) + "\n");
+  await fs.writeFile(file, JSON.stringify(report, null, 2) + "\n", { flag: values.json ? "w" : "wx" }); // as fleet.mjs
   console.log(`written to ${path.relative(root, file)}`);
 } finally {
   await fs.rm(dir, { recursive: true, force: true });

@@ -4,6 +4,8 @@
 //
 //   node bench/startup.mjs [--runs 7] [--base /other/checkout] [--json out.json]
 //
+// The JSON goes to bench/results/<date>-startup.json unless --json names a file (numbered after an earlier run).
+//
 // CPU, not wall time: the machine is shared and wall time lies. Runs are interleaved (floor, each
 // command, each build in turn), so a burst of load hits all of them alike; medians of --runs.
 // --base names another built checkout (its dist/) measured side by side, with the ratio base/this.
@@ -11,7 +13,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { cleanEnv, measureNode, median } from "./measure.mjs";
+import { cleanEnv, measureNode, median, resultFile } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -95,5 +97,7 @@ for (const r of rows)
     ].join("\t"),
   );
 const report = { at: new Date().toISOString(), node: process.version, runs, floor_cpu_s: floor, rows };
-if (values.json) fs.writeFileSync(values.json, JSON.stringify(report, null, 2) + "\n");
+const out = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10), "-startup");
+fs.writeFileSync(out, JSON.stringify(report, null, 2) + "\n", { flag: values.json ? "w" : "wx" }); // as fleet.mjs
+console.log(`written to ${path.relative(process.cwd(), out) || out}`);
 fs.rmSync(state, { recursive: true, force: true });

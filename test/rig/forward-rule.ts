@@ -13,12 +13,12 @@ import { runSync } from "./run.js";
 
 const BRIDGE_FILTER_SYSCTL = "/proc/sys/net/bridge/bridge-nf-call-iptables";
 
-/** The rule's arguments after -I/-D/-C: chain, match, target; `owner` is its comment ("narwhal-rig pid=<pid>"). */
+/** The rule's arguments after -I or -D: chain, match, target; `owner` is its comment ("narwhal-rig pid=<pid>"). */
 export function forwardRule(bridge: string, owner: string): string[] {
   return ["FORWARD", "-i", bridge, "-o", bridge, "-m", "comment", "--comment", owner, "-j", "ACCEPT"];
 }
 
-const iptables = (op: "-I" | "-D" | "-C" | "-S", args: string[]) => runSync(["iptables", "-w", op, ...args]);
+const iptables = (op: "-I" | "-D" | "-S", args: string[]) => runSync(["iptables", "-w", op, ...args]);
 
 /** Whether bridged frames pass iptables here (br_netfilter loaded with its sysctl on). */
 function bridgeFiltered(): boolean {
@@ -31,23 +31,20 @@ function bridgeFiltered(): boolean {
 
 /**
  * Insert the bridge's ACCEPT rule first in FORWARD; the rule, to remove later, or null where this
- * machine has no working iptables and bridged frames are not filtered (nothing to let through).
- * Throws when they are filtered and the rule cannot be inserted: the hosts could not reach each other.
+ * machine has no iptables (a firewall of nft alone, or none: its rules are not the rig's to change).
+ * Throws when bridged frames pass iptables and the rule cannot be inserted: the hosts could not reach
+ * each other, and the tests would only time out.
  */
 export function allowBridgeForwarding(bridge: string, owner: string): string[] | null {
+  if (runSync(["iptables", "-V"]).code !== 0) return null;
   const rule = forwardRule(bridge, owner);
   const r = iptables("-I", rule);
   if (r.code === 0) return rule;
   if (!bridgeFiltered()) return null;
   throw new Error(
     `rig: bridged frames pass iptables here (${BRIDGE_FILTER_SYSCTL} is 1) and \`iptables -w -I ${rule.join(" ")}\` ` +
-      `failed (exit ${r.code}: ${r.stderr.trim() || "no iptables?"}), so the rig's hosts could not reach each other`,
+      `failed (exit ${r.code}: ${r.stderr.trim()}), so the rig's hosts could not reach each other`,
   );
-}
-
-/** Whether the rule is in place (iptables -C). */
-export function hasForwardRule(rule: string[]): boolean {
-  return iptables("-C", rule).code === 0;
 }
 
 /** Delete the rule; idempotent (a rule already gone, or no iptables, is nothing to do). */
@@ -59,7 +56,8 @@ export function removeForwardRule(rule: string[]): void {
 export function deadOwnersRules(ownerPrefix: string, dead: (pid: number) => boolean): string[][] {
   const rules: string[][] = [];
   for (const line of iptables("-S", ["FORWARD"]).stdout.split("\n")) {
-    // iptables -S prints the comment quoted: -A FORWARD -i nwrab12c -o nwrab12c -m comment --comment "narwhal-rig pid=123" -j ACCEPT
+    // iptables -S prints the comment quoted:
+    // -A FORWARD -i nwrab12c -o nwrab12c -m comment --comment "narwhal-rig pid=123" -j ACCEPT
     const m = /^-A FORWARD -i (\S+) -o (\S+) -m comment --comment "([^"]*)" -j ACCEPT$/.exec(line.trim());
     if (!m || m[1] !== m[2] || !m[3]!.startsWith(ownerPrefix)) continue;
     const pid = Number(m[3]!.slice(ownerPrefix.length));

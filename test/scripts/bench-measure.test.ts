@@ -1,6 +1,7 @@
 // bench/measure.mjs measures a child process through bench/rusage.py: the CPU the kernel accounted to the
 // reaped command, in microseconds. GNU time, used before, printed hundredths, each truncated, so a node
 // start (~0.02 s) read as 0.01 and every ratio to that floor came out about twice too large.
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -21,7 +22,8 @@ describe("measureCommand", () => {
   it("counts what the command's own children used once it waited for them", () => {
     // A grandchild that spins until it has used 60 ms of CPU: the measure holds at least that much.
     const spin = "const t=process.cpuUsage();while(((u)=>u.user+u.system)(process.cpuUsage(t))<60000);";
-    const m = measureCommand("sh", ["-c", `"${process.execPath}" -e '${spin}'`]);
+    // `; :` keeps sh from exec-ing its last command (bash does): the node is its child, waited for
+    const m = measureCommand("sh", ["-c", `"${process.execPath}" -e '${spin}'; :`]);
     expect(m.cpu).toBeGreaterThanOrEqual(0.06);
     expect(m.rssMb).toBeGreaterThan(10); // the node's peak, not sh's
   });
@@ -31,6 +33,20 @@ describe("measureCommand", () => {
     const m = measureCommand("sh", ["-c", "printf out; printf err >&2; exit 3"], { okCodes: [3] });
     expect(m).toMatchObject({ code: 3, stdout: "out", stderr: "err" });
     expect(() => measureCommand("sh", ["-c", "exit 3"])).toThrow(/sh -c exit 3 exited 3 \(expected 0\)/);
+  });
+
+  it("runs the command with SIGPIPE and SIGXFSZ at their defaults, which Python ignores for itself", () => {
+    const status = measureCommand("sh", ["-c", "grep SigIgn /proc/self/status"]).stdout;
+    const ignored = BigInt(`0x${/^SigIgn:\s*([0-9a-f]+)$/m.exec(status)![1]}`);
+    for (const signal of [13, 25]) expect((ignored >> BigInt(signal - 1)) & 1n, `signal ${signal}`).toBe(0n);
+  });
+
+  it("refuses to run without the report's file descriptor, saying how to open it", () => {
+    const r = spawnSync("python3", [path.join(import.meta.dirname, "../../bench/rusage.py"), "true"], {
+      encoding: "utf8",
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("file descriptor 3 is not open: run it as `rusage.py COMMAND 3>REPORT`");
   });
 
   it("says how a command ended that did not exit: a signal, or no such command", () => {
