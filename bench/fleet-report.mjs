@@ -31,9 +31,21 @@ export function printTable(report) {
     ]);
   }
   if (report.noop) {
-    const { noop, floor, engines, cpu_over_floor, cold_converge_wall_s } = report.noop;
+    const {
+      noop,
+      floor,
+      engines,
+      cpu_over_floor,
+      cold_converge_wall_s: cold,
+      pair_cold_converge_wall_s: pair,
+    } = report.noop;
     console.log(
-      `no-op reconcile --once, ${engines} native: cpu ${f(noop.cpu_s)} s, wall ${f(noop.wall_s)} s; floor (node -e 0) cpu ${f(floor.cpu_s)} s: ${f(cpu_over_floor, 1)}x the floor (cold converge ${f(cold_converge_wall_s, 1)} s wall)`,
+      `no-op reconcile --once, ${engines} native: cpu ${f(noop.cpu_s)} s, wall ${f(noop.wall_s)} s; floor (node -e 0) cpu ${f(floor.cpu_s)} s: ${f(cpu_over_floor, 1)}x the floor`,
+    );
+    // runs before this field existed have no pair
+    const against = pair === undefined ? "" : `; one P/D pair ${f(pair, 1)} s: ${f(cold / pair, 1)}x`;
+    console.log(
+      `cold converge, ${engines} native: ${f(cold, 1)} s wall, ${f(report.noop.cold_converge_cpu_s, 1)} s CPU${against}`,
     );
   }
   if (report.scale) printScale(report.scale);

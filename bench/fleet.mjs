@@ -125,6 +125,14 @@ try {
   }
 
   if (parts.has("noop") || parts.has("watch")) {
+    // The smallest P/D fleet first, alone on the machine: issue 14's cold converge of 16 engines is measured
+    // against one engine's, and a P/D engine converges with its peer (its KV proof needs one).
+    let unit = null;
+    if (parts.has("noop")) {
+      const pair = await convergedFleet({ main, env, work, n: 2, tag: "unit" });
+      unit = pair.cold;
+      pair.down();
+    }
     const fleet = await convergedFleet({ main, env, work, n: Number(values["noop-engines"]), tag: "noop" });
     try {
       if (parts.has("noop")) {
@@ -139,6 +147,9 @@ try {
         report.noop = {
           engines: fleet.n,
           cold_converge_wall_s: fleet.cold.wall,
+          cold_converge_cpu_s: fleet.cold.cpu,
+          pair_cold_converge_wall_s: unit.wall,
+          pair_cold_converge_cpu_s: unit.cpu,
           floor: f,
           noop: o,
           cpu_over_floor: Math.round((o.cpu_s / f.cpu_s) * 100) / 100,
