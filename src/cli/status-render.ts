@@ -211,25 +211,42 @@ function details(e: StatusEngine, view: StatusView, now: number): string[] {
   return lines;
 }
 
-/** One line per recorded prefill → decode pair: proven, failed with its cause, or no longer current. */
-function pairLines(view: StatusView, now: number): string[] {
+/** A pair's line: proven, failed with its cause, or no longer current. */
+function pairLine(p: StatusView["pairs"][number], now: number): string {
+  const verdict = !p.current
+    ? `not proven for the engines running now (last ${p.passed ? "proven" : `failed: ${p.cause}`} ${age(p.at, now)})`
+    : p.passed
+      ? `proven ${age(p.at, now)}`
+      : `FAILED (${p.cause}${p.source === "watch" ? ", found by the metrics scrape" : ""}) ${age(p.at, now)}: ${p.message}`;
+  return `  ${p.prefill} → ${p.decode}  ${verdict}`;
+}
+
+/**
+ * The recorded prefill → decode pairs: one engine's (`status ENGINE`) a line each; the fleet's as a count
+ * and a line for each pair that is not proven now. Every prefill of a pairing class pairs with every decode
+ * of it, so a fleet's pairs grow as the square of its engines (64 at 16 engines, 3984 at 1000 in pools of 16),
+ * and a line for each proven one buried the few that need the operator.
+ */
+function pairLines(view: StatusView, now: number, detail: boolean): string[] {
   if (view.pairs.length === 0) return [];
+  if (detail) return ["", "KV transfer (prefill → decode):", ...view.pairs.map((p) => pairLine(p, now))];
+  const proven = view.pairs.filter((p) => p.current && p.passed);
+  const oldest = proven.reduce<string | null>((o, p) => (o === null || p.at < o ? p.at : o), null);
+  const rest = view.pairs.length - proven.length;
+  const count = `${view.pairs.length} pair${view.pairs.length === 1 ? "" : "s"}`;
+  const summary =
+    rest === 0
+      ? `${count}, all proven for the engines running now, the oldest proof ${age(oldest, now)} (\`narwhal status ENGINE\` lists an engine's)`
+      : `${count}, ${proven.length} proven for the engines running now; not proven now:`;
   return [
     "",
-    "KV transfer (prefill → decode):",
-    ...view.pairs.map((p) => {
-      const verdict = !p.current
-        ? `not proven for the engines running now (last ${p.passed ? "proven" : `failed: ${p.cause}`} ${age(p.at, now)})`
-        : p.passed
-          ? `proven ${age(p.at, now)}`
-          : `FAILED (${p.cause}${p.source === "watch" ? ", found by the metrics scrape" : ""}) ${age(p.at, now)}: ${p.message}`;
-      return `  ${p.prefill} → ${p.decode}  ${verdict}`;
-    }),
+    `KV transfer (prefill → decode): ${summary}`,
+    ...view.pairs.filter((p) => !(p.current && p.passed)).map((p) => pairLine(p, now)),
   ];
 }
 
 export function renderStatusText(view: StatusView, detail: boolean, now = Date.now(), paint: Paint = plain): string {
-  const lines = [...headerLines(view), ...table(view, now, paint), ...pairLines(view, now)];
+  const lines = [...headerLines(view), ...table(view, now, paint), ...pairLines(view, now, detail)];
   if (detail) for (const e of view.engines) lines.push(...details(e, view, now));
   return lines.join("\n");
 }

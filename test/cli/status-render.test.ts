@@ -234,3 +234,67 @@ describe("status render: AGE, colour and the engine's log", () => {
     expect(details).toContain("  engine log:    /state/runs/engine-1/20250101T000000Z-11111111/engine.log");
   });
 });
+
+describe("status render: KV transfer pairs", () => {
+  // 4 prefills (odd) × 4 decodes (even), each engine its own launch token, every pair proven 5 minutes ago
+  const names = Array.from({ length: 8 }, (_, i) => `engine-${i + 1}`);
+  const handle = (name: string) => ({ ...record(name).handle!, launch_token: `t-${name}` });
+  const end = (engine: string) => ({
+    engine,
+    run_dir: `/state/runs/${engine}/r`,
+    launch_token: `t-${engine}`,
+    node: null,
+  });
+  const proof = (p: string, d: string, over: Record<string, unknown> = {}) => ({
+    prefill: end(p),
+    decode: end(d),
+    passed: true,
+    cause: null,
+    message: `KV proof ${p} -> ${d} passed`,
+    at: "2026-12-01T11:55:00.000Z",
+    source: "proof" as const,
+    failures: 0,
+    ...over,
+  });
+  const fleet = (over: Record<string, Record<string, unknown>> = {}) => {
+    const state = stateFile(names.map((n) => record(n, { handle: handle(n) })));
+    const pairs = names
+      .filter((_, i) => i % 2 === 0)
+      .flatMap((p) => names.filter((_, i) => i % 2 === 1).map((d) => [p, d]));
+    state.proofs = Object.fromEntries(pairs.map(([p, d]) => [`${p}>${d}`, proof(p!, d!, over[`${p}>${d}`])])) as never;
+    return state;
+  };
+  const pairSection = (text: string) =>
+    text.split("\n").slice(text.split("\n").findIndex((l) => l.startsWith("KV transfer")));
+
+  it("counts a fleet's proven pairs in one line instead of a line each", () => {
+    const text = renderStatusText(statusView(fleet(), { controller: free }), false, NOW);
+    expect(pairSection(text)).toEqual([
+      "KV transfer (prefill → decode): 16 pairs, all proven for the engines running now, the oldest proof 5m ago (`narwhal status ENGINE` lists an engine's)",
+    ]);
+  });
+
+  it("lists each pair that is not proven now, a failure with its cause, below the count", () => {
+    const state = fleet({
+      "engine-3>engine-4": { passed: false, cause: "transfer-failed", message: "0 of 137 tokens arrived", failures: 1 },
+      "engine-5>engine-2": { decode: { ...end("engine-2"), launch_token: "t-old" } }, // the decode restarted since
+    });
+    const text = renderStatusText(statusView(state, { controller: free }), false, NOW);
+    expect(pairSection(text)).toEqual([
+      "KV transfer (prefill → decode): 16 pairs, 14 proven for the engines running now; not proven now:",
+      "  engine-3 → engine-4  FAILED (transfer-failed) 5m ago: 0 of 137 tokens arrived",
+      "  engine-5 → engine-2  not proven for the engines running now (last proven 5m ago)",
+    ]);
+  });
+
+  it("lists every pair of one engine in status ENGINE", () => {
+    const text = renderStatusText(statusView(fleet(), { controller: free, engine: "engine-2" }), true, NOW);
+    expect(pairSection(text).slice(0, 5)).toEqual([
+      "KV transfer (prefill → decode):",
+      "  engine-1 → engine-2  proven 5m ago",
+      "  engine-3 → engine-2  proven 5m ago",
+      "  engine-5 → engine-2  proven 5m ago",
+      "  engine-7 → engine-2  proven 5m ago",
+    ]);
+  });
+});
