@@ -44,9 +44,8 @@ export function printTable(report) {
     );
     // runs before this field existed have no pair
     const against = pair === undefined ? "" : `; one P/D pair ${f(pair, 1)} s: ${f(cold / pair, 1)}x`;
-    console.log(
-      `cold converge, ${engines} native: ${f(cold, 1)} s wall, ${f(report.noop.cold_converge_cpu_s, 1)} s CPU${against}`,
-    );
+    const cpu = report.noop.cold_converge_cpu_s === undefined ? "" : `, ${f(report.noop.cold_converge_cpu_s, 1)} s CPU`;
+    console.log(`cold converge, ${engines} native: ${f(cold, 1)} s wall${cpu}${against} (one run each)`);
   }
   if (report.scale) printScale(report.scale);
   if (report.watch)

@@ -6,8 +6,9 @@
 //
 // sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
 //          a generated state of every engine captured (bench/fleet-state.mjs): wall, CPU, peak RSS.
-// noop:    16 native simulator engines converged for real, then the no-op `reconcile --once` against the
-//          floor (`node -e 0`: node's own start, which no command avoids).
+// noop:    one P/D pair converged alone (the cold converge's baseline), then 16 native simulator engines
+//          converged for real and the no-op `reconcile --once` against the floor (`node -e 0`: node's own
+//          start, which no command avoids).
 // scale:   native fleets of --scale-sizes converged for real, then each one's no-op `reconcile --once`: CPU per
 //          size and a fit of what an engine and a P/D pair add (bench/fleet-scale.mjs).
 // watch:   on the same 16 engines, a watch-mode controller; an editor's save of engine-launch.json → the

@@ -222,27 +222,34 @@ function pairLine(p: StatusView["pairs"][number], now: number): string {
 }
 
 /**
- * The recorded prefill → decode pairs: one engine's (`status ENGINE`) a line each; the fleet's as a count
- * and a line for each pair that is not proven now. Every prefill of a pairing class pairs with every decode
- * of it, so a fleet's pairs grow as the square of its engines (64 at 16 engines, 3984 at 1000 in pools of 16),
- * and a line for each proven one buried the few that need the operator.
+ * The recorded prefill → decode pairs: one engine's (`status ENGINE`) a line each; the fleet's as counts, and a
+ * line for each pair of two running engines that is not proven now (failed, or proven for an earlier instance).
+ * Every prefill of a pairing class pairs with every decode of it, so a fleet's pairs grow as the square of its
+ * engines (64 at 16 engines, 3984 at 1000 in pools of 16), and a line for each buried the few that need the
+ * operator; the pairs of engines that do not run (down, or gone from the fleet: their proofs stay recorded)
+ * are counted, not listed, or a stopped fleet would print them all again.
  */
 function pairLines(view: StatusView, now: number, detail: boolean): string[] {
-  if (view.pairs.length === 0) return [];
-  if (detail) return ["", "KV transfer (prefill → decode):", ...view.pairs.map((p) => pairLine(p, now))];
-  const proven = view.pairs.filter((p) => p.current && p.passed);
+  const pairs = view.pairs;
+  if (pairs.length === 0) return [];
+  if (detail) return ["", "KV transfer (prefill → decode):", ...pairs.map((p) => pairLine(p, now))];
+  const runs = new Set(view.engines.filter((e) => e.handle).map((e) => e.engine));
+  const proven = pairs.filter((p) => p.current && p.passed);
+  const idle = pairs.filter((p) => !(p.current && p.passed) && !(runs.has(p.prefill) && runs.has(p.decode)));
+  const listed = pairs.filter((p) => !(p.current && p.passed) && runs.has(p.prefill) && runs.has(p.decode));
   const oldest = proven.reduce<string | null>((o, p) => (o === null || p.at < o ? p.at : o), null);
-  const rest = view.pairs.length - proven.length;
-  const count = `${view.pairs.length} pair${view.pairs.length === 1 ? "" : "s"}`;
+  const hint = "(`narwhal status ENGINE` lists an engine's)";
   const summary =
-    rest === 0
-      ? `${count}, all proven for the engines running now, the oldest proof ${age(oldest, now)} (\`narwhal status ENGINE\` lists an engine's)`
-      : `${count}, ${proven.length} proven for the engines running now; not proven now:`;
-  return [
-    "",
-    `KV transfer (prefill → decode): ${summary}`,
-    ...view.pairs.filter((p) => !(p.current && p.passed)).map((p) => pairLine(p, now)),
-  ];
+    pairs.length === 1 && proven.length === 1
+      ? `1 pair, proven for the engines running now ${age(oldest, now)}`
+      : proven.length === pairs.length
+        ? `${pairs.length} pairs, all proven for the engines running now, the oldest proof ${age(oldest, now)} ${hint}`
+        : [
+            `${pairs.length} pair${pairs.length === 1 ? "" : "s"}: ${proven.length} proven for the engines running now`,
+            ...(idle.length ? [`, ${idle.length} of engines not running now ${hint}`] : []),
+            ...(listed.length ? ["; not proven now:"] : []),
+          ].join("");
+  return ["", `KV transfer (prefill → decode): ${summary}`, ...listed.map((p) => pairLine(p, now))];
 }
 
 export function renderStatusText(view: StatusView, detail: boolean, now = Date.now(), paint: Paint = plain): string {

@@ -54,7 +54,9 @@ describe("the default desired/ proves its prefill → decode pair", () => {
     expect(serving?.pairs).toEqual([{ prefill: "engine-1", decode: "engine-2" }]);
     expect(serving?.engines.map((e) => e.engine)).toEqual(["engine-1", "engine-2"]);
     const shown = await runCli(["status", "--state", stateDir, "--desired", desired]);
-    expect(shown.stdout).toMatch(/engine-1 → engine-2 {2}proven/);
+    expect(shown.stdout).toMatch(
+      /^KV transfer \(prefill → decode\): 1 pair, proven for the engines running now \d+[smhd] ago$/m,
+    );
 
     // One attestation sidecar beside each engine, probed by the capture step, bound to the engine that runs.
     const sidecars = await sidecarProcesses(stateDir);
@@ -69,6 +71,7 @@ describe("the default desired/ proves its prefill → decode pair", () => {
       expect(attestation.process.pid).toBe(e.handle?.kind === "native" ? e.handle.pid : null);
     }
     const one = await runCli(["status", "engine-1", "--state", stateDir, "--desired", desired]);
+    expect(one.stdout).toMatch(/^ {2}engine-1 → engine-2 {2}proven \d+[smhd] ago$/m); // one engine's status lists its pairs
     expect(one.stdout).toMatch(/attestation: {2}http:\/\/127\.0\.0\.1:18111\/v1\/attestation served by pid \d+/);
     // `down` stops them with their engines (not left to notice their engine is gone).
     expect((await runCli(["down", "--state", stateDir])).code).toBe(0);
