@@ -61,7 +61,11 @@ const linkNames = (): string[] =>
 /** The FORWARD rules naming `bridge` as iptables -S prints them; [] where this machine has no iptables. */
 const forwardRulesOf = (bridge: string): string[] => {
   try {
-    const rules = execFileSync("iptables", ["-w", "-S", "FORWARD"], { encoding: "utf8" }).split("\n");
+    // stderr kept out of the test's output (iptables-nft warns there when legacy tables exist too)
+    const rules = execFileSync("iptables", ["-w", "-S", "FORWARD"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    }).split("\n");
     return rules.filter((l) => l.includes(` ${bridge} `));
   } catch {
     return [];
