@@ -1,6 +1,7 @@
 import { defineConfig } from "vitest/config";
 
-// Unit tests live beside their fixtures under test/ (fast, no processes);
+// Unit tests live beside their fixtures under test/ (fast: no engines, daemons or hosts; some start short
+// processes, e.g. the host access's and the benchmark's measuring);
 // e2e tests under test/e2e start real simulator processes and run serially
 // because they bind real ports and share the machine's two cores.
 // Tests on the multi-host rig (test/rig): network-namespace hosts, their own project (npm test runs it after docker).
