@@ -58,28 +58,6 @@ const netnsNames = (): string[] =>
   );
 const linkNames = (): string[] =>
   (JSON.parse(execFileSync("ip", ["-j", "link"], { encoding: "utf8" })) as { ifname: string }[]).map((l) => l.ifname);
-/** The FORWARD rules naming `bridge` as iptables -S prints them; [] where this machine has no iptables. */
-const forwardRulesOf = (bridge: string): string[] => {
-  try {
-    // stderr kept out of the test's output (iptables-nft warns there when legacy tables exist too)
-    const rules = execFileSync("iptables", ["-w", "-S", "FORWARD"], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-    }).split("\n");
-    return rules.filter((l) => l.includes(` ${bridge} `));
-  } catch {
-    return [];
-  }
-};
-// A fresh machine has none until docker.io brings it (the docker project installs it, alongside).
-const hasIptables = ((): boolean => {
-  try {
-    execFileSync("iptables", ["-w", "-S", "FORWARD"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 describe("multi-host rig", () => {
   let rig: Rig;
@@ -175,14 +153,7 @@ describe("multi-host rig", () => {
     expect((await sshRun(a, ["true"])).code).toBe(0);
   });
 
-  // What lets host-to-host traffic through where a Docker Engine set FORWARD's policy to DROP (test/rig/forward-rule.ts).
-  test.skipIf(!hasIptables)("the bridge's frames pass a FORWARD rule of the rig's own", () => {
-    expect(forwardRulesOf(rig.bridge)).toEqual([
-      `-A FORWARD -i ${rig.bridge} -o ${rig.bridge} -m comment --comment "${LINK_ALIAS_PREFIX}${process.pid}" -j ACCEPT`,
-    ]);
-  });
-
-  test("teardown leaves no namespace, veth, bridge, forwarding rule or dir of the rig, and is idempotent", async () => {
+  test("teardown leaves no namespace, veth, bridge or dir of the rig, and is idempotent", async () => {
     const mine = (names: string[]): string[] =>
       names.filter((n) => n === rig.bridge || rig.hosts.some((h) => n === h.netns) || n.startsWith(rig.bridge));
     expect(mine(netnsNames())).toHaveLength(2);
@@ -191,7 +162,6 @@ describe("multi-host rig", () => {
     await rig.teardown();
     expect(mine(netnsNames())).toEqual([]);
     expect(mine(linkNames())).toEqual([]);
-    expect(forwardRulesOf(rig.bridge)).toEqual([]);
     expect(existsSync(rig.dir)).toBe(false);
   });
 });
@@ -234,31 +204,6 @@ describe("leftovers of a killed run", () => {
       expect((await sshRun(rig.hosts[0]!, ["true"])).code).toBe(0);
     } finally {
       await rig.teardown();
-    }
-  });
-});
-
-describe("a killed run's forwarding rule", () => {
-  test.skipIf(!hasIptables)("createRig sweeps it; a live run's rule stays", async () => {
-    const gone = spawn("true");
-    const deadPid = await new Promise<number>((resolve) => gone.on("exit", () => resolve(gone.pid!)));
-    const dead = rigNames(deadPid).bridge;
-    const live = rigNames(process.pid).bridge; // this run's pid: not a leftover, whatever its bridge
-    const rule = (bridge: string, pid: number) =>
-      `FORWARD -i ${bridge} -o ${bridge} -m comment --comment ${JSON.stringify(`${LINK_ALIAS_PREFIX}${pid}`)} -j ACCEPT`;
-    for (const [bridge, pid] of [
-      [dead, deadPid],
-      [live, process.pid],
-    ] as const)
-      execFileSync("sh", ["-c", `iptables -w -A ${rule(bridge, pid)}`]);
-    try {
-      const rig = await createRig({ hosts: 1 });
-      await rig.teardown();
-      expect(forwardRulesOf(dead)).toEqual([]);
-      expect(forwardRulesOf(live)).toEqual([`-A ${rule(live, process.pid)}`]);
-    } finally {
-      for (const bridge of [dead, live])
-        for (const l of forwardRulesOf(bridge)) execFileSync("sh", ["-c", `iptables -w ${l.replace("-A", "-D")}`]);
     }
   });
 });
