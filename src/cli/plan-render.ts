@@ -89,10 +89,17 @@ function servingLines(plan: Plan): string[] {
       (e) =>
         `  ${e.engine} ${e.role} ${e.url}${!s.group_signature && e.group_signature ? ` (group ${e.group_signature})` : ""}`,
     ),
-    ...(s.pairs && s.pairs.length > 0
-      ? [`  proven pairs: ${s.pairs.map((p) => `${p.prefill} → ${p.decode}`).join(", ")}`]
-      : []),
+    ...provenPairsLine(s.pairs ?? []),
   ];
+}
+
+/** Pairs named one by one while they fit a line; more (every prefill × decode of a class) are counted. */
+const PAIRS_NAMED = 8;
+
+function provenPairsLine(pairs: readonly { prefill: string; decode: string }[]): string[] {
+  if (pairs.length === 0) return [];
+  if (pairs.length > PAIRS_NAMED) return [`  proven pairs: ${pairs.length} (\`--format json\` lists them)`];
+  return [`  proven pairs: ${pairs.map((p) => `${p.prefill} → ${p.decode}`).join(", ")}`];
 }
 
 /** Counts by what they do; the first three always, as terraform prints them, the rest when there are any. */

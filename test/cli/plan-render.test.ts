@@ -42,6 +42,18 @@ describe("plan text", () => {
     expect(text(plan).split("\n")).toContain("  proven pairs: engine-1 → engine-2");
   });
 
+  it("counts the proven pairs past eight instead of one line of thousands (a class's prefills × its decodes)", () => {
+    const pairs = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ prefill: `engine-${2 * i + 1}`, decode: `engine-${2 * i + 2}` }));
+    const at = (n: number) => text({ ...NO_CHANGES, serving: { ...NO_CHANGES.serving, pairs: pairs(n) } }).split("\n");
+    expect(at(8)).toContain(
+      `  proven pairs: ${pairs(8)
+        .map((p) => `${p.prefill} → ${p.decode}`)
+        .join(", ")}`,
+    );
+    expect(at(3984)).toContain("  proven pairs: 3984 (`--format json` lists them)");
+  });
+
   it("shows a replacement with every changed field on its own line and the summary", () => {
     const lines = text(REPLACE_ENGINE_1).split("\n");
     expect(lines.slice(0, 2)).toEqual([
