@@ -58,6 +58,15 @@ function currentByEngine(observed: Observed): Map<string, ObservedProof[]> {
   return out;
 }
 
+/** Peers named one by one while they fit a condition; past eight (a pool's), counted: each record keeps its message. */
+const PEERS_NAMED = 8;
+
+function peerWords(peers: readonly string[], role: string): string {
+  if (peers.length <= PEERS_NAMED) return peers.join(", ");
+  const kind = role === "prefill" ? "decodes" : "prefills";
+  return `${peers.length} ${kind}: ${peers.slice(0, 3).join(", ")} and ${peers.length - 3} more`;
+}
+
 /**
  * Per captured prefill or decode engine: False with the cause when a current proof of one of its
  * pairs failed; True when every current proof passed; False "Proving" while a proof is planned,
@@ -97,7 +106,7 @@ export function kvVerdicts(observed: Observed, plan: Plan): Map<string, KvVerdic
       verdicts.set(o.engine, {
         status: true,
         reason: "Proven",
-        message: `KV moves ${o.role === "prefill" ? "to" : "from"} ${peers.join(", ")} (proven at ${at})`,
+        message: `KV moves ${o.role === "prefill" ? "to" : "from"} ${peerWords(peers, o.role)} (proven at ${at})`,
       });
     } else {
       verdicts.set(o.engine, {

@@ -32,6 +32,26 @@ const planOf = (actions: Action[] = []): Plan => ({
 });
 
 describe("KVTransfer verdicts", () => {
+  it("names up to eight peers and counts more: a prefill of one model's 500 decodes keeps a short condition", () => {
+    const decodes = (n: number) => Array.from({ length: n }, (_, i) => desiredOf(specOf(2 * i + 2, "decode")));
+    const verdict = (n: number) => {
+      const proofs = Object.fromEntries(
+        decodes(n).map((x) => [
+          `engine-1>${x.engine}`,
+          proof({ decode: { engine: x.engine, launch_token: `tok-${x.engine}`, run_dir: "/r", node: null } }),
+        ]),
+      );
+      return kvVerdicts(observedOf([captured(p), ...decodes(n).map((x) => captured(x))], { proofs }), planOf());
+    };
+    expect(verdict(8).get("engine-1")?.message).toBe(
+      "KV moves to engine-2, engine-4, engine-6, engine-8, engine-10, engine-12, engine-14, engine-16 (proven at 2026-12-01T12:00:00.000Z)",
+    );
+    expect(verdict(500).get("engine-1")?.message).toBe(
+      "KV moves to 500 decodes: engine-2, engine-4, engine-6 and 497 more (proven at 2026-12-01T12:00:00.000Z)",
+    );
+    expect(verdict(500).get("engine-2")?.message).toBe("KV moves from engine-1 (proven at 2026-12-01T12:00:00.000Z)");
+  });
+
   it("True on both ends of a current passed proof, naming the peer", () => {
     const v = kvVerdicts(
       observedOf([captured(p), captured(d)], { proofs: { "engine-1>engine-2": proof() } }),
