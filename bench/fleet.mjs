@@ -29,7 +29,7 @@ import { parseArgs } from "node:util";
 import { generateDesired } from "./fleet-gen.mjs";
 import { writeFleetState } from "./fleet-state.mjs";
 import { writeConvergedFleetState } from "./fleet-state-converged.mjs";
-import { cleanEnv, measureNode, resultFile, Samples } from "./measure.mjs";
+import { cleanEnv, measureNode, Samples, writeResult } from "./measure.mjs";
 import { watchLatency } from "./fleet-watch.mjs";
 import { convergedFleet, scaleBench } from "./fleet-scale.mjs";
 import { machine, printTable } from "./fleet-report.mjs";
@@ -177,8 +177,4 @@ try {
 }
 
 printTable(report);
-const out = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10));
-await fs.mkdir(path.dirname(out), { recursive: true });
-// wx: a run started alongside that took the same default name fails here rather than overwrite it
-await fs.writeFile(out, JSON.stringify(report, null, 2) + "\n", { flag: values.json ? "w" : "wx" });
-console.log(`written to ${path.relative(process.cwd(), out) || out}`);
+writeResult(report, { json: values.json, dir: path.join(root, "bench/results") });

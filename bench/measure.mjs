@@ -1,7 +1,7 @@
 // Measuring one child process: wall time, CPU (user + sys, as the kernel accounts the reaped child, in
 // microseconds: bench/rusage.py) and peak RSS, and medians over runs.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -51,6 +51,21 @@ export function resultFile(dir, date, suffix = "") {
     const file = path.join(dir, `${date}${n === 1 ? "" : `-${n}`}${suffix}.json`);
     if (!existsSync(file)) return file;
   }
+}
+
+/**
+ * Write a run's report as JSON: to `json` when --json names a file (overwritten: the caller asked for it), else
+ * to resultFile(dir, the report's date, suffix), exclusively (wx): a run started alongside that took the same
+ * name fails rather than overwrite it. Says where, and returns the file.
+ * @param {{ at: string }} report
+ * @param {{ json?: string, dir: string, suffix?: string }} where
+ */
+export function writeResult(report, { json, dir, suffix = "" }) {
+  const file = json ?? resultFile(dir, report.at.slice(0, 10), suffix);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(report, null, 2) + "\n", { flag: json ? "w" : "wx" });
+  console.log(`written to ${path.relative(process.cwd(), file) || file}`);
+  return file;
 }
 
 export const median = (xs) => {

@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
 import { machine } from "./fleet-report.mjs";
-import { resultFile } from "./measure.mjs";
+import { writeResult } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -42,9 +42,7 @@ try {
       `${r.shape.padEnd(9)} ${String(r.engines).padStart(5)}  ${r.case.padEnd(40)} ${String(r.median_ms).padStart(8)} ms  ${r.actions} actions  plan ${r.plan_sha}`,
     );
   const report = { at: new Date().toISOString(), machine: machine(), runs: Number(values.runs), rows };
-  const file = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10), "-plan-rollout");
-  await fs.writeFile(file, JSON.stringify(report, null, 2) + "\n", { flag: values.json ? "w" : "wx" }); // as fleet.mjs
-  console.log(`written to ${path.relative(root, file)}`);
+  writeResult(report, { json: values.json, dir: path.join(root, "bench/results"), suffix: "-plan-rollout" });
 } finally {
   await fs.rm(dir, { recursive: true, force: true });
 }

@@ -13,7 +13,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { cleanEnv, measureNode, median, resultFile } from "./measure.mjs";
+import { cleanEnv, measureNode, median, writeResult } from "./measure.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -97,7 +97,5 @@ for (const r of rows)
     ].join("\t"),
   );
 const report = { at: new Date().toISOString(), node: process.version, runs, floor_cpu_s: floor, rows };
-const out = values.json ?? resultFile(path.join(root, "bench/results"), report.at.slice(0, 10), "-startup");
-fs.writeFileSync(out, JSON.stringify(report, null, 2) + "\n", { flag: values.json ? "w" : "wx" }); // as fleet.mjs
-console.log(`written to ${path.relative(process.cwd(), out) || out}`);
+writeResult(report, { json: values.json, dir: path.join(root, "bench/results"), suffix: "-startup" });
 fs.rmSync(state, { recursive: true, force: true });

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { measureCommand, measureNode, resultFile } from "../../bench/measure.mjs";
+import { measureCommand, measureNode, resultFile, writeResult } from "../../bench/measure.mjs";
 
 describe("measureCommand", () => {
   it("reads CPU finer than the hundredths GNU time printed", () => {
@@ -74,6 +74,28 @@ describe("resultFile", () => {
       ]);
       // the fleet's own file numbers on its own
       expect(path.basename(resultFile(dir, "2026-12-07"))).toBe("2026-12-07.json");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("writeResult", () => {
+  it("writes a day's runs side by side under their default names, and overwrites only a file --json names", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "narwhal-bench-results-"));
+    try {
+      const report = (n: number) => ({ at: "2026-12-07T03:00:00.000Z", n });
+      const first = writeResult(report(1), { dir, suffix: "-startup" });
+      const second = writeResult(report(2), { dir, suffix: "-startup" });
+      expect([first, second].map((f) => path.basename(f))).toEqual([
+        "2026-12-07-startup.json",
+        "2026-12-07-2-startup.json",
+      ]);
+      expect(JSON.parse(fs.readFileSync(first, "utf8"))).toEqual(report(1));
+      const named = path.join(dir, "sub", "named.json");
+      writeResult(report(3), { json: named, dir });
+      writeResult(report(4), { json: named, dir });
+      expect(JSON.parse(fs.readFileSync(named, "utf8"))).toEqual(report(4));
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
