@@ -235,8 +235,9 @@ function pairLines(view: StatusView, now: number, detail: boolean): string[] {
   if (detail) return ["", "KV transfer (prefill → decode):", ...pairs.map((p) => pairLine(p, now))];
   const runs = new Set(view.engines.filter((e) => e.handle).map((e) => e.engine));
   const proven = pairs.filter((p) => p.current && p.passed);
-  const idle = pairs.filter((p) => !(p.current && p.passed) && !(runs.has(p.prefill) && runs.has(p.decode)));
-  const listed = pairs.filter((p) => !(p.current && p.passed) && runs.has(p.prefill) && runs.has(p.decode));
+  const notProven = pairs.filter((p) => !(p.current && p.passed));
+  const listed = notProven.filter((p) => runs.has(p.prefill) && runs.has(p.decode));
+  const idle = notProven.length - listed.length;
   const oldest = proven.reduce<string | null>((o, p) => (o === null || p.at < o ? p.at : o), null);
   const hint = "(`narwhal status ENGINE` lists an engine's)";
   const summary =
@@ -246,7 +247,7 @@ function pairLines(view: StatusView, now: number, detail: boolean): string[] {
         ? `${pairs.length} pairs, all proven for the engines running now, the oldest proof ${age(oldest, now)} ${hint}`
         : [
             `${pairs.length} pair${pairs.length === 1 ? "" : "s"}: ${proven.length} proven for the engines running now`,
-            ...(idle.length ? [`, ${idle.length} of engines not running now ${hint}`] : []),
+            ...(idle ? [`, ${idle} of engines not running now ${hint}`] : []),
             ...(listed.length ? ["; not proven now:"] : []),
           ].join("");
   return ["", `KV transfer (prefill → decode): ${summary}`, ...listed.map((p) => pairLine(p, now))];
