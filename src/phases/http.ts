@@ -1,12 +1,14 @@
 // HTTP to the engine: every request carries the actor's AbortSignal plus its
 // own deadline, so a hung engine never holds a step past its budget.
 //
-// node:http, not fetch: fetch loads undici on first use (about 45 ms of CPU, a
+// http: through http-wire.ts (one exchange per connection over node:net, at half
+// node:http's CPU per request), https: (an attestation URL may be) through
+// node:https. Not fetch: fetch loads undici on first use (about 45 ms of CPU, a
 // tenth of a no-op reconcile) and reports every refused or cut connection as
-// "fetch failed", where node:http names it ("connect ECONNREFUSED 127.0.0.1:8100",
+// "fetch failed", where these name it ("connect ECONNREFUSED 127.0.0.1:8100",
 // "socket hang up"). An abort rejects with the signal's reason, as fetch does:
 // the deadline's TimeoutError is a failed request, the actor's abort a cancellation.
-import http from "node:http";
+import { wireRequest } from "./http-wire.js";
 
 export interface HttpResponse {
   status: number;
@@ -21,20 +23,26 @@ export async function httpRequest(
   const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
   signal.throwIfAborted();
   const target = new URL(url);
-  // https only for an endpoint that names it (an attestation URL may): its module loads then.
-  const client = target.protocol === "https:" ? await import("node:https") : http;
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
   const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
   if (payload !== undefined) {
     headers["Content-Type"] = "application/json";
     headers["Content-Length"] = String(Buffer.byteLength(payload));
   }
+  const method = payload === undefined ? "GET" : "POST";
+  if (target.protocol === "http:") return wireRequest(target, method, headers, payload, signal);
+  if (target.protocol !== "https:")
+    throw Object.assign(new TypeError(`Protocol "${target.protocol}" not supported. Expected "http:" or "https:"`), {
+      code: "ERR_INVALID_PROTOCOL",
+    });
+  // Loaded for an endpoint that names https only.
+  const https = await import("node:https");
   return new Promise<HttpResponse>((resolve, reject) => {
     const settle = (f: () => void) => {
       signal.removeEventListener("abort", onAbort);
       f();
     };
-    const req = client.request(target, { method: payload === undefined ? "GET" : "POST", headers }, (res) => {
+    const req = https.request(target, { method, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => settle(() => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) })));

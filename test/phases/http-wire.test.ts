@@ -1,0 +1,130 @@
+// The HTTP/1.1 exchange of http-wire.ts against a real TCP server that answers byte for byte as a test
+// scripts it: how a response ends (Content-Length, last chunk, the server's close) whatever the
+// packets, interim answers skipped, a connection cut short or a response that is not HTTP refused,
+// and what the server is sent.
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { httpRequest } from "../../src/phases/http.js";
+
+/** Writes a response in pieces, a pause apart (each its own packet on loopback: nodelay). */
+type Script = { pieces: string[]; close: boolean };
+
+describe("http-wire (httpRequest of an http: URL)", () => {
+  let server: net.Server;
+  let base: string;
+  const scripts = new Map<string, Script>();
+  const received: string[] = [];
+
+  beforeAll(async () => {
+    server = net.createServer((socket) => {
+      socket.setNoDelay(true);
+      let text = "";
+      socket.on("data", (d: Buffer) => {
+        text += d.toString("latin1");
+        if (!text.includes("\r\n\r\n")) return;
+        received.push(text);
+        const path = /^[A-Z]+ (\S+)/.exec(text)?.[1] ?? "";
+        const script = scripts.get(path)!;
+        void (async () => {
+          for (const piece of script.pieces) {
+            socket.write(piece);
+            await new Promise((r) => setTimeout(r, 15));
+          }
+          if (script.close) socket.end();
+        })();
+      });
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const get = (path: string, script: Script, headers?: Record<string, string>) => {
+    scripts.set(path, script);
+    return httpRequest(`${base}${path}`, { timeoutMs: 3000, ...(headers ? { headers } : {}) });
+  };
+
+  it("reads to the Content-Length without waiting for a close, the head split anywhere", async () => {
+    const r = await get("/length", {
+      pieces: ["HTTP/1.1 200 OK\r\nContent-Le", "ngth: 11\r\n\r\nhello", " world", "trailing junk"],
+      close: false,
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.toString()).toBe("hello world");
+  });
+
+  it("decodes a chunked body whose last chunk comes alone, without waiting for a close", async () => {
+    const r = await get("/chunked", {
+      pieces: [
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "5\r\nvllm:\r\n",
+        "b;ext=1\r\n_num_prompt\r\n",
+        "0\r\n\r\n",
+      ],
+      close: false,
+    });
+    expect(r.body.toString()).toBe("vllm:_num_prompt");
+  });
+
+  it("reads an empty chunked body, and a body without a length to the server's close", async () => {
+    const empty = await get("/empty", {
+      pieces: ["HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"],
+      close: false,
+    });
+    expect([empty.status, empty.body.length]).toEqual([204, 0]);
+    const toClose = await get("/to-close", { pieces: ["HTTP/1.0 401 Unauthorized\r\n\r\n", "no key"], close: true });
+    expect([toClose.status, toClose.body.toString()]).toEqual([401, "no key"]);
+  });
+
+  it("skips an interim answer and takes the one that follows", async () => {
+    const r = await get("/interim", {
+      pieces: ["HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"],
+      close: false,
+    });
+    expect([r.status, r.body.toString()]).toEqual([201, "ok"]);
+  });
+
+  it("says 'socket hang up' when the server closes before the whole response", async () => {
+    await expect(
+      get("/short", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf"], close: true }),
+    ).rejects.toMatchObject({ message: "socket hang up", code: "ECONNRESET" });
+    await expect(
+      get("/cut-chunk", { pieces: ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"], close: true }),
+    ).rejects.toMatchObject({ message: "socket hang up" });
+    await expect(get("/nothing", { pieces: [], close: true })).rejects.toMatchObject({ message: "socket hang up" });
+  });
+
+  it("refuses what is not an HTTP response, naming what it got", async () => {
+    await expect(get("/ssh", { pieces: ["SSH-2.0-OpenSSH_9.2\r\n"], close: false })).rejects.toThrow(
+      'malformed HTTP response: status line "SSH-2.0-OpenSSH_9.2"',
+    );
+    await expect(
+      get("/two-lengths", {
+        pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok"],
+        close: false,
+      }),
+    ).rejects.toThrow('malformed HTTP response: Content-Length "3"');
+  });
+
+  it("sends one request with its Host, Connection: close and the caller's headers; refuses a header that would split it", async () => {
+    await get(
+      "/sent?x=1",
+      { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"], close: false },
+      {
+        Authorization: "Bearer k",
+      },
+    );
+    const port = new URL(base).port;
+    expect(received.at(-1)).toBe(
+      `GET /sent?x=1 HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\nAuthorization: Bearer k\r\n\r\n`,
+    );
+    const before = received.length;
+    await expect(
+      get("/split", { pieces: [], close: true }, { Authorization: "Bearer k\r\nX-Evil: 1" }),
+    ).rejects.toMatchObject({ code: "ERR_INVALID_CHAR" });
+    expect(received.length).toBe(before);
+  });
+});
