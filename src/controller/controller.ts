@@ -321,7 +321,7 @@ export class Controller {
     const isStarted = (key: string) => this.execution.isStarted(key);
     const byKey = keyedActions(
       plan.actions,
-      [...this.actors.keys()].filter((n) => !isStarted(n)),
+      [...this.actors.keys()].filter((n) => this.execution.needsStart(n)),
       isStarted,
     );
     // The latest plan wins: what an older plan asked for and no key has executed yet is dropped.
