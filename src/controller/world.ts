@@ -9,7 +9,7 @@ import type { EngineHandle } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { readPlan } from "../phases/prepare.js";
 import { httpRequest, joinUrl } from "../phases/http.js";
-import { keyNotEnforced, planHasKey, runKeyRefused } from "../phases/key-enforcement.js";
+import { keyFindings, planHasKey } from "../phases/key-enforcement.js";
 import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
 import type { Liveness } from "./plan-types.js";
@@ -111,12 +111,7 @@ export class World {
     if (!plan || !planHasKey(plan)) return null; // an unreadable plan is the integrity checks' finding, not a key's
     try {
       const problems = await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan);
-      const [open, refused] = await Promise.all([
-        keyNotEnforced(plan, 5000).catch(() => null),
-        runKeyRefused(plan, runDir, 5000).catch(() => null),
-      ]);
-      if (open) problems.push(open);
-      if (refused) problems.push(refused);
+      problems.push(...(await keyFindings(plan, runDir, 5000)));
       return problems.length ? problems.join("; ") : null;
     } catch (err) {
       if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's

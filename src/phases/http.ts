@@ -1,28 +1,45 @@
 // HTTP to the engine: every request carries the actor's AbortSignal plus its
 // own deadline, so a hung engine never holds a step past its budget.
 //
-// http: through http-wire.ts (one exchange per connection over node:net, at half
-// node:http's CPU per request), https: (an attestation URL may be) through
-// node:https. Not fetch: fetch loads undici on first use (about 45 ms of CPU, a
+// http: through http-wire.ts (over node:net, at half node:http's CPU per
+// request; GETs to one engine pipelined on one connection), https: (an
+// attestation URL may be) through node:https. Not fetch: fetch loads undici on first use (about 45 ms of CPU, a
 // tenth of a no-op reconcile) and reports every refused or cut connection as
 // "fetch failed", where these name it ("connect ECONNREFUSED 127.0.0.1:8100",
 // "socket hang up"). An abort rejects with the signal's reason, as fetch does:
 // the deadline's TimeoutError is a failed request, the actor's abort a cancellation.
-import { wireRequest } from "./http-wire.js";
+import { wireExchange } from "./http-wire.js";
 
-export interface HttpResponse {
-  status: number;
-  body: Buffer;
+export type { WireResponse as HttpResponse } from "./http-response.js";
+import type { WireResponse as HttpResponse } from "./http-response.js";
+
+export interface HttpOptions {
+  signal?: AbortSignal;
+  timeoutMs: number;
+}
+
+/** The actor's signal (if any) with the request's own deadline. */
+function deadlineOf(opts: HttpOptions): AbortSignal {
+  const deadline = AbortSignal.timeout(opts.timeoutMs);
+  const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
+  signal.throwIfAborted();
+  return signal;
+}
+
+function refuseProtocol(target: URL): void {
+  if (target.protocol !== "http:" && target.protocol !== "https:")
+    throw Object.assign(new TypeError(`Protocol "${target.protocol}" not supported. Expected "http:" or "https:"`), {
+      code: "ERR_INVALID_PROTOCOL",
+    });
 }
 
 export async function httpRequest(
   url: string,
-  opts: { signal?: AbortSignal; timeoutMs: number; headers?: Record<string, string>; body?: unknown },
+  opts: HttpOptions & { headers?: Record<string, string>; body?: unknown },
 ): Promise<HttpResponse> {
-  const deadline = AbortSignal.timeout(opts.timeoutMs);
-  const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
-  signal.throwIfAborted();
+  const signal = deadlineOf(opts);
   const target = new URL(url);
+  refuseProtocol(target);
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
   const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
   if (payload !== undefined) {
@@ -30,11 +47,47 @@ export async function httpRequest(
     headers["Content-Length"] = String(Buffer.byteLength(payload));
   }
   const method = payload === undefined ? "GET" : "POST";
-  if (target.protocol === "http:") return wireRequest(target, method, headers, payload, signal);
-  if (target.protocol !== "https:")
-    throw Object.assign(new TypeError(`Protocol "${target.protocol}" not supported. Expected "http:" or "https:"`), {
-      code: "ERR_INVALID_PROTOCOL",
-    });
+  if (target.protocol === "http:") {
+    const path = target.pathname + target.search;
+    return (
+      await wireExchange(target, [{ method, path, headers, ...(payload !== undefined ? { payload } : {}) }], signal)
+    )[0]!;
+  }
+  return httpsRequest(target, method, headers, payload, signal);
+}
+
+/**
+ * GETs of several paths of one endpoint, answered in order, under one deadline: pipelined on one
+ * connection for http: (an engine's two key checks each resync), one request each for https:.
+ */
+export async function httpGets(
+  endpoint: string,
+  gets: Array<{ path: string; headers?: Record<string, string> }>,
+  opts: HttpOptions,
+): Promise<HttpResponse[]> {
+  const signal = deadlineOf(opts);
+  const targets = gets.map((g) => new URL(joinUrl(endpoint, g.path)));
+  for (const t of targets) refuseProtocol(t);
+  if (targets.every((t) => t.protocol === "http:" && t.host === targets[0]!.host))
+    return wireExchange(
+      targets[0]!,
+      gets.map((g, i) => ({
+        method: "GET",
+        path: targets[i]!.pathname + targets[i]!.search,
+        headers: g.headers ?? {},
+      })),
+      signal,
+    );
+  return Promise.all(targets.map((t, i) => httpRequest(t.href, { ...opts, signal, headers: gets[i]!.headers ?? {} })));
+}
+
+async function httpsRequest(
+  target: URL,
+  method: string,
+  headers: Record<string, string>,
+  payload: string | undefined,
+  signal: AbortSignal,
+): Promise<HttpResponse> {
   // Loaded for an endpoint that names https only.
   const https = await import("node:https");
   return new Promise<HttpResponse>((resolve, reject) => {

@@ -7,12 +7,20 @@
 // and all, and the engine restarted inside its container), which clients
 // holding the fleet's key cannot use.
 import type { LaunchPlan } from "./plan.js";
-import { httpRequest, joinUrl } from "./http.js";
+import { httpGets, httpRequest, joinUrl } from "./http.js";
 import { runKeyHeaders } from "./run-env.js";
 
 /** The plan asks for an API key (its value lives only in the run directory). */
 export const planHasKey = (plan: Pick<LaunchPlan, "secret_environment">): boolean =>
   plan.secret_environment.includes("VLLM_API_KEY");
+
+const notEnforced = (status: number): string | null =>
+  status === 401 ? null : `/v1/models answered HTTP ${status} without the API key (401 expected)`;
+
+const ownKeyRefused = (status: number): string | null =>
+  status === 401 || status === 403
+    ? `/v1/models answered HTTP ${status} to the run's own API key: the engine serves with another key`
+    : null;
 
 /**
  * null when /v1/models refuses a request without the key (401), else what it answered instead.
@@ -24,22 +32,26 @@ export async function keyNotEnforced(
   signal?: AbortSignal,
 ): Promise<string | null> {
   const res = await httpRequest(joinUrl(plan.endpoint, "/v1/models"), { timeoutMs, ...(signal ? { signal } : {}) });
-  return res.status === 401 ? null : `/v1/models answered HTTP ${res.status} without the API key (401 expected)`;
+  return notEnforced(res.status);
 }
 
 /**
- * null when /v1/models takes the run's own key (anything but 401 or 403: what else it answers is health's
- * business), else what it answered. Throws when the run holds no key or the request gets no answer.
+ * What a resync finds wrong with a running engine's key: /v1/models answers without the key (401
+ * expected), or refuses the run's own key (401 or 403: it serves with another). Both GETs go on one
+ * connection. What gets no answer is health's business, not a key problem: no finding then; nor is
+ * the run's key check made when the run holds no key.
  */
-export async function runKeyRefused(
+export async function keyFindings(
   plan: Pick<LaunchPlan, "endpoint">,
   runDir: string,
   timeoutMs: number,
-): Promise<string | null> {
-  const headers = await runKeyHeaders(runDir);
-  if (!headers.Authorization) throw new Error(`${runDir} holds no VLLM_API_KEY`);
-  const res = await httpRequest(joinUrl(plan.endpoint, "/v1/models"), { timeoutMs, headers });
-  return res.status === 401 || res.status === 403
-    ? `/v1/models answered HTTP ${res.status} to the run's own API key: the engine serves with another key`
-    : null;
+): Promise<string[]> {
+  const headers = await runKeyHeaders(runDir).catch(() => ({}) as Record<string, string>);
+  const own = headers.Authorization ? [{ path: "/v1/models", headers }] : [];
+  const answers = await httpGets(plan.endpoint, [{ path: "/v1/models" }, ...own], { timeoutMs }).catch(() => null);
+  if (!answers) return [];
+  const [open, withKey] = answers;
+  return [notEnforced(open!.status), withKey ? ownKeyRefused(withKey.status) : null].filter(
+    (f): f is string => f !== null,
+  );
 }

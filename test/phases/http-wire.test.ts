@@ -1,37 +1,52 @@
-// The HTTP/1.1 exchange of http-wire.ts against a real TCP server that answers byte for byte as a test
+// The HTTP/1.1 exchanges of http-wire.ts against a real TCP server that answers byte for byte as a test
 // scripts it: how a response ends (Content-Length, last chunk, the server's close) whatever the
 // packets, interim answers skipped, a connection cut short or a response that is not HTTP refused,
-// and what the server is sent.
+// what the server is sent, and GETs pipelined on one connection (sent again where it closed early).
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpRequest } from "../../src/phases/http.js";
+import { httpGets, httpRequest } from "../../src/phases/http.js";
 
-/** Writes a response in pieces, a pause apart (each its own packet on loopback: nodelay). */
+/**
+ * Writes a response in pieces, a pause apart (each its own packet on loopback: nodelay), then closes the
+ * connection if `close` (requests pipelined after it go unanswered).
+ */
 type Script = { pieces: string[]; close: boolean };
 
-describe("http-wire (httpRequest of an http: URL)", () => {
+describe("http-wire (httpRequest and httpGets of http: URLs)", () => {
   let server: net.Server;
   let base: string;
   const scripts = new Map<string, Script>();
-  const received: string[] = [];
+  /** Each request head as received, with the number of the connection it came on. */
+  const received: Array<{ head: string; connection: number }> = [];
+  let connections = 0;
 
   beforeAll(async () => {
     server = net.createServer((socket) => {
       socket.setNoDelay(true);
+      const connection = ++connections;
       let text = "";
+      // Requests (GETs: heads only) answered one after another, in the order they came.
+      let answering: Promise<void> = Promise.resolve();
+      let closed = false;
       socket.on("data", (d: Buffer) => {
         text += d.toString("latin1");
-        if (!text.includes("\r\n\r\n")) return;
-        received.push(text);
-        const path = /^[A-Z]+ (\S+)/.exec(text)?.[1] ?? "";
-        const script = scripts.get(path)!;
-        void (async () => {
-          for (const piece of script.pieces) {
-            socket.write(piece);
-            await new Promise((r) => setTimeout(r, 15));
-          }
-          if (script.close) socket.end();
-        })();
+        for (let end = text.indexOf("\r\n\r\n"); end >= 0; end = text.indexOf("\r\n\r\n")) {
+          const head = text.slice(0, end + 4);
+          text = text.slice(end + 4);
+          received.push({ head, connection });
+          const script = scripts.get(/^[A-Z]+ (\S+)/.exec(head)?.[1] ?? "")!;
+          answering = answering.then(async () => {
+            if (closed) return;
+            for (const piece of script.pieces) {
+              socket.write(piece);
+              await new Promise((r) => setTimeout(r, 15));
+            }
+            if (script.close) {
+              closed = true;
+              socket.end();
+            }
+          });
+        }
       });
       socket.on("error", () => {});
     });
@@ -71,10 +86,16 @@ describe("http-wire (httpRequest of an http: URL)", () => {
 
   it("reads an empty chunked body, and a body without a length to the server's close", async () => {
     const empty = await get("/empty", {
-      pieces: ["HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"],
+      pieces: ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"],
       close: false,
     });
-    expect([empty.status, empty.body.length]).toEqual([204, 0]);
+    expect([empty.status, empty.body.length]).toEqual([200, 0]);
+    // 204 has no body whatever its headers say, and what follows the answer is not read.
+    const none = await get("/none", {
+      pieces: ["HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\njunk"],
+      close: false,
+    });
+    expect([none.status, none.body.length]).toEqual([204, 0]);
     const toClose = await get("/to-close", { pieces: ["HTTP/1.0 401 Unauthorized\r\n\r\n", "no key"], close: true });
     expect([toClose.status, toClose.body.toString()]).toEqual([401, "no key"]);
   });
@@ -118,7 +139,7 @@ describe("http-wire (httpRequest of an http: URL)", () => {
       },
     );
     const port = new URL(base).port;
-    expect(received.at(-1)).toBe(
+    expect(received.at(-1)?.head).toBe(
       `GET /sent?x=1 HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\nAuthorization: Bearer k\r\n\r\n`,
     );
     const before = received.length;
@@ -126,5 +147,47 @@ describe("http-wire (httpRequest of an http: URL)", () => {
       get("/split", { pieces: [], close: true }, { Authorization: "Bearer k\r\nX-Evil: 1" }),
     ).rejects.toMatchObject({ code: "ERR_INVALID_CHAR" });
     expect(received.length).toBe(before);
+  });
+
+  it("pipelines GETs on one connection, the last closing it, and reads each answer whatever ends it", async () => {
+    scripts.set("/a", { pieces: ["HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope"], close: false });
+    // A chunked answer whose last chunk shares a packet with the next answer's head.
+    scripts.set("/b", {
+      pieces: ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n", "0\r\n\r\nHTTP/1.1 20"],
+      close: false,
+    });
+    scripts.set("/c", { pieces: ["0 OK\r\n\r\nto the close"], close: true });
+    const before = connections;
+    const answers = await httpGets(
+      base,
+      [{ path: "/a" }, { path: "/b", headers: { Authorization: "Bearer k" } }, { path: "/c" }],
+      {
+        timeoutMs: 3000,
+      },
+    );
+    expect(answers.map((a) => [a.status, a.body.toString()])).toEqual([
+      [401, "nope"],
+      [200, "ok"],
+      [200, "to the close"],
+    ]);
+    expect(connections - before).toBe(1);
+    const heads = received.slice(-3).map((r) => r.head);
+    expect(heads.map((h) => h.split("\r\n")[0])).toEqual(["GET /a HTTP/1.1", "GET /b HTTP/1.1", "GET /c HTTP/1.1"]);
+    expect(heads.map((h) => h.includes("Connection: close"))).toEqual([false, false, true]);
+    expect(heads[1]).toContain("Authorization: Bearer k");
+  });
+
+  it("sends again, on a new connection, what a server that closed after an answer left unanswered", async () => {
+    scripts.set("/first", {
+      pieces: ["HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n1"],
+      close: true,
+    });
+    scripts.set("/second", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2"], close: false });
+    const before = connections;
+    const answers = await httpGets(base, [{ path: "/first" }, { path: "/second" }], { timeoutMs: 3000 });
+    expect(answers.map((a) => a.body.toString())).toEqual(["1", "2"]);
+    expect(connections - before).toBe(2);
+    expect(received.at(-1)).toMatchObject({ connection: before + 2 });
+    expect(received.at(-1)?.head).toMatch(/^GET \/second HTTP\/1\.1\r\n/);
   });
 });
