@@ -14,7 +14,7 @@ import { NodeFaults } from "./node-faults.js";
 import { isInputsRef, type AppliedInputs } from "../state/applied-inputs.js";
 
 export { recordContext };
-import { claimedTokens, planOnce, type Owned, type World } from "./world.js";
+import { claimedTokens, type Owned, type World } from "./world.js";
 import type { OwnedEngine } from "../backends/types.js";
 import type { Liveness, Observed, ObservedEngine, ObservedProof, OwnedObserved, ServingFleet } from "./plan-types.js";
 
@@ -161,14 +161,16 @@ async function observeEngine(
     problem = opts.atStart ? `found stopped at controller start (${reason})` : reason;
   } else if (handle && liveness === "alive" && ctx.run) {
     // Any engine narwhal started must hold its key (a security promise); health is judged once it serves.
-    const planOf = planOnce(ctx.run.dir);
-    const key = opts.key ? await world.keyProblem(handle, ctx.run.dir, planOf) : null;
+    const wantHealth = !!opts.health && k.phase === "captured";
+    const { key, health } =
+      opts.key || wantHealth
+        ? await world.servingProblems(handle, ctx.run.dir, { key: !!opts.key, health: wantHealth })
+        : { key: null, health: null };
     if (key !== null)
       problem = opts.atStart
         ? `found at controller start without its API key as recorded: ${key}`
         : `it does not hold its API key as recorded: ${key}`;
-    else if (opts.health && k.phase === "captured") {
-      const health = await world.health(ctx.run.dir, planOf);
+    else if (wantHealth) {
       const strikes = health === null ? 0 : (opts.strikes?.get(k.engine) ?? 0) + 1;
       opts.strikes?.set(k.engine, strikes);
       if (health !== null && strikes >= (opts.unhealthyStrikes ?? 2)) {

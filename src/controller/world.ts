@@ -8,8 +8,8 @@ import type { EngineBackend, OwnedEngine } from "../backends/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { readPlan } from "../phases/prepare.js";
-import { httpRequest, joinUrl } from "../phases/http.js";
-import { keyFindings, planHasKey } from "../phases/key-enforcement.js";
+import { httpGets } from "../phases/http.js";
+import { keyChecks, keyFindings, planHasKey } from "../phases/key-enforcement.js";
 import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
 import type { Liveness } from "./plan-types.js";
@@ -24,15 +24,6 @@ export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
  * 20 MB logs took 230 s of CPU and 17.7 GB of memory.
  */
 const LOST_REASON_TAIL_BYTES = 16 * 1024;
-
-/** A run's launch.json, read at most once however many checks of one observation ask for it. */
-export type PlanOf = () => Promise<LaunchPlan>;
-
-/** One observation's read of a run's plan: its key and health checks each read it (two reads per engine per pass). */
-export function planOnce(runDir: string): PlanOf {
-  let read: Promise<LaunchPlan> | null = null;
-  return () => (read ??= readPlan(runDir).then((r) => r.plan));
-}
 
 /** Launch tokens that some engine context still stands for: anything else running is an orphan. */
 export function claimedTokens(
@@ -90,36 +81,56 @@ export class World {
     return last ? `exited; last log lines: ${redactText(last, secrets)}` : "exited";
   }
 
-  /** null when the engine's /health answers 200, else what it did instead. */
-  async health(runDir: string, planOf: PlanOf = planOnce(runDir)): Promise<string | null> {
-    try {
-      const plan = await planOf();
-      const res = await httpRequest(joinUrl(plan.endpoint, "/health"), { timeoutMs: 5000 });
-      return res.status === 200 ? null : `/health answered ${res.status}`;
-    } catch (err) {
-      return `/health did not answer: ${(err as Error).message}`;
-    }
-  }
-
   /**
-   * null when an engine with a key enforces it (401 without it), takes the run's own key, and its key
-   * file is as recorded (mode, digest), else the cause. What cannot be observed (daemon or engine not answering) is
-   * not a key problem: liveness and health deal with it, and nothing is acted on by guess.
+   * What an observation of a running engine finds wrong with its API key and, when asked, its health,
+   * over one connection (the key checks' GETs and /health pipelined: a resync opened two an engine).
+   * key: null when an engine with a key enforces it (401 without it), takes the run's own key, and its
+   * key file is as recorded (mode, digest), else the cause. What cannot be observed (daemon or engine
+   * not answering) is not a key problem: liveness and health deal with it, nothing is acted on by guess.
+   * health: null when /health answers 200 (or was not asked), else what it did instead.
    */
-  async keyProblem(handle: EngineHandle, runDir: string, planOf: PlanOf = planOnce(runDir)): Promise<string | null> {
-    const plan = await planOf().catch(() => null);
-    if (!plan || !planHasKey(plan)) return null; // an unreadable plan is the integrity checks' finding, not a key's
+  async servingProblems(
+    handle: EngineHandle,
+    runDir: string,
+    want: { key: boolean; health: boolean },
+  ): Promise<{ key: string | null; health: string | null }> {
+    let plan: LaunchPlan;
     try {
-      const problems = await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan);
-      problems.push(...(await keyFindings(plan, runDir, 5000)));
-      return problems.length ? problems.join("; ") : null;
+      plan = (await readPlan(runDir)).plan;
     } catch (err) {
-      if (err instanceof PhaseError) return err.message; // the run's own key is gone: nothing can prove the engine's
-      this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, {
-        engine: plan.engine,
-      });
-      return null;
+      // An unreadable plan is the integrity checks' finding, not a key's.
+      return { key: null, health: want.health ? `/health did not answer: ${(err as Error).message}` : null };
     }
+    const problems: string[] = [];
+    let checkKey = want.key && planHasKey(plan);
+    if (checkKey) {
+      try {
+        problems.push(
+          ...(await this.backends[handle.kind].keyProblems(handle, { engine: plan.engine, dir: runDir }, plan)),
+        );
+      } catch (err) {
+        if (err instanceof PhaseError) return { key: err.message, health: null }; // the run's own key is gone: nothing can prove the engine's
+        this.log.warn(`cannot observe the API key of ${plan.engine}'s engine: ${(err as Error).message}`, {
+          engine: plan.engine,
+        });
+        checkKey = false;
+      }
+    }
+    const keyGets = checkKey ? await keyChecks(runDir) : [];
+    const gets = [...keyGets, ...(want.health ? [{ path: "/health" }] : [])];
+    const answers =
+      gets.length > 0
+        ? await httpGets(plan.endpoint, gets, { timeoutMs: 5000 }).catch((err: unknown) => err as Error)
+        : [];
+    let health: string | null = null;
+    if (answers instanceof Error) {
+      if (want.health) health = `/health did not answer: ${answers.message}`;
+    } else {
+      problems.push(...keyFindings(answers.slice(0, keyGets.length)));
+      const answered = answers[keyGets.length];
+      if (want.health && answered && answered.status !== 200) health = `/health answered ${answered.status}`;
+    }
+    return { key: problems.length ? problems.join("; ") : null, health };
   }
 
   stop(handle: EngineHandle): Promise<void> {

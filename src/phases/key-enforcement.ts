@@ -7,7 +7,7 @@
 // and all, and the engine restarted inside its container), which clients
 // holding the fleet's key cannot use.
 import type { LaunchPlan } from "./plan.js";
-import { httpGets, httpRequest, joinUrl } from "./http.js";
+import { httpRequest, joinUrl } from "./http.js";
 import { runKeyHeaders } from "./run-env.js";
 
 /** The plan asks for an API key (its value lives only in the run directory). */
@@ -35,23 +35,27 @@ export async function keyNotEnforced(
   return notEnforced(res.status);
 }
 
+/** A GET of an engine's endpoint (httpGets). */
+export interface EngineGet {
+  path: string;
+  headers?: Record<string, string>;
+}
+
 /**
- * What a resync finds wrong with a running engine's key: /v1/models answers without the key (401
- * expected), or refuses the run's own key (401 or 403: it serves with another). Both GETs go on one
- * connection. What gets no answer is health's business, not a key problem: no finding then; nor is
- * the run's key check made when the run holds no key.
+ * The GETs of a resync's key checks: /v1/models without the key, then with the run's own key (not
+ * made when the run holds no key). Answered in this order, keyFindings reads them.
  */
-export async function keyFindings(
-  plan: Pick<LaunchPlan, "endpoint">,
-  runDir: string,
-  timeoutMs: number,
-): Promise<string[]> {
+export async function keyChecks(runDir: string): Promise<EngineGet[]> {
   const headers = await runKeyHeaders(runDir).catch(() => ({}) as Record<string, string>);
-  const own = headers.Authorization ? [{ path: "/v1/models", headers }] : [];
-  const answers = await httpGets(plan.endpoint, [{ path: "/v1/models" }, ...own], { timeoutMs }).catch(() => null);
-  if (!answers) return [];
-  const [open, withKey] = answers;
-  return [notEnforced(open!.status), withKey ? ownKeyRefused(withKey.status) : null].filter(
+  return [{ path: "/v1/models" }, ...(headers.Authorization ? [{ path: "/v1/models", headers }] : [])];
+}
+
+/**
+ * What the answers to keyChecks' GETs find wrong with a running engine's key: /v1/models answers
+ * without the key (401 expected), or refuses the run's own key (401 or 403: it serves with another).
+ */
+export function keyFindings([open, withKey]: Array<{ status: number }>): string[] {
+  return [open ? notEnforced(open.status) : null, withKey ? ownKeyRefused(withKey.status) : null].filter(
     (f): f is string => f !== null,
   );
 }
