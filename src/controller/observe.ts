@@ -7,14 +7,13 @@ import type { EngineContext } from "../../machines/engine.js";
 import type { EngineRecord } from "../state/store.js";
 import type { DesiredState } from "../desired/types.js";
 import type { EngineHandle } from "../phases/types.js";
-import { readPlan } from "../phases/prepare.js";
 import { recordContext } from "./record.js";
 import { nodeFaultOf, type NodeFault } from "../errors.js";
 import { NodeFaults } from "./node-faults.js";
 import { isInputsRef, type AppliedInputs } from "../state/applied-inputs.js";
 
 export { recordContext };
-import { claimedTokens, type Owned, type World } from "./world.js";
+import { claimedTokens, planReads, type Owned, type PlanOf, type World } from "./world.js";
 import type { OwnedEngine } from "../backends/types.js";
 import type { Liveness, Observed, ObservedEngine, ObservedProof, OwnedObserved, ServingFleet } from "./plan-types.js";
 
@@ -150,6 +149,7 @@ async function observeEngine(
   opts: ObserveOptions,
   told: NodeFaults,
   listed: Listed,
+  planOf: PlanOf,
 ): Promise<ObservedEngine> {
   const ctx = k.context;
   const handle = ctx.handle ?? null;
@@ -164,7 +164,7 @@ async function observeEngine(
     const wantHealth = !!opts.health && k.phase === "captured";
     const { key, health } =
       opts.key || wantHealth
-        ? await world.servingProblems(handle, ctx.run.dir, { key: !!opts.key, health: wantHealth })
+        ? await world.servingProblems(handle, ctx.run.dir, { key: !!opts.key, health: wantHealth }, planOf)
         : { key: null, health: null };
     if (key !== null)
       problem = opts.atStart
@@ -216,15 +216,10 @@ async function observeEngine(
   };
 }
 
-async function ownedObserved(owned: Owned): Promise<OwnedObserved[]> {
+async function ownedObserved(owned: Owned, planOf: PlanOf): Promise<OwnedObserved[]> {
   return Promise.all(
     owned.map(async ({ owned: o }) => {
-      const plan = o.run_dir
-        ? await readPlan(o.run_dir).then(
-            (r) => r.plan,
-            () => null,
-          )
-        : null;
+      const plan = o.run_dir ? await planOf(o.run_dir).catch(() => null) : null;
       const adoptable = plan !== null && plan.launch_token === o.launch_token && plan.engine === o.engine;
       return {
         engine: o.engine,
@@ -246,10 +241,12 @@ export async function observe(
   opts: ObserveOptions,
 ): Promise<Observed> {
   const engines: Record<string, ObservedEngine> = {};
+  // Each run's plan read once an observation: an engine's checks and the scan of what runs both ask for it.
+  const planOf = planReads();
   // Engines are observed side by side: a full observation of a large fleet is bounded by its slowest engine, not their sum.
   const told = new NodeFaults();
   const listed = listedContainers(opts.owned);
-  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told, listed)));
+  const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told, listed, planOf)));
   world.report(told);
   for (const e of observed) engines[e.engine] = opts.retry?.has(e.engine) ? { ...e, retry_requested: true } : e;
   const claimed = claimedTokens(
@@ -260,7 +257,9 @@ export async function observe(
   // stopped those itself since (a replaced engine's old process, a swept orphan), so they are not
   // orphans to stop again. What no one claimed at the scan was swept after it; new orphans wait for a scan.
   const owned =
-    opts.owned === null ? lastOwned.filter((o) => claimed.has(o.launch_token)) : await ownedObserved(opts.owned);
+    opts.owned === null
+      ? lastOwned.filter((o) => claimed.has(o.launch_token))
+      : await ownedObserved(opts.owned, planOf);
   const unlisted = world.unlistedNodes();
   return {
     at: new Date().toISOString(),

@@ -25,6 +25,21 @@ export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
  */
 const LOST_REASON_TAIL_BYTES = 16 * 1024;
 
+/** A run's launch plan. */
+export type PlanOf = (runDir: string) => Promise<LaunchPlan>;
+
+const readPlanOf: PlanOf = (runDir) => readPlan(runDir).then((r) => r.plan);
+
+/** Plans read at most once each, for the life of the returned reader (one observation: plans are immutable). */
+export function planReads(): PlanOf {
+  const reads = new Map<string, Promise<LaunchPlan>>();
+  return (runDir) => {
+    let read = reads.get(runDir);
+    if (!read) reads.set(runDir, (read = readPlanOf(runDir)));
+    return read;
+  };
+}
+
 /** Launch tokens that some engine context still stands for: anything else running is an orphan. */
 export function claimedTokens(
   contexts: Iterable<Partial<EngineContext> | undefined>,
@@ -93,10 +108,11 @@ export class World {
     handle: EngineHandle,
     runDir: string,
     want: { key: boolean; health: boolean },
+    planOf: PlanOf = readPlanOf,
   ): Promise<{ key: string | null; health: string | null }> {
     let plan: LaunchPlan;
     try {
-      plan = (await readPlan(runDir)).plan;
+      plan = await planOf(runDir);
     } catch (err) {
       // An unreadable plan is the integrity checks' finding, not a key's.
       return { key: null, health: want.health ? `/health did not answer: ${(err as Error).message}` : null };
