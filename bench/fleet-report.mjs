@@ -125,7 +125,8 @@ function printScale(s) {
   const j = s.projected_1000;
   const range = (r) => (r ? ` (${f(r[0], 1)}–${f(r[1], 1)} leaving one size out)` : "");
   console.log(
-    `  fit: ${f(s.fit.fixed_s)} s + ${f(s.fit.per_engine_ms, 1)} ms per engine + ${f(s.fit.per_pair_us, 1)} µs per pair; ` +
+    `  fit: ${f(s.fit.fixed_s)} s + ${f(s.fit.per_engine_ms, 1)} ms per engine + ${f(s.fit.per_pair_us, 1)} µs per pair` +
+      `${s.fit.pair_term_dropped ? " (the free fit's pair cost was negative: fitted without it)" : ""}; ` +
       `projected for 1000 engines: ${f(j.one_pool_cpu_s, 1)} s in one pool (${j.one_pool_pairs.toLocaleString("en")} pairs)${range(j.one_pool_cpu_s_leave_one_out)}, ` +
       `${f(j.pools_of_16_cpu_s, 1)} s in pools of 16${range(j.pools_of_16_cpu_s_leave_one_out)}`,
   );

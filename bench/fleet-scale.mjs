@@ -13,28 +13,49 @@ import { generateDesired } from "./fleet-gen.mjs";
 import { freePortBlock, measureNode, Samples } from "./measure.mjs";
 import { settledWatchCpu } from "./fleet-watch.mjs";
 
+/** Least squares of cpu ≈ x·row over `rows` (Gaussian elimination of the normal equations, k×k). */
+function leastSquares(rows, ys) {
+  const k = rows[0].length;
+  const idx = [...Array(k).keys()];
+  const a = idx.map((i) => idx.map((j) => rows.reduce((s, r) => s + r[i] * r[j], 0)));
+  const b = idx.map((i) => rows.reduce((s, r, m) => s + r[i] * ys[m], 0));
+  for (let c = 0; c < k; c++) {
+    const pivot = a[c][c];
+    for (let r = c + 1; r < k; r++) {
+      const f = a[r][c] / pivot;
+      for (let j = c; j < k; j++) a[r][j] -= f * a[c][j];
+      b[r] -= f * b[c];
+    }
+  }
+  const x = Array(k).fill(0);
+  for (let r = k - 1; r >= 0; r--)
+    x[r] = (b[r] - a[r].slice(r + 1).reduce((s, v, j) => s + v * x[r + 1 + j], 0)) / a[r][r];
+  return x;
+}
+
 /**
- * Solve the normal equations of least squares for cpu ≈ x0 + x1·n + x2·pairs (Gaussian elimination, 3×3).
+ * The least-squares fit of cpu ≈ fixed + per_engine·n + per_pair·pairs, with the pair's cost never below
+ * zero: a proof kept and planned on costs something, and a negative one fitted to noise or to a curve that
+ * bends (a larger fleet's no-op runs warmer code) projected negative seconds for one pool of 1000 (-19 s,
+ * 2026-12-07-6). When the free fit's pair cost is negative, the best fit with it at zero is the constrained
+ * optimum (`pair_term_dropped`): every growth is then an engine's.
  * @param {Array<{ engines: number, pairs: number, cpu_s: number }>} points
- * @returns {{ fixed_s: number, per_engine_s: number, per_pair_s: number } | null}
+ * @returns {{ fixed_s: number, per_engine_s: number, per_pair_s: number, pair_term_dropped: boolean } | null}
  */
 export function fitLinear(points) {
   // Pairs grow as (n/2)² here, so three distinct sizes make the system solvable; fewer leave it singular.
   if (new Set(points.map((p) => p.engines)).size < 3) return null;
-  const rows = points.map((p) => [1, p.engines, p.pairs]);
-  const a = [0, 1, 2].map((i) => [0, 1, 2].map((j) => rows.reduce((s, r) => s + r[i] * r[j], 0)));
-  const b = [0, 1, 2].map((i) => rows.reduce((s, r, k) => s + r[i] * points[k].cpu_s, 0));
-  for (let c = 0; c < 3; c++) {
-    const pivot = a[c][c];
-    for (let r = c + 1; r < 3; r++) {
-      const k = a[r][c] / pivot;
-      for (let j = c; j < 3; j++) a[r][j] -= k * a[c][j];
-      b[r] -= k * b[c];
-    }
-  }
-  const x = [0, 0, 0];
-  for (let r = 2; r >= 0; r--) x[r] = (b[r] - a[r].slice(r + 1).reduce((s, v, j) => s + v * x[r + 1 + j], 0)) / a[r][r];
-  return { fixed_s: x[0], per_engine_s: x[1], per_pair_s: x[2] };
+  const ys = points.map((p) => p.cpu_s);
+  const [fixed, perEngine, perPair] = leastSquares(
+    points.map((p) => [1, p.engines, p.pairs]),
+    ys,
+  );
+  if (perPair >= 0) return { fixed_s: fixed, per_engine_s: perEngine, per_pair_s: perPair, pair_term_dropped: false };
+  const [f2, e2] = leastSquares(
+    points.map((p) => [1, p.engines]),
+    ys,
+  );
+  return { fixed_s: f2, per_engine_s: e2, per_pair_s: 0, pair_term_dropped: true };
 }
 
 const r4 = (x) => Math.round(x * 10_000) / 10_000;
@@ -115,6 +136,7 @@ export function projectThousand(points) {
       fixed_s: r4(fit.fixed_s),
       per_engine_ms: r4(fit.per_engine_s * 1000),
       per_pair_us: Math.round(fit.per_pair_s * 1e6 * 10) / 10,
+      pair_term_dropped: fit.pair_term_dropped,
     },
     projected_1000: {
       one_pool_pairs: onePoolPairs,

@@ -3,11 +3,12 @@
 //
 // http: through http-wire.ts (over node:net, at half node:http's CPU per
 // request; GETs to one engine pipelined on one connection), https: (an
-// attestation URL may be) through node:https. Not fetch: fetch loads undici on first use (about 45 ms of CPU, a
-// tenth of a no-op reconcile) and reports every refused or cut connection as
-// "fetch failed", where these name it ("connect ECONNREFUSED 127.0.0.1:8100",
-// "socket hang up"). An abort rejects with the signal's reason, as fetch does:
-// the deadline's TimeoutError is a failed request, the actor's abort a cancellation.
+// attestation URL may be) through node:https. Not fetch: fetch loads undici on
+// first use (about 45 ms of CPU, a tenth of a no-op reconcile) and reports every
+// refused or cut connection as "fetch failed", where these name it ("connect
+// ECONNREFUSED 127.0.0.1:8100", "socket hang up"). An abort rejects with the
+// signal's reason, as fetch does: the deadline's TimeoutError is a failed
+// request, the actor's abort a cancellation.
 import { wireExchange } from "./http-wire.js";
 
 export type { WireResponse as HttpResponse } from "./http-response.js";

@@ -37,6 +37,34 @@ describe("fitLinear", () => {
       for (const sign of [1, -1]) expect(residual({ ...fit, [k]: fit[k] + sign * d })).toBeGreaterThan(residual(fit));
   });
 
+  it("never fits a pair a negative cost: a curve that bends is fitted by engines alone", () => {
+    // 2026-12-07-7's no-ops (medians of 11): the free fit gave -133 µs a pair and -27 s for one pool of 1000.
+    const points = [
+      { engines: 16, pairs: 64, cpu_s: 0.254 },
+      { engines: 24, pairs: 144, cpu_s: 0.301 },
+      { engines: 32, pairs: 256, cpu_s: 0.33 },
+      { engines: 48, pairs: 576, cpu_s: 0.391 },
+      { engines: 64, pairs: 1024, cpu_s: 0.434 },
+    ];
+    const fit = fitLinear(points)!;
+    expect(fit).toMatchObject({ per_pair_s: 0, pair_term_dropped: true });
+    expect(fit.per_engine_s).toBeCloseTo(0.00368, 4);
+    // The best line: any step away from it leaves a larger residual.
+    const residual = (x: { fixed_s: number; per_engine_s: number }) =>
+      points.reduce((s, p) => s + (x.fixed_s + x.per_engine_s * p.engines - p.cpu_s) ** 2, 0);
+    for (const [k, d] of [
+      ["fixed_s", 0.005],
+      ["per_engine_s", 0.0001],
+    ] as const)
+      for (const sign of [1, -1]) expect(residual({ ...fit, [k]: fit[k] + sign * d })).toBeGreaterThan(residual(fit));
+    const j = projectThousand(points).projected_1000;
+    expect(j.one_pool_cpu_s).toBeGreaterThan(0);
+    expect(j.one_pool_cpu_s).toBe(j.pools_of_16_cpu_s);
+    expect(fitLinear([16, 32, 64].map((n) => fleet(n, (e, p) => 0.25 + 0.004 * e + 0.00002 * p)))).toMatchObject({
+      pair_term_dropped: false,
+    });
+  });
+
   it("cannot separate costs with fewer than three distinct sizes", () => {
     const plane = (n: number, p: number) => 0.25 + 0.004 * n + 0.00002 * p;
     expect(fitLinear([fleet(16, plane), fleet(32, plane)])).toBeNull();
