@@ -9,6 +9,17 @@ const fleet = (engines: number, cpu: (n: number, p: number) => number) => {
   return { engines, pairs, cpu_s: cpu(engines, pairs) };
 };
 
+type Fit = { fixed_s: number; per_engine_s: number; per_pair_s: number };
+type Point = { engines: number; pairs: number; cpu_s: number };
+
+/** Any step of one of `steps` away from `fit` leaves a larger sum of squared residuals over `points`. */
+function expectLeastSquares(points: Point[], fit: Fit, steps: Array<[keyof Fit, number]>) {
+  const residual = (x: Fit) =>
+    points.reduce((s, p) => s + (x.fixed_s + x.per_engine_s * p.engines + x.per_pair_s * p.pairs - p.cpu_s) ** 2, 0);
+  for (const [k, d] of steps)
+    for (const sign of [1, -1]) expect(residual({ ...fit, [k]: fit[k] + sign * d })).toBeGreaterThan(residual(fit));
+}
+
 describe("fitLinear", () => {
   it("recovers fixed, per-engine and per-pair cost from points on a plane", () => {
     const plane = (n: number, p: number) => 0.25 + 0.004 * n + 0.00002 * p;
@@ -25,16 +36,11 @@ describe("fitLinear", () => {
       { engines: 64, pairs: 1024, cpu_s: 0.8 },
       { engines: 96, pairs: 2304, cpu_s: 1.3 },
     ];
-    const fit = fitLinear(points)!;
-    const residual = (x: { fixed_s: number; per_engine_s: number; per_pair_s: number }) =>
-      points.reduce((s, p) => s + (x.fixed_s + x.per_engine_s * p.engines + x.per_pair_s * p.pairs - p.cpu_s) ** 2, 0);
-    // Any step away from the fit leaves a larger residual.
-    for (const [k, d] of [
+    expectLeastSquares(points, fitLinear(points)!, [
       ["fixed_s", 0.01],
       ["per_engine_s", 0.0005],
       ["per_pair_s", 0.00001],
-    ] as const)
-      for (const sign of [1, -1]) expect(residual({ ...fit, [k]: fit[k] + sign * d })).toBeGreaterThan(residual(fit));
+    ]);
   });
 
   it("never fits a pair a negative cost: a curve that bends is fitted by engines alone", () => {
@@ -49,14 +55,11 @@ describe("fitLinear", () => {
     const fit = fitLinear(points)!;
     expect(fit).toMatchObject({ per_pair_s: 0, pair_term_dropped: true });
     expect(fit.per_engine_s).toBeCloseTo(0.00368, 4);
-    // The best line: any step away from it leaves a larger residual.
-    const residual = (x: { fixed_s: number; per_engine_s: number }) =>
-      points.reduce((s, p) => s + (x.fixed_s + x.per_engine_s * p.engines - p.cpu_s) ** 2, 0);
-    for (const [k, d] of [
+    // The best line (the pair's cost held at zero).
+    expectLeastSquares(points, fit, [
       ["fixed_s", 0.005],
       ["per_engine_s", 0.0001],
-    ] as const)
-      for (const sign of [1, -1]) expect(residual({ ...fit, [k]: fit[k] + sign * d })).toBeGreaterThan(residual(fit));
+    ]);
     const j = projectThousand(points).projected_1000;
     expect(j.one_pool_cpu_s).toBeGreaterThan(0);
     expect(j.one_pool_cpu_s).toBe(j.pools_of_16_cpu_s);
