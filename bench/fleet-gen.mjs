@@ -29,13 +29,32 @@ async function sharedVariables() {
 }
 
 /**
+ * What tells pools apart when a fleet is generated in pools (the model is the fleet's: deployment.env): NIXL
+ * compatibility inputs vLLM's handshake compares, so engines of two pools never pair. The first is the records' own.
+ */
+const POOL_CLASSES = ["bfloat16", "float16"].flatMap((model_dtype) =>
+  ["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "bfloat16"].map((kv_cache_dtype) => ({
+    model_dtype,
+    kv_cache_dtype,
+  })),
+);
+
+/**
  * Write deployment.env, fleet.json and engine-launch.json of `engines` engines into `dir` (created).
  * @param {string} dir
- * @param {{ engines: number, basePort?: number, image?: string, name?: string }} options  image: the simulator
- *   image's ID (`sha256:…`): container engines; name: the fleet's name (its containers' names carry it)
+ * @param {{ engines: number, basePort?: number, image?: string, name?: string, pool?: number }} options  image: the
+ *   simulator image's ID (`sha256:…`): container engines; name: the fleet's name (its containers' names carry it);
+ *   pool: engines per pool, each pool a NIXL class of its own (POOL_CLASSES), every prefill paired with every
+ *   decode of its pool only (without: one pool)
  */
-export async function generateDesired(dir, { engines, basePort = 21000, image, name }) {
+export async function generateDesired(dir, { engines, basePort = 21000, image, name, pool }) {
   if (!Number.isInteger(engines) || engines < 2 || engines % 2 !== 0) throw new Error("engines: an even number ≥ 2");
+  if (pool !== undefined && (!Number.isInteger(pool) || pool < 2 || pool % 2 !== 0 || engines % pool !== 0))
+    throw new Error(`pool ${pool}: an even number ≥ 2 that divides the ${engines} engines`);
+  if (pool !== undefined && engines / pool > POOL_CLASSES.length)
+    throw new Error(
+      `pool ${pool}: ${engines / pool} pools, at most ${POOL_CLASSES.length} NIXL classes to tell them apart`,
+    );
   if (basePort + 3 * engines > 65535) throw new Error(`basePort ${basePort}: ${3 * engines} ports do not fit`);
   await fs.mkdir(dir, { recursive: true });
   const records = image ? "examples/container-sim/engine-launch.json" : "desired/engine-launch.json";
@@ -52,8 +71,11 @@ export async function generateDesired(dir, { engines, basePort = 21000, image, n
     const prefill = k % 2 === 1;
     const gpu = prefill ? "0" : "1";
     const base = template[prefill ? "engine-1" : "engine-2"];
+    const runtime =
+      pool === undefined ? base.runtime : { ...base.runtime, ...POOL_CLASSES[Math.floor((k - 1) / pool)] };
     launch[`engine-${k}`] = {
       ...base,
+      runtime,
       gpu_ids: [gpu],
       // The container records pass no devices (examples/container-sim): the fixture's /dev is not the host's.
       accelerator_devices: image ? [] : [`/dev/nvidia${gpu}`, "/dev/nvidiactl", "/dev/nvidia-uvm"],

@@ -113,7 +113,9 @@ function printCompose(c) {
 
 /** The scale part's rows: the no-op per fleet size, the fit, and what it projects for 1000 engines. */
 function printScale(s) {
-  console.log("no-op reconcile --once by fleet size (native, every prefill paired with every decode):");
+  console.log(
+    `no-op reconcile --once by fleet size (native, every prefill paired with every decode${s.pool ? ` of its pool of ${s.pool}` : ""}):`,
+  );
   for (const p of Object.values(s.sizes))
     console.log(
       `  ${String(p.engines).padStart(4)} engines, ${String(p.pairs).padStart(5)} pairs: cpu ${f(p.noop.cpu_s)} s, wall ${f(p.noop.wall_s)} s, rss ${p.noop.peak_rss_mb} MB (cold converge ${f(p.cold_converge_wall_s, 1)} s wall)` +
@@ -121,9 +123,14 @@ function printScale(s) {
           ? `; settled watch: ${p.settled_watch.cpu_ms_per_resync} ms CPU per ${p.settled_watch.resync_ms / 1000} s resync (${f(p.settled_watch.per_engine_ms)} ms an engine)`
           : ""),
     );
-  if (!s.fit) return console.log("  fit: needs 3 or more sizes");
+  if (!s.fit) return console.log(`  fit: needs ${s.pool ? 2 : 3} or more sizes`);
   const j = s.projected_1000;
   const range = (r) => (r ? ` (${f(r[0], 1)}–${f(r[1], 1)} leaving one size out)` : "");
+  if (s.pool)
+    return console.log(
+      `  fit: ${f(s.fit.fixed_s)} s + ${f(s.fit.per_engine_ms, 1)} ms per engine (its share of its pool's pairs included); ` +
+        `projected for 1000 engines in pools of ${j.pool} (${j.pairs.toLocaleString("en")} pairs): ${f(j.cpu_s, 1)} s${range(j.cpu_s_leave_one_out)}`,
+    );
   console.log(
     `  fit: ${f(s.fit.fixed_s)} s + ${f(s.fit.per_engine_ms, 1)} ms per engine + ${f(s.fit.per_pair_us, 1)} µs per pair` +
       `${s.fit.pair_term_dropped ? " (the free fit's pair cost was negative: fitted without it)" : ""}; ` +

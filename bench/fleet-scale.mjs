@@ -51,11 +51,21 @@ export function fitLinear(points) {
     ys,
   );
   if (perPair >= 0) return { fixed_s: fixed, per_engine_s: perEngine, per_pair_s: perPair, pair_term_dropped: false };
-  const [f2, e2] = leastSquares(
+  return { ...fitEngines(points), per_pair_s: 0, pair_term_dropped: true };
+}
+
+/**
+ * The least-squares line cpu ≈ fixed + per_engine·n (null with fewer than two distinct sizes).
+ * @param {Array<{ engines: number, cpu_s: number }>} points
+ * @returns {{ fixed_s: number, per_engine_s: number } | null}
+ */
+export function fitEngines(points) {
+  if (new Set(points.map((p) => p.engines)).size < 2) return null;
+  const [fixed_s, per_engine_s] = leastSquares(
     points.map((p) => [1, p.engines]),
-    ys,
+    points.map((p) => p.cpu_s),
   );
-  return { fixed_s: f2, per_engine_s: e2, per_pair_s: 0, pair_term_dropped: true };
+  return { fixed_s, per_engine_s };
 }
 
 const r4 = (x) => Math.round(x * 10_000) / 10_000;
@@ -63,12 +73,17 @@ const r4 = (x) => Math.round(x * 10_000) / 10_000;
 /**
  * A generated native fleet of `n` engines on a free block of ports, converged for real: its trees and the
  * cold converge's measurement. `down` brings it down again (the noop, watch and scale parts share this).
- * @param {{ main: string, env: Record<string, string>, work: string, n: number, tag: string }} o
+ * @param {{ main: string, env: Record<string, string>, work: string, n: number, tag: string, pool?: number }} o
+ *   pool: engines per pool (bench/fleet-gen.mjs); one pool without
  */
-export async function convergedFleet({ main, env, work, n, tag }) {
+export async function convergedFleet({ main, env, work, n, tag, pool }) {
   // Ports of their own (kernel-chosen ranges are not available for a fleet of fixed ports): a free block.
   const basePort = await freePortBlock(3 * n);
-  const desired = await generateDesired(path.join(work, `desired-${tag}-${n}`), { engines: n, basePort });
+  const desired = await generateDesired(path.join(work, `desired-${tag}-${n}`), {
+    engines: n,
+    basePort,
+    ...(pool ? { pool } : {}),
+  });
   const state = path.join(work, `state-${tag}-${n}`);
   const noop = () => measureNode([main, "reconcile", "--once", "--desired", desired, "--state", state], { env });
   const down = () => measureNode([main, "down", "--desired", desired, "--state", state], { env, okCodes: [0, 1] });
@@ -82,14 +97,18 @@ export async function convergedFleet({ main, env, work, n, tag }) {
   }
 }
 
+/** P/D pairs of `n` engines, half prefills: in one pool, or in pools of `pool` (pairs within a pool only). */
+export const pairsOf = (n, pool) => (pool ? (n / pool) * (pool / 2) ** 2 : (n / 2) ** 2);
+
 /**
- * @param {{ main: string, env: Record<string, string>, work: string, runs: number, sizes: number[] }} o
+ * @param {{ main: string, env: Record<string, string>, work: string, runs: number, sizes: number[], pool?: number }} o
+ *   pool: every fleet in pools of this many engines (its pairs then grow as its engines do)
  */
-export async function scaleBench({ main, env, work, runs, sizes }) {
+export async function scaleBench({ main, env, work, runs, sizes, pool }) {
   const fleets = [];
   try {
     for (const n of sizes)
-      fleets.push({ ...(await convergedFleet({ main, env, work, n, tag: "scale" })), samples: new Samples() });
+      fleets.push({ ...(await convergedFleet({ main, env, work, n, tag: "scale", pool })), samples: new Samples() });
     for (let i = 0; i < runs; i++) for (const f of fleets) f.samples.add(f.noop());
     // Then a watch controller on each, once the no-ops are done (one controller at a time: its CPU is its own).
     for (const f of fleets) f.watch = await settledWatchCpu({ main, desired: f.desired, state: f.state, env });
@@ -100,7 +119,7 @@ export async function scaleBench({ main, env, work, runs, sizes }) {
     const noop = f.samples.summary();
     return {
       engines: f.n,
-      pairs: (f.n / 2) ** 2,
+      pairs: pairsOf(f.n, pool),
       cold_converge_wall_s: f.cold.wall,
       noop,
       settled_watch: f.watch,
@@ -108,8 +127,9 @@ export async function scaleBench({ main, env, work, runs, sizes }) {
     };
   });
   return {
+    ...(pool ? { pool } : {}),
     sizes: Object.fromEntries(points.map(({ cpu_s: _cpu, ...p }) => [p.engines, p])),
-    ...projectThousand(points),
+    ...(pool ? projectPooled(points, pool) : projectThousand(points)),
   };
 }
 
@@ -144,6 +164,30 @@ export function projectThousand(points) {
       pools_of_16_cpu_s: at(fit, 1000, poolsOf16Pairs),
       one_pool_cpu_s_leave_one_out: spread(onePoolPairs),
       pools_of_16_cpu_s_leave_one_out: spread(poolsOf16Pairs),
+    },
+  };
+}
+
+/**
+ * Fleets in pools of `pool`: a pool's pairs grow with its engines, so what an engine adds includes its share of
+ * its pool's pairs, and the fit is fixed + per engine (the pair term cannot be told apart). The projection for
+ * 1000 engines in pools of `pool` is then one of engines alone, with the range of the fits that leave one size
+ * out (null with fewer than three sizes).
+ * @param {Array<{ engines: number, pairs: number, cpu_s: number }>} points
+ * @param {number} pool
+ */
+export function projectPooled(points, pool) {
+  const fit = fitEngines(points);
+  const at = (f) => (f ? r4(f.fixed_s + f.per_engine_s * 1000) : null);
+  const leftOut = points.length >= 3 ? points.map((_, i) => fitEngines(points.filter((_, k) => k !== i))) : [];
+  const each = leftOut.filter((f) => f !== null).map(at);
+  return {
+    fit: fit && { fixed_s: r4(fit.fixed_s), per_engine_ms: r4(fit.per_engine_s * 1000) },
+    projected_1000: {
+      pool,
+      pairs: pairsOf(1000 - (1000 % pool), pool),
+      cpu_s: at(fit),
+      cpu_s_leave_one_out: each.length ? [Math.min(...each), Math.max(...each)] : null,
     },
   };
 }

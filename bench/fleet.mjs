@@ -2,6 +2,7 @@
 // The fleet benchmarks of issue 14, side by side in one run (after `npm run build`):
 //
 //   node bench/fleet.mjs [--parts sizes,noop,scale,watch,compose] [--sizes 10,100,1000] [--scale-sizes 16,24,32,48,64]
+//                        [--scale-pool 16]
 //                        [--runs 5] [--json FILE]
 //
 // sizes:   validate, plan and status of generated desired trees (bench/fleet-gen.mjs) of each size, against
@@ -41,6 +42,7 @@ const { values } = parseArgs({
     parts: { type: "string", default: PARTS.join(",") },
     sizes: { type: "string", default: "10,100,1000" },
     "scale-sizes": { type: "string", default: "16,24,32,48,64" },
+    "scale-pool": { type: "string" },
     runs: { type: "string", default: "5" },
     json: { type: "string" },
     "noop-engines": { type: "string", default: "16" },
@@ -164,7 +166,8 @@ try {
   }
   if (parts.has("scale")) {
     const scaleSizes = values["scale-sizes"].split(",").map(Number);
-    report.scale = await scaleBench({ main, env, work, runs, sizes: scaleSizes });
+    const pool = values["scale-pool"] === undefined ? undefined : Number(values["scale-pool"]);
+    report.scale = await scaleBench({ main, env, work, runs, sizes: scaleSizes, ...(pool ? { pool } : {}) });
   }
   if (parts.has("compose")) {
     // Loaded only here: it loads dockerode (the test setup's sim-image.mjs).

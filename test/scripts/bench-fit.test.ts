@@ -2,7 +2,7 @@
 // that lie on a plane it recovers the plane, on noisy points the best plane, and with fewer than three
 // distinct sizes it says it cannot separate them instead of dividing by zero.
 import { describe, expect, it } from "vitest";
-import { fitLinear, projectThousand } from "../../bench/fleet-scale.mjs";
+import { fitLinear, pairsOf, projectPooled, projectThousand } from "../../bench/fleet-scale.mjs";
 
 const fleet = (engines: number, cpu: (n: number, p: number) => number) => {
   const pairs = (engines / 2) ** 2;
@@ -99,5 +99,23 @@ describe("projectThousand", () => {
     expect(three.pools_of_16_cpu_s).toBeCloseTo(0.25 + 4 + 0.08, 3);
     expect(three.pools_of_16_cpu_s_leave_one_out).toBeNull();
     expect(three.one_pool_cpu_s_leave_one_out).toBeNull();
+  });
+});
+
+describe("projectPooled", () => {
+  it("fits engines alone when the pairs grow with them, and projects 1000 engines in pools", () => {
+    // Pools of 16: 64 pairs a pool, so 4 pairs an engine; what a pair costs is part of an engine's share.
+    const line = (n: number) => 0.2 + 0.003 * n + 0.00002 * pairsOf(n, 16);
+    const points = [32, 64, 96, 128].map((n) => ({ engines: n, pairs: pairsOf(n, 16), cpu_s: line(n) }));
+    const { fit, projected_1000: j } = projectPooled(points, 16);
+    expect(fit).toMatchObject({ fixed_s: 0.2, per_engine_ms: 3.08 });
+    expect(j).toMatchObject({ pool: 16, pairs: pairsOf(992, 16) });
+    expect(j.cpu_s).toBeCloseTo(0.2 + 3.08, 3);
+    expect(j.cpu_s_leave_one_out![0]).toBeCloseTo(j.cpu_s!, 3);
+    expect(j.cpu_s_leave_one_out![1]).toBeCloseTo(j.cpu_s!, 3);
+    // The pair term is collinear with engines here: the three-term fit could not separate it.
+    expect(projectPooled(points.slice(0, 2), 16).projected_1000.cpu_s_leave_one_out).toBeNull();
+    expect(pairsOf(64, 16)).toBe(256);
+    expect(pairsOf(64, undefined)).toBe(1024);
   });
 });
