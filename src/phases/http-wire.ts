@@ -42,6 +42,8 @@ function requestHead(target: URL, req: WireRequest, last: boolean): string {
  */
 function oneConnection(target: URL, requests: WireRequest[], signal: AbortSignal): Promise<WireResponse[]> {
   const bytes = requests.map((r, i) => requestHead(target, r, i === requests.length - 1)).join("");
+  // An abort listener added to a signal already aborted (while an earlier connection was read) never fires.
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
   return new Promise<WireResponse[]>((resolve, reject) => {
     const socket = net.connect({ host: target.hostname.replace(/^\[|\]$/g, ""), port: Number(target.port || 80) });
     const reader = new ResponseReader(requests.length);

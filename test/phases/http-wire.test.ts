@@ -5,6 +5,7 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpGets, httpRequest } from "../../src/phases/http.js";
+import { wireExchange } from "../../src/phases/http-wire.js";
 
 /**
  * Writes a response in pieces, a pause apart (each its own packet on loopback: nodelay), then closes the
@@ -189,5 +190,18 @@ describe("http-wire (httpRequest and httpGets of http: URLs)", () => {
     expect(connections - before).toBe(2);
     expect(received.at(-1)).toMatchObject({ connection: before + 2 });
     expect(received.at(-1)?.head).toMatch(/^GET \/second HTTP\/1\.1\r\n/);
+  });
+
+  it("makes no connection for a signal already aborted (as when it was aborted while an earlier one was read)", async () => {
+    const before = connections;
+    const ac = new AbortController();
+    const reason = new Error("the actor stopped");
+    ac.abort(reason);
+    await expect(wireExchange(new URL(base), [{ method: "GET", path: "/a", headers: {} }], ac.signal)).rejects.toBe(
+      reason,
+    );
+    // The next request's connection is the next one the server accepts: none was made in between.
+    await get("/after", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"], close: false });
+    expect(received.at(-1)).toMatchObject({ connection: before + 1 });
   });
 });
