@@ -185,7 +185,8 @@ export function projectPooled(points, pool) {
     fit: fit && { fixed_s: r4(fit.fixed_s), per_engine_ms: r4(fit.per_engine_s * 1000) },
     projected_1000: {
       pool,
-      pairs: pairsOf(1000 - (1000 % pool), pool),
+      // As projectThousand's pools of 16: 1000 engines at the pools' rate of pairs an engine (4000 for 16).
+      pairs: pairsOf(1000, pool),
       cpu_s: at(fit),
       cpu_s_leave_one_out: each.length ? [Math.min(...each), Math.max(...each)] : null,
     },

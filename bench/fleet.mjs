@@ -167,6 +167,12 @@ try {
   if (parts.has("scale")) {
     const scaleSizes = values["scale-sizes"].split(",").map(Number);
     const pool = values["scale-pool"] === undefined ? undefined : Number(values["scale-pool"]);
+    // Refused before any fleet converges (a size the pool does not divide would fail after the ones before it).
+    if (pool !== undefined && (!Number.isInteger(pool) || pool < 2 || pool % 2 !== 0))
+      throw new Error(`--scale-pool ${values["scale-pool"]}: an even number of engines, 2 or more`);
+    for (const n of scaleSizes)
+      if (pool !== undefined && n % pool !== 0)
+        throw new Error(`--scale-pool ${pool} does not divide --scale-sizes' ${n}`);
     report.scale = await scaleBench({ main, env, work, runs, sizes: scaleSizes, ...(pool ? { pool } : {}) });
   }
   if (parts.has("compose")) {

@@ -8,7 +8,7 @@ import type { EngineBackend, OwnedEngine } from "../backends/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import type { LaunchPlan } from "../phases/plan.js";
 import { readPlan } from "../phases/prepare.js";
-import { httpGets } from "../phases/http.js";
+import { httpGets, type HttpResponse } from "../phases/http.js";
 import { keyChecks, keyFindings, planHasKey } from "../phases/key-enforcement.js";
 import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
 import { redactText, type Logger } from "../log.js";
@@ -134,18 +134,22 @@ export class World {
     }
     const keyGets = checkKey ? await keyChecks(runDir) : [];
     const gets = [...keyGets, ...(want.health ? [{ path: "/health" }] : [])];
-    const answers =
-      gets.length > 0
-        ? await httpGets(plan.endpoint, gets, { timeoutMs: 5000 }).catch((err: unknown) => err as Error)
-        : [];
-    let health: string | null = null;
-    if (answers instanceof Error) {
-      if (want.health) health = `/health did not answer: ${answers.message}`;
-    } else {
-      problems.push(...keyFindings(answers.slice(0, keyGets.length)));
-      const answered = answers[keyGets.length];
-      if (want.health && answered && answered.status !== 200) health = `/health answered ${answered.status}`;
-    }
+    // Each answer within 5 s of the one before (as when they were separate requests); what gets no answer
+    // is no key finding, and /health's failure is health's, whatever the key checks' answers were.
+    // (A request that cannot even be sent, a key with a line break in it, fails each GET alike.)
+    const answers = await httpGets(plan.endpoint, gets, { timeoutMs: 5000 }).catch((err: unknown) =>
+      gets.map(() => err as Error),
+    );
+    const answered = (a: HttpResponse | Error | undefined) => (a instanceof Error ? undefined : a);
+    problems.push(...keyFindings(answers.slice(0, keyGets.length).map(answered)));
+    const h = answers[keyGets.length];
+    const health = !want.health
+      ? null
+      : h instanceof Error
+        ? `/health did not answer: ${h.message}`
+        : h && h.status !== 200
+          ? `/health answered ${h.status}`
+          : null;
     return { key: problems.length ? problems.join("; ") : null, health };
   }
 

@@ -60,7 +60,9 @@ function dechunk(buf: Buffer): { body: Buffer; end: number } | null {
     const eol = buf.indexOf("\r\n", at, "latin1");
     if (eol < 0) return null;
     const sizeText = buf.subarray(at, eol).toString("latin1").split(";")[0]!.trim();
-    if (!/^[0-9a-fA-F]+$/.test(sizeText)) throw malformed(`chunk size ${JSON.stringify(sizeText.slice(0, 20))}`);
+    // At most 2^31 - 1 (eight hex digits less the top bit): a larger size is no real chunk, and would only wait.
+    if (!/^[0-9a-fA-F]{1,8}$/.test(sizeText) || parseInt(sizeText, 16) > 0x7fffffff)
+      throw malformed(`chunk size ${JSON.stringify(sizeText.slice(0, 20))}`);
     const size = parseInt(sizeText, 16);
     if (size === 0) {
       // Trailer lines, if any, up to an empty one.
@@ -73,6 +75,8 @@ function dechunk(buf: Buffer): { body: Buffer; end: number } | null {
       }
     }
     if (buf.length < eol + 2 + size + 2) return null;
+    // The chunk's data ends with a CRLF: anything else is a chunk that is not the size it says.
+    if (buf[eol + 2 + size] !== 0x0d || buf[eol + 2 + size + 1] !== 0x0a) throw malformed("chunk longer than its size");
     parts.push(buf.subarray(eol + 2, eol + 2 + size));
     at = eol + 2 + size + 2;
   }
@@ -123,8 +127,8 @@ export class ResponseReader {
       const head = parseHead(this.headBuf, end);
       const rest = this.headBuf.subarray(head.bodyStart);
       this.headBuf = EMPTY;
-      // An interim answer precedes the one that counts.
-      if (head.status >= 100 && head.status < 200) return rest.length > 0 ? rest : null;
+      // An interim answer (100 Continue, 103 Early Hints) precedes the one that counts; 101 would be final.
+      if (head.status >= 100 && head.status < 200 && head.status !== 101) return rest.length > 0 ? rest : null;
       this.head = head;
       chunk = rest;
     }

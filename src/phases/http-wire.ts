@@ -21,11 +21,15 @@ export interface WireRequest {
   payload?: string;
 }
 
-/** The request's head; a header that would split it (CR or LF in a name or value) is refused, as node:http does. */
+/** The request's head; a header that would split or corrupt it is refused, as node:http does. */
 function requestHead(target: URL, req: WireRequest, last: boolean): string {
   const lines = [`${req.method} ${req.path} HTTP/1.1`, `Host: ${target.host}`, ...(last ? ["Connection: close"] : [])];
   for (const [name, value] of Object.entries(req.headers)) {
-    if (/[\r\n]/.test(name) || /[\r\n]/.test(value))
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name))
+      throw Object.assign(new TypeError(`Header name must be a valid HTTP token ["${name}"]`), {
+        code: "ERR_INVALID_HTTP_TOKEN",
+      });
+    if (/[^\t\x20-\x7e\x80-\xff]/.test(value))
       throw Object.assign(new TypeError(`Invalid character in header content ["${name}"]`), {
         code: "ERR_INVALID_CHAR",
       });
@@ -34,53 +38,93 @@ function requestHead(target: URL, req: WireRequest, last: boolean): string {
   return `${lines.join("\r\n")}\r\n\r\n${req.payload ?? ""}`;
 }
 
+/** Each request's outcome, in order: its response, or why it has none. */
+export type WireAnswer = WireResponse | Error;
+
 /**
- * Send `requests` on one fresh connection, the last with Connection: close, and read their responses
- * in order. Resolves with those that came whole before the server closed (at least one: none is
- * "socket hang up"). Aborting `signal` destroys the connection and rejects with its reason; a
- * connection that fails rejects with its error (connect ECONNREFUSED 127.0.0.1:8100).
+ * What one connection gave: the responses read whole, in order, and `failure` for the rest; null when the
+ * server closed (or reset) the connection after some answers, leaving the rest to be sent again.
  */
-function oneConnection(target: URL, requests: WireRequest[], signal: AbortSignal): Promise<WireResponse[]> {
+interface Connection {
+  done: WireResponse[];
+  failure: Error | null;
+}
+
+/** The reason AbortSignal.timeout gives: a deadline is a failed request, whichever way it was kept. */
+const timeoutError = () => new DOMException("The operation was aborted due to timeout", "TimeoutError");
+
+/**
+ * Send `requests` on one fresh connection, the last with Connection: close, and read their responses in
+ * order. Aborting `signal` ends it with the signal's reason; `answerMs` (if given) is how long each answer
+ * may take after the one before it (or the connection's start). A connection that fails before any answer
+ * fails them all with its error (connect ECONNREFUSED 127.0.0.1:8100, "socket hang up").
+ */
+function oneConnection(
+  target: URL,
+  requests: WireRequest[],
+  signal: AbortSignal,
+  answerMs: number | undefined,
+): Promise<Connection> {
   const bytes = requests.map((r, i) => requestHead(target, r, i === requests.length - 1)).join("");
   // An abort listener added to a signal already aborted (while an earlier connection was read) never fires.
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<WireResponse[]>((resolve, reject) => {
+  if (signal.aborted) return Promise.resolve({ done: [], failure: signal.reason as Error });
+  return new Promise<Connection>((resolve) => {
     const socket = net.connect({ host: target.hostname.replace(/^\[|\]$/g, ""), port: Number(target.port || 80) });
     const reader = new ResponseReader(requests.length);
-    const finish = (outcome: () => void) => {
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (failure: Error | null) => {
+      clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
       socket.removeAllListeners("data");
       socket.destroy();
-      outcome();
+      resolve({ done: reader.done.slice(0, requests.length), failure });
     };
-    const onAbort = () => finish(() => reject(signal.reason));
+    const arm = () => {
+      clearTimeout(timer);
+      if (answerMs !== undefined) timer = setTimeout(() => finish(timeoutError()), answerMs);
+    };
+    const onAbort = () => finish(signal.reason as Error);
     signal.addEventListener("abort", onAbort, { once: true });
+    // Closed or reset after an answer: a server that answered with Connection: close while pipelined
+    // requests were unread is reset by the kernel (ECONNRESET after the whole first answer).
+    const cut = (err: Error) => finish(reader.done.length > 0 ? null : err);
     const step = (read: () => void, atEof: boolean) => {
+      const before = reader.done.length;
       try {
         read();
       } catch (err) {
-        return finish(() => reject(err as Error));
+        return finish(err as Error);
       }
-      if (reader.done.length >= requests.length) finish(() => resolve(reader.done.slice(0, requests.length)));
-      else if (atEof) finish(() => (reader.done.length > 0 ? resolve(reader.done) : reject(hangUp())));
+      if (reader.done.length >= requests.length) finish(null);
+      else if (atEof) cut(hangUp());
+      else if (reader.done.length > before) arm();
     };
+    arm();
     socket.setNoDelay(true);
     // Not end(): a server may take a half-closed connection for a gone client and drop its answer.
     socket.on("connect", () => socket.write(bytes));
     socket.on("data", (chunk: Buffer) => step(() => reader.push(chunk), false));
     socket.on("end", () => step(() => reader.end(), true));
-    socket.on("error", (err) => finish(() => reject(err)));
+    socket.on("error", (err) => cut(err));
   });
 }
 
 /**
- * The responses to `requests`, in order. More than one are pipelined (GETs only: a request the server
- * did not answer before it closed is sent again, on a connection of its own).
+ * The outcome of each of `requests`, in order. More than one are pipelined (GETs only: what a server did
+ * not answer before it closed is sent again, on a connection of its own); a deadline or an abort fails
+ * what it left unanswered, and keeps what was answered.
  */
-export async function wireExchange(target: URL, requests: WireRequest[], signal: AbortSignal): Promise<WireResponse[]> {
+export async function wireExchange(
+  target: URL,
+  requests: WireRequest[],
+  signal: AbortSignal,
+  answerMs?: number,
+): Promise<WireAnswer[]> {
   if (requests.length > 1 && requests.some((r) => r.method !== "GET"))
     throw new Error("wireExchange: only GETs are pipelined");
-  const got = await oneConnection(target, requests, signal);
-  if (got.length >= requests.length) return got;
-  return [...got, ...(await wireExchange(target, requests.slice(got.length), signal))];
+  const { done, failure } = await oneConnection(target, requests, signal, answerMs);
+  const rest = requests.slice(done.length);
+  if (rest.length === 0) return done;
+  if (failure) return [...done, ...rest.map(() => failure)];
+  return [...done, ...(await wireExchange(target, rest, signal, answerMs))];
 }

@@ -50,23 +50,30 @@ export async function httpRequest(
   const method = payload === undefined ? "GET" : "POST";
   if (target.protocol === "http:") {
     const path = target.pathname + target.search;
-    return (
-      await wireExchange(target, [{ method, path, headers, ...(payload !== undefined ? { payload } : {}) }], signal)
-    )[0]!;
+    const [answer] = await wireExchange(
+      target,
+      [{ method, path, headers, ...(payload !== undefined ? { payload } : {}) }],
+      signal,
+    );
+    if (answer instanceof Error) throw answer;
+    return answer!;
   }
   return httpsRequest(target, method, headers, payload, signal);
 }
 
 /**
- * GETs of several paths of one endpoint, answered in order, under one deadline: pipelined on one
- * connection for http: (an engine's two key checks each resync), one request each for https:.
+ * GETs of several paths of one endpoint, each with its response or why it has none, in order: pipelined on
+ * one connection for http: (an engine's key checks and /health each resync), each answer given `timeoutMs`
+ * after the one before it (a server answers pipelined requests one at a time, as it would sequential
+ * ones); one request each, with its own deadline, for https:. Never rejects for an engine's failure.
  */
 export async function httpGets(
   endpoint: string,
   gets: Array<{ path: string; headers?: Record<string, string> }>,
   opts: HttpOptions,
-): Promise<HttpResponse[]> {
-  const signal = deadlineOf(opts);
+): Promise<Array<HttpResponse | Error>> {
+  if (gets.length === 0) return [];
+  opts.signal?.throwIfAborted();
   const targets = gets.map((g) => new URL(joinUrl(endpoint, g.path)));
   for (const t of targets) refuseProtocol(t);
   if (targets.every((t) => t.protocol === "http:" && t.host === targets[0]!.host))
@@ -77,9 +84,14 @@ export async function httpGets(
         path: targets[i]!.pathname + targets[i]!.search,
         headers: g.headers ?? {},
       })),
-      signal,
+      opts.signal ?? new AbortController().signal,
+      opts.timeoutMs,
     );
-  return Promise.all(targets.map((t, i) => httpRequest(t.href, { ...opts, signal, headers: gets[i]!.headers ?? {} })));
+  return Promise.all(
+    targets.map((t, i) =>
+      httpRequest(t.href, { ...opts, headers: gets[i]!.headers ?? {} }).catch((err: unknown) => err as Error),
+    ),
+  );
 }
 
 async function httpsRequest(

@@ -53,8 +53,9 @@ export async function keyChecks(runDir: string): Promise<EngineGet[]> {
 /**
  * What the answers to keyChecks' GETs find wrong with a running engine's key: /v1/models answers
  * without the key (401 expected), or refuses the run's own key (401 or 403: it serves with another).
+ * A GET without an answer (undefined) finds nothing: that is health's business.
  */
-export function keyFindings([open, withKey]: Array<{ status: number }>): string[] {
+export function keyFindings([open, withKey]: Array<{ status: number } | undefined>): string[] {
   return [open ? notEnforced(open.status) : null, withKey ? ownKeyRefused(withKey.status) : null].filter(
     (f): f is string => f !== null,
   );

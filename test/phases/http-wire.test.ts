@@ -5,13 +5,19 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpGets, httpRequest } from "../../src/phases/http.js";
-import { wireExchange } from "../../src/phases/http-wire.js";
+import { wireExchange, type WireResponse } from "../../src/phases/http-wire.js";
 
 /**
  * Writes a response in pieces, a pause apart (each its own packet on loopback: nodelay), then closes the
  * connection if `close` (requests pipelined after it go unanswered).
  */
-type Script = { pieces: string[]; close: boolean };
+type Script = { pieces: string[]; close: boolean | "reset"; delayMs?: number };
+
+/** An answer that is a response (the test fails on an Error, naming it). */
+function response(a: WireResponse | Error | undefined): WireResponse {
+  if (!a || a instanceof Error) throw new Error(`no response: ${String(a)}`);
+  return a;
+}
 
 describe("http-wire (httpRequest and httpGets of http: URLs)", () => {
   let server: net.Server;
@@ -38,13 +44,15 @@ describe("http-wire (httpRequest and httpGets of http: URLs)", () => {
           const script = scripts.get(/^[A-Z]+ (\S+)/.exec(head)?.[1] ?? "")!;
           answering = answering.then(async () => {
             if (closed) return;
+            if (script.delayMs) await new Promise((r) => setTimeout(r, script.delayMs));
             for (const piece of script.pieces) {
               socket.write(piece);
               await new Promise((r) => setTimeout(r, 15));
             }
             if (script.close) {
               closed = true;
-              socket.end();
+              if (script.close === "reset") socket.resetAndDestroy();
+              else socket.end();
             }
           });
         }
@@ -166,7 +174,7 @@ describe("http-wire (httpRequest and httpGets of http: URLs)", () => {
         timeoutMs: 3000,
       },
     );
-    expect(answers.map((a) => [a.status, a.body.toString()])).toEqual([
+    expect(answers.map((a) => [response(a).status, response(a).body.toString()])).toEqual([
       [401, "nope"],
       [200, "ok"],
       [200, "to the close"],
@@ -186,22 +194,69 @@ describe("http-wire (httpRequest and httpGets of http: URLs)", () => {
     scripts.set("/second", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2"], close: false });
     const before = connections;
     const answers = await httpGets(base, [{ path: "/first" }, { path: "/second" }], { timeoutMs: 3000 });
-    expect(answers.map((a) => a.body.toString())).toEqual(["1", "2"]);
+    expect(answers.map((a) => response(a).body.toString())).toEqual(["1", "2"]);
     expect(connections - before).toBe(2);
     expect(received.at(-1)).toMatchObject({ connection: before + 2 });
     expect(received.at(-1)?.head).toMatch(/^GET \/second HTTP\/1\.1\r\n/);
   });
 
-  it("makes no connection for a signal already aborted (as when it was aborted while an earlier one was read)", async () => {
+  it("makes no connection for a signal already aborted (as when it was aborted while an earlier one was read), failing with its reason", async () => {
     const before = connections;
     const ac = new AbortController();
     const reason = new Error("the actor stopped");
     ac.abort(reason);
-    await expect(wireExchange(new URL(base), [{ method: "GET", path: "/a", headers: {} }], ac.signal)).rejects.toBe(
-      reason,
-    );
+    const answers = await wireExchange(new URL(base), [{ method: "GET", path: "/a", headers: {} }], ac.signal);
+    expect(answers).toEqual([reason]);
     // The next request's connection is the next one the server accepts: none was made in between.
     await get("/after", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"], close: false });
     expect(received.at(-1)).toMatchObject({ connection: before + 1 });
+  });
+
+  it("sends again what a server left unanswered when it reset the connection after an answer", async () => {
+    // A server that answers with Connection: close while pipelined requests are unread is reset by the kernel:
+    // the whole first answer, then ECONNRESET.
+    scripts.set("/reset-first", {
+      pieces: ["HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n1"],
+      close: "reset",
+    });
+    scripts.set("/reset-second", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2"], close: false });
+    const answers = await httpGets(base, [{ path: "/reset-first" }, { path: "/reset-second" }], { timeoutMs: 3000 });
+    expect(answers.map((a) => response(a).body.toString())).toEqual(["1", "2"]);
+  });
+
+  it("gives each pipelined answer its deadline after the one before, and keeps what came when one is missed", async () => {
+    // Three answers 150 ms apart: 450 ms in all, each within 300 ms of the one before.
+    for (const p of ["/slow-1", "/slow-2", "/slow-3"])
+      scripts.set(p, { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"], close: false, delayMs: 150 });
+    const slow = await httpGets(base, [{ path: "/slow-1" }, { path: "/slow-2" }, { path: "/slow-3" }], {
+      timeoutMs: 300,
+    });
+    expect(slow.map((a) => response(a).status)).toEqual([200, 200, 200]);
+    // The second is not answered in time (nor, so, the third: answers come in order): the first answer
+    // stands, the rest fail with the deadline's TimeoutError.
+    scripts.set("/never", { pieces: ["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"], close: false, delayMs: 1500 });
+    const missed = await httpGets(base, [{ path: "/slow-1" }, { path: "/never" }, { path: "/slow-3" }], {
+      timeoutMs: 300,
+    });
+    expect(response(missed[0]).status).toBe(200);
+    expect(missed.slice(1).map((a) => (a instanceof Error ? a.name : "a response"))).toEqual([
+      "TimeoutError",
+      "TimeoutError",
+    ]);
+  });
+
+  it("refuses a chunk that is not the size it says, a header name that is no token, a value with NUL", async () => {
+    await expect(
+      get("/bad-chunk", {
+        pieces: ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokay\r\n0\r\n\r\n"],
+        close: false,
+      }),
+    ).rejects.toThrow("malformed HTTP response: chunk longer than its size");
+    await expect(get("/x", { pieces: [], close: true }, { "Bad Name": "v" })).rejects.toMatchObject({
+      code: "ERR_INVALID_HTTP_TOKEN",
+    });
+    await expect(get("/x", { pieces: [], close: true }, { Authorization: "a\u0000b" })).rejects.toMatchObject({
+      code: "ERR_INVALID_CHAR",
+    });
   });
 });
