@@ -4,10 +4,10 @@
 // ClientRequest, an agent's socket bookkeeping and an IncomingMessage stream
 // per request: 0.5-0.65 ms of CPU each against 0.3 ms so (fresh connections to
 // the simulator, this 2-core machine, side by side). Several GETs to one engine
-// go pipelined on one connection: a resync's two key checks open one
-// connection an engine, not two (0.8 against 0.35 ms of CPU in a warm loop; a
-// no-op of 64 engines 0.402 -> 0.394 s). Each response is read as node:http
-// would: to its Content-Length, to its last chunk, or to the server's close.
+// go pipelined on one connection: a resync's key checks and /health open one
+// connection an engine, not three (two key checks: 0.8 against 0.35 ms of CPU
+// in a warm loop). Each response is read as node:http would: to its
+// Content-Length, to its last chunk, or to the server's close.
 import net from "node:net";
 import { hangUp, ResponseReader, type WireResponse } from "./http-response.js";
 
