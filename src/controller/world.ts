@@ -108,7 +108,7 @@ export class World {
     handle: EngineHandle,
     runDir: string,
     want: { key: boolean; health: boolean },
-    planOf: PlanOf = readPlanOf,
+    planOf: PlanOf,
   ): Promise<{ key: string | null; health: string | null }> {
     let plan: LaunchPlan;
     try {

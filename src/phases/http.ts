@@ -19,7 +19,16 @@ export interface HttpOptions {
   timeoutMs: number;
 }
 
-/** The actor's signal (if any) with the request's own deadline. */
+/** A GET of an endpoint's path (httpGets). */
+export interface HttpGet {
+  path: string;
+  headers?: Record<string, string>;
+}
+
+/** Never aborted: what wireExchange is given when no actor's signal is. */
+const noSignal = (signal?: AbortSignal): AbortSignal => signal ?? new AbortController().signal;
+
+/** The actor's signal (if any) with the request's own deadline (node:https; http-wire keeps its own). */
 function deadlineOf(opts: HttpOptions): AbortSignal {
   const deadline = AbortSignal.timeout(opts.timeoutMs);
   const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
@@ -38,7 +47,7 @@ export async function httpRequest(
   url: string,
   opts: HttpOptions & { headers?: Record<string, string>; body?: unknown },
 ): Promise<HttpResponse> {
-  const signal = deadlineOf(opts);
+  opts.signal?.throwIfAborted();
   const target = new URL(url);
   refuseProtocol(target);
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -50,15 +59,17 @@ export async function httpRequest(
   const method = payload === undefined ? "GET" : "POST";
   if (target.protocol === "http:") {
     const path = target.pathname + target.search;
+    // The deadline is wireExchange's: the answer within timeoutMs (a TimeoutError, as AbortSignal.timeout's).
     const [answer] = await wireExchange(
       target,
       [{ method, path, headers, ...(payload !== undefined ? { payload } : {}) }],
-      signal,
+      noSignal(opts.signal),
+      opts.timeoutMs,
     );
     if (answer instanceof Error) throw answer;
     return answer!;
   }
-  return httpsRequest(target, method, headers, payload, signal);
+  return httpsRequest(target, method, headers, payload, deadlineOf(opts));
 }
 
 /**
@@ -69,7 +80,7 @@ export async function httpRequest(
  */
 export async function httpGets(
   endpoint: string,
-  gets: Array<{ path: string; headers?: Record<string, string> }>,
+  gets: HttpGet[],
   opts: HttpOptions,
 ): Promise<Array<HttpResponse | Error>> {
   if (gets.length === 0) return [];
@@ -84,7 +95,7 @@ export async function httpGets(
         path: targets[i]!.pathname + targets[i]!.search,
         headers: g.headers ?? {},
       })),
-      opts.signal ?? new AbortController().signal,
+      noSignal(opts.signal),
       opts.timeoutMs,
     );
   return Promise.all(

@@ -7,7 +7,7 @@
 // and all, and the engine restarted inside its container), which clients
 // holding the fleet's key cannot use.
 import type { LaunchPlan } from "./plan.js";
-import { httpRequest, joinUrl } from "./http.js";
+import { httpRequest, joinUrl, type HttpGet } from "./http.js";
 import { runKeyHeaders } from "./run-env.js";
 
 /** The plan asks for an API key (its value lives only in the run directory). */
@@ -35,17 +35,11 @@ export async function keyNotEnforced(
   return notEnforced(res.status);
 }
 
-/** A GET of an engine's endpoint (httpGets). */
-export interface EngineGet {
-  path: string;
-  headers?: Record<string, string>;
-}
-
 /**
  * The GETs of a resync's key checks: /v1/models without the key, then with the run's own key (not
  * made when the run holds no key). Answered in this order, keyFindings reads them.
  */
-export async function keyChecks(runDir: string): Promise<EngineGet[]> {
+export async function keyChecks(runDir: string): Promise<HttpGet[]> {
   const headers = await runKeyHeaders(runDir).catch(() => ({}) as Record<string, string>);
   return [{ path: "/v1/models" }, ...(headers.Authorization ? [{ path: "/v1/models", headers }] : [])];
 }
