@@ -37,6 +37,7 @@ export function printTable(report) {
       engines,
       cpu_over_floor,
       cold_converge_wall_s: cold,
+      cold_converge_cpu_s: coldCpu,
       pair_cold_converge_wall_s: pair,
     } = report.noop;
     console.log(
@@ -44,7 +45,7 @@ export function printTable(report) {
     );
     // runs before this field existed have no pair
     const against = pair === undefined ? "" : `; one P/D pair ${f(pair, 1)} s: ${f(cold / pair, 1)}x`;
-    const cpu = report.noop.cold_converge_cpu_s === undefined ? "" : `, ${f(report.noop.cold_converge_cpu_s, 1)} s CPU`;
+    const cpu = coldCpu === undefined ? "" : `, ${f(coldCpu, 1)} s CPU`;
     console.log(`cold converge, ${engines} native: ${f(cold, 1)} s wall${cpu}${against} (one run each)`);
   }
   if (report.scale) printScale(report.scale);

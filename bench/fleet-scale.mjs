@@ -133,6 +133,13 @@ export async function scaleBench({ main, env, work, runs, sizes, pool }) {
   };
 }
 
+/** The fits of `points` with each one left out, those that can be made (enough distinct sizes left). */
+const leftOutFits = (points, fit) =>
+  points.map((_, i) => fit(points.filter((_, k) => k !== i))).filter((f) => f !== null);
+
+/** [least, greatest] of `values`; null when there are none. */
+const rangeOf = (values) => (values.length ? [Math.min(...values), Math.max(...values)] : null);
+
 /**
  * The fit of `points` and what it projects for 1000 engines, in one pool and in pools of 16, with the range of
  * the fits that leave one size out: how well the sizes determine it (pairs grow as n², so the per-engine and
@@ -141,16 +148,13 @@ export async function scaleBench({ main, env, work, runs, sizes, pool }) {
  * @param {Array<{ engines: number, pairs: number, cpu_s: number }>} points
  */
 export function projectThousand(points) {
-  const onePoolPairs = 500 ** 2;
-  const poolsOf16Pairs = (1000 / 16) * 64;
+  const onePoolPairs = pairsOf(1000);
+  const poolsOf16Pairs = pairsOf(1000, 16);
   const at = (fit, engines, pairs) =>
     fit ? r4(fit.fixed_s + fit.per_engine_s * engines + fit.per_pair_s * pairs) : null;
   const fit = fitLinear(points);
-  const leftOut = points.map((_, i) => fitLinear(points.filter((_, k) => k !== i))).filter((x) => x !== null);
-  const spread = (pairs) => {
-    const each = leftOut.map((f) => at(f, 1000, pairs));
-    return each.length ? [Math.min(...each), Math.max(...each)] : null;
-  };
+  const leftOut = leftOutFits(points, fitLinear);
+  const spread = (pairs) => rangeOf(leftOut.map((f) => at(f, 1000, pairs)));
   return {
     fit: fit && {
       fixed_s: r4(fit.fixed_s),
@@ -179,8 +183,6 @@ export function projectThousand(points) {
 export function projectPooled(points, pool) {
   const fit = fitEngines(points);
   const at = (f) => (f ? r4(f.fixed_s + f.per_engine_s * 1000) : null);
-  const leftOut = points.length >= 3 ? points.map((_, i) => fitEngines(points.filter((_, k) => k !== i))) : [];
-  const each = leftOut.filter((f) => f !== null).map(at);
   return {
     fit: fit && { fixed_s: r4(fit.fixed_s), per_engine_ms: r4(fit.per_engine_s * 1000) },
     projected_1000: {
@@ -188,7 +190,7 @@ export function projectPooled(points, pool) {
       // As projectThousand's pools of 16: 1000 engines at the pools' rate of pairs an engine (4000 for 16).
       pairs: pairsOf(1000, pool),
       cpu_s: at(fit),
-      cpu_s_leave_one_out: each.length ? [Math.min(...each), Math.max(...each)] : null,
+      cpu_s_leave_one_out: rangeOf(leftOutFits(points, fitEngines).map(at)),
     },
   };
 }

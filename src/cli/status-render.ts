@@ -234,8 +234,9 @@ function pairLines(view: StatusView, now: number, detail: boolean): string[] {
   if (pairs.length === 0) return [];
   if (detail) return ["", "KV transfer (prefill → decode):", ...pairs.map((p) => pairLine(p, now))];
   const runs = new Set(view.engines.filter((e) => e.handle).map((e) => e.engine));
-  const proven = pairs.filter((p) => p.current && p.passed);
-  const notProven = pairs.filter((p) => !(p.current && p.passed));
+  const proven: typeof pairs = [];
+  const notProven: typeof pairs = [];
+  for (const p of pairs) (p.current && p.passed ? proven : notProven).push(p);
   const listed = notProven.filter((p) => runs.has(p.prefill) && runs.has(p.decode));
   const idle = notProven.length - listed.length;
   const oldest = proven.reduce<string | null>((o, p) => (o === null || p.at < o ? p.at : o), null);
