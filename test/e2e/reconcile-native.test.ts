@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
+import { engineProcesses, runCli, startCli, status, teardown } from "./cli.js";
 import { readState } from "../../src/state/store.js";
 
 const RUN_FILES = [
@@ -142,15 +142,20 @@ describe("reconcile --once on the native backend", () => {
   });
 
   it("resumes after SIGKILL of the controller mid-start with exactly one process per engine", async () => {
-    // Force a fresh start of both engines, then kill the controller once one is being started.
+    // Force a fresh start of both engines, then kill the controller mid-start: SIGKILL as soon as it has
+    // spawned the first new engine, before that start is recorded. (Polling the state for an engine in
+    // checked/started missed the window, under 200 ms on a fast machine, and waited out its 60 s.)
     await fleet.write({ engines: [{ extraArgs: ["--max-num-seqs", "32"] }, { extraArgs: ["--max-num-seqs", "48"] }] });
-    const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
-    await waitFor("an engine in checked/started", async () => {
-      const st = await readState(fleet.stateDir).catch(() => null);
-      return st && Object.values(st.engines).some((e) => e.phase === "checked" || e.phase === "started");
+    const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+      NARWHAL_FAILPOINTS: "native:spawn:after@1",
     });
-    child.kill("SIGKILL");
-    await new Promise((r) => child.once("close", r));
+    const [, signal] = (await new Promise((r) => child.once("close", (...a) => r(a)))) as [
+      number | null,
+      string | null,
+    ];
+    expect(signal).toBe("SIGKILL");
+    const midStart = await readState(fleet.stateDir);
+    expect(Object.values(midStart.engines).some((e) => e.phase === "checked")).toBe(true);
     const r = await once();
     expect(r.code, r.stderr).toBe(0);
     const procs = await engineProcesses(fleet.stateDir);
