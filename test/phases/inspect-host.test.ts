@@ -56,6 +56,25 @@ describe("scanPciAccelerators", () => {
     expect(scan.accelerators.map((a) => a.class)).toEqual(["0x120000", "0x120000"]);
   });
 
+  it("reads every device in the one sh process, with no tool on PATH, a last line without newline included", async () => {
+    // No PATH at all: a walk that ran `cat` (two processes per device) would read nothing here.
+    const bare = new LocalHost("bare", { PATH: "/nonexistent" });
+    const devices = path.join(tmp, "pci-bare", "bus", "pci", "devices");
+    const device = async (address: string, cls: string, vendor: string) => {
+      await mkdir(path.join(devices, address), { recursive: true });
+      await writeFile(path.join(devices, address, "class"), cls);
+      await writeFile(path.join(devices, address, "vendor"), vendor);
+    };
+    await device("0000:18:00.0", "0x030200\n", "0x10de\n");
+    await device("0000:2a:00.0", "0x030200", "0x10de"); // no trailing newline
+    await device("0000:17:01.0", "0x020000\n", "0x15b3\n"); // a NIC: read, not an accelerator
+    const scan = await scanPciAccelerators(bare, path.join(tmp, "pci-bare"));
+    expect(scan.accelerators).toEqual([
+      { address: "0000:18:00.0", class: "0x030200", vendor: "0x10de", gpu_vendor: "nvidia" },
+      { address: "0000:2a:00.0", class: "0x030200", vendor: "0x10de", gpu_vendor: "nvidia" },
+    ]);
+  });
+
   it("fails with the seed's wording on nogpu and on a missing sysfs root", async () => {
     for (const root of [fixture("nogpu", "sys"), fixture("nowhere", "sys")]) {
       const err = await scanPciAccelerators(host, root).catch((e: unknown) => e);

@@ -46,12 +46,18 @@ export function classifyPciDevice(pciClass: string, vendor: string): GpuVendor |
  * The seed's walk, run on the node as one sh process: "<address> <class> <vendor>"
  * per device whose class and vendor are readable (`test -r ... || continue`).
  * One process, not two reads per device: a host has a hundred PCI functions and
- * each read on a remote node is a round trip. Exit 3: no such directory; 4: not readable.
+ * each read on a remote node is a round trip. The files are read with the shell's own `read`, not
+ * `$(cat …)`: that forked two processes per device (200 on such a host, at every inspection).
+ * `read` fails at a last line without a newline but keeps what it read: `|| :`.
+ * Exit 3: no such directory; 4: not readable.
  */
 const PCI_WALK = `[ -e "$1" ] || exit 3; cd -- "$1" 2>/dev/null || exit 4
 for d in *; do
   test -r "$d/class" && test -r "$d/vendor" || continue
-  printf '%s %s %s\\n' "$d" "$(cat "$d/class")" "$(cat "$d/vendor")"
+  c=; v=
+  read -r c < "$d/class" || :
+  read -r v < "$d/vendor" || :
+  printf '%s %s %s\\n' "$d" "$c" "$v"
 done`;
 
 /**
