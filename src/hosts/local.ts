@@ -185,12 +185,17 @@ export class LocalHost implements HostAccess {
     let pending = pids;
     for (let round = 1; pending.length > 0; round++) {
       const empty: number[] = [];
-      for (const pid of pending) {
-        const raw = await readProcText(`/proc/${pid}/environ`).catch(() => null); // gone, or another user's
-        if (raw === null) continue;
-        if (raw === "" && round < ENVIRON_EMPTY_READS) empty.push(pid);
-        else found.set(pid, pickNames(parseEnviron(raw), names));
-      }
+      let next = 0;
+      const lane = async () => {
+        while (next < pending.length) {
+          const pid = pending[next++]!;
+          const raw = await readProcText(`/proc/${pid}/environ`).catch(() => null); // gone, or another user's
+          if (raw === null) continue;
+          if (raw === "" && round < ENVIRON_EMPTY_READS) empty.push(pid);
+          else found.set(pid, pickNames(parseEnviron(raw), names));
+        }
+      };
+      await Promise.all(Array.from({ length: ENVIRON_READ_LANES }, lane));
       pending = empty;
       if (pending.length > 0) await new Promise((r) => setTimeout(r, ENVIRON_REREAD_MS));
     }
@@ -217,6 +222,15 @@ export class LocalHost implements HostAccess {
 
   async close(): Promise<void> {}
 }
+
+/**
+ * Environments are read two at a time. Each read is four trips through libuv's threads (open, read, the read
+ * that finds the end, close), and most of its CPU is those threads falling asleep and waking: two lanes keep
+ * them busy (581 group leaders here: 130 -> 93 ms of CPU a scan, 4 lanes 70, 8 lanes 45). Not more: a read of a
+ * hung process's environ waits on that process's memory lock and holds one of libuv's four threads until it
+ * ends, and two lanes leave the state's writes the other two.
+ */
+const ENVIRON_READ_LANES = 2;
 
 /** Only `names` of an environment, those it has. */
 function pickNames(env: Record<string, string>, names: string[]): Record<string, string> {

@@ -204,6 +204,9 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
         const gone = 2 ** 22 + 1;
         const envs = await host.processEnvs([pid, gone], ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"]);
         expect([...envs]).toEqual([[pid, { NARWHAL_LAUNCH_TOKEN: token }]]);
+        // More pids than the reads in flight (local.ts reads in lanes), the live one last: each one read.
+        const more = await host.processEnvs([gone, gone + 2, gone + 4, gone + 6, pid], ["NARWHAL_LAUNCH_TOKEN"]);
+        expect([...more]).toEqual([[pid, { NARWHAL_LAUNCH_TOKEN: token }]]);
         expect(await host.processEnvs([], ["PATH"])).toEqual(new Map());
       } finally {
         await host.run(["kill", String(pid)]);
