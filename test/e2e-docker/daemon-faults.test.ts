@@ -134,7 +134,14 @@ describe("Docker daemon faults", () => {
   it("a docker logs read past its deadline names its step, keeps the dead engine's container and says where its log is; engine.log is saved once logs answer (issue 8 item 15)", async () => {
     const fleet = await simFleet({ ...opts(), engines: [{ faults: "crash_at_start" }] });
     stateDirs.push(fleet.stateDir);
-    // Only the engine's own log reads hang: the stall begins once the check (which reads its output as a log) is done.
+    // Only the engine's own log reads hang: the stall is armed by the engine container's create, after the check
+    // (which reads its output as a log). (Pushed once checked.json was seen, it raced the engine's crash.)
+    proxy.rules.push({
+      method: "GET",
+      path: /^\/containers\/[0-9a-f]{64}\/logs/,
+      action: "stall",
+      armedBy: /^\/containers\/create\?(.*&)?name=narwhal-engine-1(&|$)/,
+    });
     const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
       DOCKER_HOST: proxy.host,
       ...retryEnv,
@@ -144,8 +151,6 @@ describe("Docker daemon faults", () => {
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += d));
     const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
-    await waitFor("checked.json", async () => (await runFiles(fleet.stateDir, "checked.json").catch(() => "")) !== "");
-    proxy.rules.push({ method: "GET", path: /^\/containers\/[0-9a-f]{64}\/logs/, action: "stall" });
     const code = await exited;
     expect(code, stderr.slice(-2000)).not.toBe(0);
     const [engine] = (await status(fleet.stateDir)).engines;

@@ -9,7 +9,7 @@ import type { ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { simFleet, type SimFleet } from "../e2e/sim-fleet.js";
+import { simFleet, type SimEngineOptions, type SimFleet } from "../e2e/sim-fleet.js";
 import { runCli, startCli, status, waitFor } from "../e2e/cli.js";
 import { startPrivateDaemon, type PrivateDaemon } from "../docker/daemon.js";
 import { ensureSimImage } from "../docker/sim-image.mjs";
@@ -32,8 +32,8 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
   let current: { fleet: SimFleet; controller: ChildProcess; log: () => string } | undefined;
 
   /** One engine on the private daemon under a watch-mode controller. */
-  async function watchFleet() {
-    const fleet = await simFleet({ engines: [{}], container: { image } });
+  async function watchFleet(engine: SimEngineOptions = {}) {
+    const fleet = await simFleet({ engines: [engine], container: { image } });
     const controller = startCli(["reconcile", "--desired", fleet.dir, "--state", fleet.stateDir], {
       DOCKER_HOST: daemon.host,
       NARWHAL_RETRY_MAX_ATTEMPTS: String(budget),
@@ -92,7 +92,10 @@ describe("causes outside narwhal's control on a Docker daemon the test stops and
 
   it("outwaits a daemon outage while the engine restarts, and the same controller converges it once the daemon answers", async () => {
     await ensureSimImage({ docker: daemon.docker, variant: "a" });
-    const { fleet, controller, log } = await watchFleet();
+    // Each start waits 5 s before it listens, so the restart below is under way (not captured) for 5 s at least,
+    // several status polls even on a loaded machine. Without it the whole restart took 1.5 s on an idle machine: a
+    // poll that missed it halted the daemon under a captured engine, and the test waited out an outage never seen.
+    const { fleet, controller, log } = await watchFleet({ faults: "slow_start=5" });
     const stateDir = fleet.stateDir;
     const first = await waitFor(
       "captured",

@@ -3,6 +3,8 @@
 // NIXL. Each ends in a repair or a clear `failed` reason, and the history shows it.
 import { afterAll, describe, expect, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
 import { engineProcesses, runCli, startCli, status, teardown, waitFor } from "./cli.js";
 
@@ -54,7 +56,12 @@ describe("engine faults under watch mode", () => {
   });
 
   it("stops and restarts an engine whose /health turns 503 while its process lives", async () => {
-    const fleet = await simFleet({ engines: [{ faults: "dead_after=1" }] });
+    // /health turns 503 when the test turns the switch on (the simulator's faults file), not on a timer: the engine
+    // stays captured, healthy, until then. (With dead_after=1, captured lasted about two resync periods, which the
+    // status poll could miss, and a probe later than 1 s into serving failed instead.)
+    const fleet = await simFleet();
+    const faultsFile = path.join(path.dirname(fleet.stateDir), "sim-faults");
+    await fleet.write({ engines: [{ environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } }] });
     const child = watch(fleet);
     cleanup.push(
       () => stopWatch(child),
@@ -65,6 +72,7 @@ describe("engine faults under watch mode", () => {
       async () => (await status(fleet.stateDir)).engines.find((e) => e.phase === "captured"),
       30_000,
     );
+    await fs.writeFile(faultsFile, "health_status=503\n");
     const after = await waitFor(
       "a restart for ill health",
       async () =>

@@ -45,15 +45,21 @@ function runReadOnly(dir: string, args: string[]): Promise<CliResult> {
 }
 
 /** A shell pipeline, as an operator types it; the exit code is narwhal's (PIPESTATUS), not the reader's. */
-function pipeline(narwhalArgs: string[], reader: string): Promise<{ code: number | null; read: string }> {
+function pipeline(
+  narwhalArgs: string[],
+  reader: string,
+): Promise<{ code: number | null; read: string; stderr: string }> {
   const quoted = [process.execPath, CLI, ...narwhalArgs].map((a) => `'${a}'`).join(" ");
   const child = spawn("bash", ["-c", `${quoted} ${reader}; exit "\${PIPESTATUS[0]}"`], {
     env: { ...process.env, ...TEST_ENV },
-    stdio: ["ignore", "pipe", "ignore"],
+    stdio: ["ignore", "pipe", "pipe"],
   });
   let read = "";
+  let stderr = "";
   child.stdout.on("data", (d) => (read += d));
-  return new Promise((resolve) => child.on("close", (code) => resolve({ code, read })));
+  // Kept for the failure message: a run that once exited 1 under load said nothing of why.
+  child.stderr.on("data", (d) => (stderr += d));
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, read, stderr })));
 }
 
 /** Every line of narwhal.log is one whole JSON object: no NUL bytes, no torn or overwritten lines. */
@@ -177,9 +183,12 @@ describe("a state directory that cannot be written (item 5)", () => {
 
   it("a state file that stops taking writes mid-run: reconcile --once exits 1 naming it and the errno, and a rerun converges without a second engine", async () => {
     const stateFile = path.join(fleet.stateDir, "narwhal.json");
-    // Both are replaced (one group: a P/D pair must stay pairable), engine-2 slowly: its start waits 4 s, long
-    // enough to make the state file immutable meanwhile.
-    const edited = { extraArgs: ["--max-num-seqs", "16"], faults: "slow_start=4@engine-2" };
+    // Both are replaced (one group: a P/D pair must stay pairable); engine-2's new engine does not listen until the
+    // test turns its slow_start switch off (the simulator's faults file), so its start stays unrecorded, `checked`,
+    // until the state file is immutable. (A 4 s slow start was a window the status poll could miss.)
+    const faultsFile = path.join(path.dirname(fleet.stateDir), "sim-faults");
+    await fs.writeFile(faultsFile, "slow_start=600@engine-2\n");
+    const edited = { extraArgs: ["--max-num-seqs", "16"], environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } };
     await fleet.write({ engines: [edited, edited] });
     const run = runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
     try {
@@ -191,8 +200,9 @@ describe("a state directory that cannot be written (item 5)", () => {
         },
         30_000,
       );
-      // chattr +i: even root cannot replace it (rename → EPERM).
+      // chattr +i: even root cannot replace it (rename → EPERM). Then the start goes on, and its record is refused.
       execFileSync("chattr", ["+i", stateFile]);
+      await fs.writeFile(faultsFile, "");
       const r = await run;
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toContain(`narwhal: state: cannot rename `);
@@ -200,6 +210,7 @@ describe("a state directory that cannot be written (item 5)", () => {
       expect(r.stdout).toBe(""); // no report of a convergence that is not recorded
     } finally {
       execFileSync("chattr", ["-i", stateFile]);
+      await fs.writeFile(faultsFile, "");
       await run;
     }
     const again = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir]);
@@ -224,7 +235,7 @@ describe("a reader that goes away (item 6)", () => {
       "2>&1 | head -3",
     );
     expect(r.read.trimEnd().split("\n").length).toBe(3);
-    expect(r.code).toBe(0);
+    expect(r.code, r.stderr).toBe(0);
     expect(await allCaptured(fleet.stateDir)).toBeDefined();
     expect((await engineProcesses(fleet.stateDir)).length).toBe(2);
   });
@@ -234,14 +245,14 @@ describe("a reader that goes away (item 6)", () => {
       ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir],
       "| head -c 0",
     );
-    expect(ok.code).toBe(0);
+    expect(ok.code, ok.stderr).toBe(0);
     // engine-2's check fails terminally: a NIXL pin, not a vLLM one, which would make the pair NIXL-incompatible (invalid desired).
     await fleet.write({ engines: [{}, { expectedPackages: { vllm: "0.11.0", nixl: "0.0.1" } }] });
     const failed = await pipeline(
       ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir],
       "| head -c 0",
     );
-    expect(failed.code).toBe(2);
+    expect(failed.code, failed.stderr).toBe(2);
   });
 });
 
@@ -259,7 +270,7 @@ describe("output through a pipe arrives whole (item 6)", () => {
     const names = Array.from({ length: 300 }, (_, i) => `engine-${i + 1}`);
     await fs.writeFile(path.join(stateDir, "narwhal.json"), JSON.stringify(stateFile(names.map((n) => record(n)))));
     const r = await pipeline(["status", "--state", stateDir, "--format", "json"], SLOW_READER);
-    expect(r.code).toBe(0);
+    expect(r.code, r.stderr).toBe(0);
     expect(r.read.length).toBeGreaterThan(PIPE_BUFFER);
     expect((JSON.parse(r.read) as { engines: Array<{ engine: string }> }).engines.map((e) => e.engine).sort()).toEqual(
       [...names].sort(),
@@ -275,7 +286,7 @@ describe("output through a pipe arrives whole (item 6)", () => {
     const { issues } = await validateDesired(dir);
     expect(issues.length).toBeGreaterThan(900);
     const r = await pipeline(["validate", "--desired", dir, "--format", "json"], SLOW_READER);
-    expect(r.code).toBe(1);
+    expect(r.code, r.stderr).toBe(1);
     expect(r.read.length).toBeGreaterThan(PIPE_BUFFER);
     expect((JSON.parse(r.read) as { issues: unknown[] }).issues).toEqual(issues);
   });

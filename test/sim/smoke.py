@@ -248,6 +248,26 @@ def server_tests():
            and "vllm:kv_cache_usage_perc" in metrics, "missing_metric drops exactly those families")
     wrong.stop()
 
+    print("server: a start held by the faults file")
+    # slow_start in NARWHAL_SIM_FAULTS_FILE holds the start until the switch is turned off, however long it says.
+    with tempfile.NamedTemporaryFile("w", prefix="sim-faults-", delete=False) as handle:
+        handle.write("slow_start=600\n")
+    logs.append(handle.name)
+    held = Engine(NARWHAL_SIM_FAULTS_FILE=handle.name)
+    deadline = time.time() + 10
+    while "Maximum concurrency" not in held.output() and held.proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    expect("Maximum concurrency" in held.output(), "slow_start from the file: the KV cache lines logged")
+    try:
+        early = held.get("/health")[0]
+    except OSError:
+        early = None
+    expect(early is None, "slow_start from the file: HTTP not listening while the switch is on")
+    turned_off = time.time()
+    os.unlink(handle.name)
+    expect(held.ready() and time.time() - turned_off < 10, "slow_start from the file: ready once the switch is off")
+    held.stop()
+
 
 def run_check(plan_overrides=None, **environ):
     plan = {"plan_sha256": "0" * 64, "expected_packages": dict(PINS), "model_dir": os.path.join(MODELS, "tiny-llama"),
@@ -314,13 +334,14 @@ def check_tests():
 
 
 def cleanup():
-    """Kill what is still running (each by its own Popen) and remove the engine logs."""
+    """Kill what is still running (each by its own Popen) and remove the engine logs (and a faults file left)."""
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     for name in logs:
-        os.unlink(name)
+        if os.path.exists(name):
+            os.unlink(name)
 
 
 if __name__ == "__main__":

@@ -170,6 +170,16 @@ def _flood_log(mib):
     emit("INFO", "narwhal simulator: log flood of %s MiB done (%d lines)", mib, i, where="loggers.py:124")
 
 
+def _hold_start(stop):
+    """slow_start=S: S seconds before listening, ended early once the switch is off (re-read every 0.1 s, so a
+    test holds a start in its faults file until it has done what it must do meanwhile); True: stopped meanwhile."""
+    until = time.monotonic() + float(faults.value("slow_start", "0"))
+    while faults.has("slow_start") and (left := until - time.monotonic()) > 0:
+        if stop.wait(min(0.1, left)):
+            return True
+    return stop.is_set()
+
+
 def _watch(state, stop):
     """Serve until a signal (exit 0) or a scheduled crash (exit 1)."""
     crash_after = faults.value("crash_after")
@@ -249,7 +259,7 @@ def _start(args, environ, tp, stop):
     if not args.enforce_eager:
         emit("INFO", "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", prefix=_rank_prefix(0, tp),
              where="gpu_model_runner.py:3480")
-    if stop.wait(slow):
+    if _hold_start(stop):
         if side:
             side.close()
         return None
