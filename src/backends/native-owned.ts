@@ -93,6 +93,8 @@ export async function ownedIn(
       ...(runDir ? { run_dir: runDir } : {}),
       engine: engine ?? "?",
       launch_token: launchToken,
+      // The scan lists live group leaders only (no zombie), with the boot id and start tick isAlive compares.
+      running: true,
       handle: {
         kind: "native",
         pid: p.pid,

@@ -102,23 +102,30 @@ interface Seen {
   fault: NodeFault | null;
 }
 
-/** What the listing this observation just made found, by container id (absent: no listing made). */
+/** What the listing this observation just made found, by process identity (absent: no listing made). */
 type Listed = Map<string, OwnedEngine>;
 
-function listedContainers(owned: Owned | null): Listed {
+/** A handle's identity in a listing: a container by its id; a process by its node's boot id, pid and start tick. */
+const listedKey = (handle: EngineHandle): string =>
+  handle.kind === "container"
+    ? `container:${handle.container_id}`
+    : `native:${handle.boot_id}:${handle.pid}:${handle.start_ticks}`;
+
+function listedEngines(owned: Owned | null): Listed {
   const listed: Listed = new Map();
-  for (const { owned: o } of owned ?? []) if (o.handle.kind === "container") listed.set(o.handle.container_id, o);
+  for (const { owned: o } of owned ?? []) listed.set(listedKey(o.handle), o);
   return listed;
 }
 
 /**
- * Liveness from that listing, when it found the handle's container under its launch token and says
- * whether it runs: one labelled list call answers for every container engine, not an inspect each
- * (issue 14). Anything else (not listed, a native engine) is asked of the backend.
+ * Liveness from that listing, when it found the handle's engine under its launch token and says
+ * whether it runs: one labelled list call answers for every container engine, and one scan of a node's
+ * process table for every native engine there, not an inspect or a /proc read each (issue 14; over ssh
+ * a native engine's isAlive is two commands on its node, its boot id and its stat). Anything else (not
+ * listed, a listing that cannot tell) is asked of the backend.
  */
 function listedLiveness(handle: EngineHandle, listed: Listed): Seen | null {
-  if (handle.kind !== "container") return null;
-  const found = listed.get(handle.container_id);
+  const found = listed.get(listedKey(handle));
   if (found?.launch_token !== handle.launch_token || found.running === undefined) return null;
   return { liveness: found.running ? "alive" : "gone", fault: null };
 }
@@ -245,7 +252,7 @@ export async function observe(
   const planOf = planReads();
   // Engines are observed side by side: a full observation of a large fleet is bounded by its slowest engine, not their sum.
   const told = new NodeFaults();
-  const listed = listedContainers(opts.owned);
+  const listed = listedEngines(opts.owned);
   const observed = await Promise.all(known.map((k) => observeEngine(world, k, opts, told, listed, planOf)));
   world.report(told);
   for (const e of observed) engines[e.engine] = opts.retry?.has(e.engine) ? { ...e, retry_requested: true } : e;
