@@ -4,7 +4,7 @@
 // engines), and on which node a recorded handle's process is to be looked for.
 import path from "node:path";
 import type { NodeHosts } from "../hosts/node-hosts.js";
-import type { HostAccess, ProcessInfo } from "../hosts/types.js";
+import type { HostAccess, LeaderScan } from "../hosts/types.js";
 import type { EngineHandle } from "../phases/types.js";
 import { runsRoot } from "../state/run-dir.js";
 import type { OwnedEngine } from "./types.js";
@@ -23,8 +23,7 @@ function belongs(host: HostAccess, said: string | null, hosts?: NodeHosts): bool
 }
 
 /** The controller's run directory a process's cwd on its node stands for (a remote node's dir is under work_dir). */
-async function runDirOf(host: HostAccess, pid: number, stateDir: string, engine: string, hosts?: NodeHosts) {
-  const cwd = await host.readLink(`/proc/${pid}/cwd`);
+function runDirOf(host: HostAccess, cwd: string | undefined, stateDir: string, engine: string, hosts?: NodeHosts) {
   if (!cwd) return undefined;
   const spec = hosts?.spec(host.node);
   if (host.kind === "local" || !spec) return cwd;
@@ -51,32 +50,20 @@ export async function findOwnedOn(
   return ownedIn(host, await scanProcessTable(host), stateDir, token, hosts);
 }
 
-/** A host's process table as ownership needs it: its boot id, the group leaders and their narwhal variables. */
-export interface ProcessTable {
-  bootId: string;
-  leaders: ProcessInfo[];
-  envs: Map<number, Record<string, string>>;
-}
+/** A host's process table as ownership needs it: its boot id, the group leaders, their narwhal variables and cwds. */
+export type ProcessTable = LeaderScan;
 
-export async function scanProcessTable(host: HostAccess): Promise<ProcessTable> {
-  const bootId = await host.bootId();
-  // The group leader is the process whose pgid is its own pid (started as a session leader).
-  const leaders = (await host.listProcesses()).filter((p) => p.state !== "Z" && p.pgid === p.pid);
-  const envs = await host.processEnvs(
-    leaders.map((p) => p.pid),
-    ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_STATE_DIR", "NARWHAL_ENGINE", "NARWHAL_NODE"],
-  );
-  return { bootId, leaders, envs };
-}
+export const scanProcessTable = (host: HostAccess): Promise<ProcessTable> =>
+  host.scanLeaders(["NARWHAL_LAUNCH_TOKEN", "NARWHAL_STATE_DIR", "NARWHAL_ENGINE", "NARWHAL_NODE"]);
 
 /** The engines of `table` (scanned on `host`, or on a host sharing its process table) that belong to `host`. */
-export async function ownedIn(
+export function ownedIn(
   host: HostAccess,
-  { bootId, leaders, envs }: ProcessTable,
+  { bootId, leaders, envs, cwds }: ProcessTable,
   stateDir: string,
   token?: string,
   hosts?: NodeHosts,
-): Promise<OwnedEngine[]> {
+): OwnedEngine[] {
   const owned: OwnedEngine[] = [];
   for (const p of leaders) {
     const env = envs.get(p.pid);
@@ -88,7 +75,7 @@ export async function ownedIn(
     const said = env.NARWHAL_NODE ?? null;
     if (!belongs(host, said, hosts)) continue;
     const node = said ?? (hosts?.spec(host.node) || token !== undefined ? host.node : undefined);
-    const runDir = engine ? await runDirOf(host, p.pid, stateDir, engine, hosts) : undefined;
+    const runDir = engine ? runDirOf(host, cwds.get(p.pid), stateDir, engine, hosts) : undefined;
     owned.push({
       ...(runDir ? { run_dir: runDir } : {}),
       engine: engine ?? "?",

@@ -270,7 +270,7 @@ export class NativeBackend implements EngineBackend {
       let found: OwnedEngine[];
       try {
         const table = host.kind === "local" ? (localTable ??= scanProcessTable(host)) : scanProcessTable(host);
-        found = await ownedIn(host, await table, this.opts.stateDir, undefined, hosts);
+        found = ownedIn(host, await table, this.opts.stateDir, undefined, hosts);
       } catch (err) {
         const fault = nodeFaultOf(err);
         if (fault && opts.unlisted) opts.unlisted(fault);

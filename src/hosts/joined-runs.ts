@@ -66,6 +66,7 @@ export class JoinedRuns {
       processEnvToken: (pid, name) => host.processEnvToken(pid, name),
       processEnvs: (pids, names) => host.processEnvs(pids, names),
       bootId: () => host.bootId(),
+      scanLeaders: (names) => host.scanLeaders(names),
       close: () => host.close(),
     };
     return joined;

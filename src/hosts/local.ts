@@ -8,11 +8,13 @@ import { writeFileAtomic } from "../state/atomic-file.js";
 import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
 import { HelperPython } from "./stdlib-python.js";
+import { scanLeadersVia } from "./leader-scan.js";
 import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
   type FileStat,
   type HostAccess,
+  type LeaderScan,
   type Listener,
   type ProcessInfo,
   type RunOptions,
@@ -218,6 +220,10 @@ export class LocalHost implements HostAccess {
 
   async listeners(): Promise<Listener[]> {
     return listenersVia(this);
+  }
+
+  scanLeaders(names: string[]): Promise<LeaderScan> {
+    return scanLeadersVia(this, names);
   }
 
   async close(): Promise<void> {}

@@ -6,7 +6,8 @@
 import { ioFailure, NarwhalError } from "../errors.js";
 import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseProcStat } from "./proc-parse.js";
 import { isShellName } from "./ssh-quote.js";
-import type { ProcessInfo } from "./types.js";
+import type { LeaderScan, ProcessInfo } from "./types.js";
+import { isLiveLeader } from "./leader-scan.js";
 import { STDLIB_FLAGS } from "./stdlib-python.js";
 
 const STDLIB_FLAGS_SH = STDLIB_FLAGS.join(" ");
@@ -88,32 +89,92 @@ for p in os.listdir("/proc"):
 '`;
 
 /**
+ * A Python function: read the environments of `pending` (pid strings), keep only `names`, and call
+ * emit(pid, env) per readable pid. Empty environs are read again together (proc-parse.ts ENVIRON_EMPTY_READS).
+ */
+const READ_ENVIRONS_PY = `
+def read_environs(pending, names, emit):
+    for round in range(1, ${ENVIRON_EMPTY_READS} + 1):
+        empty = []
+        for p in pending:
+            try:
+                raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            if not raw and round < ${ENVIRON_EMPTY_READS}:
+                empty.append(p)
+                continue
+            emit(int(p), dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names))
+        pending = empty
+        if not pending:
+            break
+        time.sleep(${ENVIRON_REREAD_MS / 1000})
+`;
+
+/**
  * $1 the helper interpreter, $2 comma-separated names, $3... pids: one JSON line [pid, {name: value}] per
  * readable pid, only the names asked for (the rest of an environment, keys included, never crosses the
- * wire); one process on the node, not one per pid. Empty environs are read again together (proc-parse.ts
- * ENVIRON_EMPTY_READS).
+ * wire); one process on the node, not one per pid.
  */
 export const ENVIRONS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '
 import json, sys, time
-names = set(sys.argv[1].split(","))
-pending = sys.argv[2:]
-for round in range(1, ${ENVIRON_EMPTY_READS} + 1):
-    empty = []
-    for p in pending:
-        try:
-            raw = open("/proc/" + p + "/environ", "rb").read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        if not raw and round < ${ENVIRON_EMPTY_READS}:
-            empty.append(p)
-            continue
-        env = dict(e.split("=", 1) for e in raw.split("\\0") if "=" in e and e.split("=", 1)[0] in names)
-        sys.stdout.write(json.dumps([int(p), env]) + "\\n")
-    pending = empty
-    if not pending:
-        break
-    time.sleep(${ENVIRON_REREAD_MS / 1000})
+${READ_ENVIRONS_PY}
+read_environs(sys.argv[2:], set(sys.argv[1].split(",")), lambda p, env: sys.stdout.write(json.dumps([p, env]) + "\\n"))
 ' "$@"`;
+
+/**
+ * $1 the helper interpreter, $2 comma-separated names: HostAccess.scanLeaders in one process on the node.
+ * First line: the boot id (JSON). Then ["leader", stat text] per live group leader (its /proc/PID/stat, parsed
+ * by the same code as LocalHost's reads; the test here is leader-scan.ts isLiveLeader's, on the fields
+ * parseProcStat reads), and ["env", pid, {name: value}, cwd or null] per readable leader (read_environs),
+ * the cwd only of a leader that has one of the names.
+ */
+export const SCAN_LEADERS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '
+import json, os, sys, time
+${READ_ENVIRONS_PY}
+with open("/proc/sys/kernel/random/boot_id") as f:
+    sys.stdout.write(json.dumps(f.read().strip()) + "\\n")
+leaders = []
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        s = open("/proc/" + p + "/stat", "rb").read().decode("utf-8", "replace")
+        rest = s[s.rindex(")") + 2:].split(" ")
+        if rest[0] == "Z" or rest[2] != p:
+            continue
+    except (OSError, ValueError, IndexError):
+        continue
+    sys.stdout.write(json.dumps(["leader", s]) + "\\n")
+    leaders.append(p)
+def emit(p, env):
+    cwd = None
+    if env:
+        try:
+            cwd = os.readlink("/proc/%d/cwd" % p)
+        except OSError:
+            pass
+    sys.stdout.write(json.dumps(["env", p, env, cwd]) + "\\n")
+read_environs(leaders, set(sys.argv[1].split(",")), emit)
+' "$@"`;
+
+/** SCAN_LEADERS' output as a LeaderScan. */
+export function parseLeaderScan(stdout: string): LeaderScan {
+  const [first, ...lines] = stdout.split("\n").filter(Boolean);
+  const bootId = JSON.parse(first ?? '""') as string;
+  const leaders: ProcessInfo[] = [];
+  const envs = new Map<number, Record<string, string>>();
+  const cwds = new Map<number, string>();
+  for (const line of lines) {
+    const entry = JSON.parse(line) as ["leader", string] | ["env", number, Record<string, string>, string | null];
+    if (entry[0] === "leader") leaders.push(parseProcStat(entry[1]));
+    else {
+      envs.set(entry[1], entry[2]);
+      if (entry[3]) cwds.set(entry[1], entry[3]);
+    }
+  }
+  return { bootId, leaders: leaders.filter(isLiveLeader), envs, cwds };
+}
 const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No such file or directory/, "ENOENT"],
   [/Permission denied/, "EACCES"],

@@ -22,6 +22,7 @@ import {
   DEFAULT_READ_MAX_BYTES,
   type FileStat,
   type HostAccess,
+  type LeaderScan,
   type Listener,
   type ProcessInfo,
   type RunOptions,
@@ -275,12 +276,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   async processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>> {
     const found = new Map<number, Record<string, string>>();
     if (!pids.length) return found;
-    const bad = names.find((n) => !isShellName(n));
-    if (bad !== undefined)
-      throw new NarwhalError(`node ${this.node}: ${JSON.stringify(bad)} is no environment variable name`, {
-        retryable: false,
-        input: bad,
-      });
+    this.refuseNonNames(names);
     const r = await this.helper(scripts.ENVIRONS, [names.join(","), ...pids.map(String)], { timeoutMs: 30_000 });
     if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "reading process environments", r);
     for (const line of r.stdout.split("\n")) {
@@ -289,6 +285,23 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
       found.set(pid, env);
     }
     return found;
+  }
+
+  async scanLeaders(names: string[]): Promise<LeaderScan> {
+    this.refuseNonNames(names);
+    const r = await this.helper(scripts.SCAN_LEADERS, [names.join(",")], { timeoutMs: 30_000 });
+    if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "scanning group leaders", r);
+    return scripts.parseLeaderScan(r.stdout);
+  }
+
+  /** Names are passed to a helper script as one comma-separated operand: only shell names can be. */
+  private refuseNonNames(names: string[]): void {
+    const bad = names.find((n) => !isShellName(n));
+    if (bad !== undefined)
+      throw new NarwhalError(`node ${this.node}: ${JSON.stringify(bad)} is no environment variable name`, {
+        retryable: false,
+        input: bad,
+      });
   }
 
   /** One of narwhal's Python scripts (its interpreter is $1), through the node's helper python (stdlib-python.ts). */

@@ -63,6 +63,17 @@ export interface SpawnDetachedOptions {
   logFile: string;
 }
 
+/** A node's group leaders as ownership reads them (native-owned.ts, attestation-sidecar.ts). */
+export interface LeaderScan {
+  bootId: string;
+  /** Group leaders (pgid = pid) that are not zombies. */
+  leaders: ProcessInfo[];
+  /** A leader's variables of the names asked for (processEnvs); a leader gone or unreadable is absent. */
+  envs: Map<number, Record<string, string>>;
+  /** /proc/PID/cwd of each leader that has any of the names asked for; absent when it cannot be read. */
+  cwds: Map<number, string>;
+}
+
 export interface HostAccess {
   /** The node record's name, for error messages. */
   readonly node: string;
@@ -96,6 +107,11 @@ export interface HostAccess {
   processEnvs(pids: number[], names: string[]): Promise<Map<number, Record<string, string>>>;
   /** /proc/sys/kernel/random/boot_id: a recorded pid means nothing across a reboot. */
   bootId(): Promise<string>;
+  /**
+   * The node's boot id, its live group leaders, their variables of `names` and the working directory of each
+   * leader that has any of them, in one call (one command over SSH, not one per question and one per leader).
+   */
+  scanLeaders(names: string[]): Promise<LeaderScan>;
   /** TCP listeners on the node, `ss -Hltn` parsed. */
   listeners(): Promise<Listener[]>;
   /** The node's python3 for narwhal's helpers, looked up once (stdlib-python.ts: runHelper, spawnHelper). */

@@ -54,12 +54,12 @@ export interface SidecarDeps {
 
 /** The sidecars this state directory runs on one node (only the one for `token` when given). */
 export async function findSidecarsOn(host: HostAccess, stateDir: string, token?: string): Promise<Sidecar[]> {
-  const bootId = await host.bootId();
-  const leaders = (await host.listProcesses()).filter((p) => p.state !== "Z" && p.pgid === p.pid);
-  const envs = await host.processEnvs(
-    leaders.map((p) => p.pid),
-    [TOKEN_VAR, ENGINE_VAR, "NARWHAL_STATE_DIR", "NARWHAL_NODE"],
-  );
+  const { bootId, leaders, envs } = await host.scanLeaders([
+    TOKEN_VAR,
+    ENGINE_VAR,
+    "NARWHAL_STATE_DIR",
+    "NARWHAL_NODE",
+  ]);
   const found: Sidecar[] = [];
   for (const p of leaders) {
     const env = envs.get(p.pid);

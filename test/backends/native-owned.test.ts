@@ -79,15 +79,18 @@ describe("ownedIn: one process table, several local node records", () => {
         { NARWHAL_LAUNCH_TOKEN: "t4", NARWHAL_STATE_DIR: "/other", NARWHAL_ENGINE: "engine-1", NARWHAL_NODE: "a" },
       ],
     ]),
+    cwds: new Map([[1001, "/s/runs/engine-1/r1"]]),
   };
 
-  it("each record gets the engines named for it, with its node and the table's boot id", async () => {
-    const a = await ownedIn(new LocalHost("a", {}), table, "/s");
-    const b = await ownedIn(new LocalHost("b", {}), table, "/s");
+  it("each record gets the engines named for it, with its node and the table's boot id", () => {
+    const a = ownedIn(new LocalHost("a", {}), table, "/s");
+    const b = ownedIn(new LocalHost("b", {}), table, "/s");
     expect(a.map((o) => [o.engine, o.handle])).toEqual([
       ["engine-1", expect.objectContaining({ pid: 1001, start_ticks: 1101, boot_id: "boot-1", node: "a" })],
       ["engine-3", expect.objectContaining({ pid: 1003, node: "a" })],
     ]);
+    // The run directory is the scan's cwd (a local node's own path); none where the scan read none.
+    expect(a.map((o) => o.run_dir)).toEqual(["/s/runs/engine-1/r1", undefined]);
     expect(b.map((o) => [o.engine, (o.handle as { node?: string }).node])).toEqual([["engine-2", "b"]]);
   });
 });

@@ -214,6 +214,36 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       expect(await host.processEnvToken(2 ** 22 + 1, "PATH")).toBeNull();
     });
 
+    it("scans group leaders in one call: boot id, leaders, the names asked for, and the cwd of those that have one", async () => {
+      const { host, dir } = setup();
+      const token = randomUUID();
+      const spawn = (env: Record<string, string>, name: string) =>
+        host.spawnDetached(["sh", "-c", "exec sleep 300"], { env, cwd: dir, logFile: `${dir}/${name}.log` });
+      const { pid: tagged } = await spawn({ NARWHAL_LAUNCH_TOKEN: token }, "tagged");
+      const { pid: plain } = await spawn({}, "plain");
+      try {
+        await until("both to exec sleep", async () =>
+          (await Promise.all([tagged, plain].map((p) => host.processEnvToken(p, "NARWHAL_LAUNCH_TOKEN")))).includes(
+            token,
+          ),
+        );
+        const scan = await host.scanLeaders(["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"]);
+        expect(scan.bootId).toBe(await host.bootId());
+        const listed = await host.listProcesses();
+        for (const pid of [tagged, plain])
+          expect(scan.leaders.find((p) => p.pid === pid)).toEqual(listed.find((p) => p.pid === pid));
+        // Leaders only, no zombie: what the process table holds beside them is not listed.
+        expect(scan.leaders.every((p) => p.pgid === p.pid && p.state !== "Z")).toBe(true);
+        expect(scan.envs.get(tagged)).toEqual({ NARWHAL_LAUNCH_TOKEN: token });
+        expect(scan.envs.get(plain)).toEqual({});
+        const real = (await host.run(["readlink", "-f", dir])).stdout.trim();
+        expect(scan.cwds.get(tagged)).toBe(real);
+        expect(scan.cwds.has(plain)).toBe(false);
+      } finally {
+        for (const pid of [tagged, plain]) await host.run(["kill", "--", `-${pid}`]);
+      }
+    });
+
     it("starts a detached session leader that outlives the call, with env, cwd and its output appended to a log", async () => {
       const { host, dir } = setup();
       const token = randomUUID();
