@@ -1,6 +1,7 @@
 // How SshHost calls the OpenSSH client: the options every call shares (strict
 // host keys, batch mode, one multiplexed master per node) and where the
 // master's socket lives.
+import { createHash } from "node:crypto";
 import path from "node:path";
 import { NarwhalError } from "../errors.js";
 
@@ -31,6 +32,15 @@ export function controlDirFor(node: string, stateDir: string): string {
       { retryable: false, input: "--state", fix: "Use a state directory with a shorter path." },
     );
   return dir;
+}
+
+/**
+ * Where a node's helper interpreter lookup is kept (stdlib-python.ts HelperPythonMemo): beside the control
+ * sockets, named for the node and where it is reached, so a node record pointed elsewhere looks again.
+ */
+export function helperPythonFile(controlDir: string, target: { node: string; destination: string; port: number }) {
+  const where = `${target.node}\0${target.destination}\0${target.port}`;
+  return path.join(controlDir, `helper-python-${createHash("sha256").update(where).digest("hex").slice(0, 16)}`);
 }
 
 /** Options before the destination. The operator's ssh_config still applies (Host aliases, ProxyJump). */

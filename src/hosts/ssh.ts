@@ -13,10 +13,10 @@ import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "
 import { Slots } from "./slots.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
-import { controlDirFor, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
+import { controlDirFor, helperPythonFile, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
 import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
 import * as scripts from "./ssh-scripts.js";
-import { HelperPython, withHelperPython } from "./stdlib-python.js";
+import { HelperPython, memoInFile, withHelperPython } from "./stdlib-python.js";
 import { childStream, type StreamFailure } from "./ssh-stream.js";
 import {
   DEFAULT_READ_MAX_BYTES,
@@ -58,7 +58,7 @@ export class SshHost implements HostAccess {
   private readonly sessions = new Slots(MAX_SESSIONS);
   /** When the master may have exited after its persist time (ms since epoch). */
   private masterFreshUntil = 0;
-  readonly helperPython = new HelperPython((argv, opts) => this.run(argv, opts));
+  readonly helperPython: HelperPython;
 
   constructor(private readonly opts: SshHostOptions) {
     this.node = opts.node;
@@ -70,6 +70,9 @@ export class SshHost implements HostAccess {
       ...(opts.identityFile ? { identityFile: opts.identityFile } : {}),
     };
     this.controlDir = controlDirFor(opts.node, opts.stateDir);
+    // The lookup is kept beside the control sockets, for the next command run on this node.
+    const memo = memoInFile(helperPythonFile(this.controlDir, this.target));
+    this.helperPython = new HelperPython((argv, o) => this.run(argv, o), memo);
   }
 
   /** One master per node: the first caller connects, the others wait for it rather than racing to be master. */

@@ -11,8 +11,11 @@
 // script that runs some 20 processes, 0.15–0.4 s of CPU, before it execs the interpreter), every helper paid
 // that again, and a cold converge of 16 container engines ran 32 helpers through it (16.4 -> 11.1 s of CPU
 // once looked up). The lookup asks `python3` for sys.executable and takes that path only after it ran
-// directly and named itself, so the same interpreter runs either way.
-import { isAbsolute } from "node:path";
+// directly and named itself, so the same interpreter runs either way. Over ssh the answer is kept under the
+// state directory (HelperPythonMemo) for the next command: the lookup is two commands on the node.
+import fs from "node:fs/promises";
+import path, { isAbsolute } from "node:path";
+import { writeFileAtomic } from "../state/atomic-file.js";
 import { IoError } from "../errors.js";
 import type { HostAccess, RunOptions, RunResult, SpawnDetachedOptions } from "./types.js";
 
@@ -30,6 +33,31 @@ const PROBE_TIMEOUT_MS = 30_000;
 export type RunOnNode = (argv: string[], opts: { timeoutMs: number }) => Promise<RunResult>;
 
 /**
+ * Where a lookup's answer outlives this process (SshHost: a file under the state directory), so each CLI
+ * run on a node does not look again: over ssh the lookup is two commands on the node, two ssh clients on the
+ * controller, at every `reconcile --once`. What it read is used as a lookup's answer; an interpreter that
+ * can no longer be executed is looked up again (withHelperPython) and the new answer kept.
+ */
+export interface HelperPythonMemo {
+  read(): Promise<string | null>;
+  write(exe: string): Promise<void>;
+}
+
+/** A memo in a file of the controller's (created 0600, its directory 0700). */
+export function memoInFile(file: string): HelperPythonMemo {
+  return {
+    read: () => fs.readFile(file, "utf8"),
+    write: async (exe) => {
+      await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+      await writeFileAtomic(file, exe);
+    },
+  };
+}
+
+/** An answer a lookup can give: an absolute path on one line. */
+const usable = (exe: string | null): exe is string => exe !== null && isAbsolute(exe) && !/[\n\r]/.test(exe);
+
+/**
  * The node's python3 for narwhal's helpers, looked up once: the path the interpreter
  * reports of itself when that path runs it directly, else `python3` (a lookup that failed is asked
  * again next time; a `python3` whose own path does not run it stays `python3`).
@@ -38,8 +66,13 @@ export class HelperPython {
   private resolving: Promise<string> | undefined;
   /** What the last lookup found. */
   private resolved: string | undefined;
+  /** The memo's answer failed to execute: look up, not read it again. */
+  private memoFailed = false;
 
-  constructor(private readonly run: RunOnNode) {}
+  constructor(
+    private readonly run: RunOnNode,
+    private readonly memo?: HelperPythonMemo,
+  ) {}
 
   /** The interpreter to run a helper with: an absolute path, or `python3` (the node's PATH looks it up). */
   interpreter(): Promise<string> {
@@ -52,21 +85,29 @@ export class HelperPython {
     if (exe !== PYTHON3 && this.resolved === exe) {
       this.resolving = undefined;
       this.resolved = undefined;
+      this.memoFailed = true;
     }
   }
 
   private async resolve(): Promise<string> {
+    if (this.memo && !this.memoFailed) {
+      const kept = await this.memo.read().catch(() => null);
+      if (usable(kept)) return (this.resolved = kept);
+    }
     const said = async (exe: string): Promise<string | null> => {
       const r = await this.run([exe, ...STDLIB_FLAGS, "-c", PROBE], { timeoutMs: PROBE_TIMEOUT_MS }).catch(() => null);
       return r?.code === 0 ? r.stdout : null;
     };
     const exe = await said(PYTHON3);
-    if (exe === null || !isAbsolute(exe) || /[\n\r]/.test(exe)) {
+    if (!usable(exe)) {
       // No answer: not remembered, so a python3 installed later is found; the helper's own run reports it.
       this.resolving = undefined;
       return PYTHON3;
     }
     this.resolved = (await said(exe)) === exe ? exe : PYTHON3;
+    // python3 itself is kept too: a memo that names no path is looked up again, not taken.
+    await this.memo?.write(this.resolved).catch(() => undefined);
+    this.memoFailed = false;
     return this.resolved;
   }
 }

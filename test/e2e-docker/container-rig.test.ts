@@ -138,7 +138,9 @@ describe("container engines on nodes reached over ssh", () => {
   it("a master connection that dies between calls is dialled anew by the next call", async () => {
     const docker = backend.client(endpointOf(b));
     await docker.ping();
-    const masters = await fs.readdir(path.join(stateDir, "ssh"));
+    // The control sockets (state/ssh also keeps each node's helper interpreter lookup).
+    const entries = await fs.readdir(path.join(stateDir, "ssh"), { withFileTypes: true });
+    const masters = entries.filter((e) => e.isSocket()).map((e) => e.name);
     expect(masters.length).toBe(2); // one per node, both endpoints over it
     for (const sock of masters) {
       const r = await run(["ssh", "-S", path.join(stateDir, "ssh", sock), "-O", "check", "narwhal-master"]);

@@ -8,7 +8,14 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalHost } from "../../src/hosts/local.js";
-import { HelperPython, PYTHON3, runHelper, spawnHelper } from "../../src/hosts/stdlib-python.js";
+import {
+  HelperPython,
+  memoInFile,
+  PYTHON3,
+  runHelper,
+  spawnHelper,
+  withHelperPython,
+} from "../../src/hosts/stdlib-python.js";
 import type { RunResult } from "../../src/hosts/types.js";
 import { modelManifest } from "../../src/phases/host/model-manifest.js";
 import { until } from "./contract.js";
@@ -121,6 +128,48 @@ describe("HelperPython's lookup", () => {
     expect(await python.interpreter()).toBe(PYTHON3);
     installed = true;
     expect(await python.interpreter()).toBe("/usr/bin/python3");
+  });
+
+  it("takes the answer an earlier process kept (memoInFile) without a lookup, and keeps what a lookup finds", async () => {
+    const file = path.join(root, "memo", "helper-python");
+    const seen: string[] = [];
+    const lookup = async ([exe]: string[]) => (seen.push(exe!), result(0, exe === PYTHON3 ? "/opt/a/python3" : exe!));
+    expect(await new HelperPython(lookup, memoInFile(file)).interpreter()).toBe("/opt/a/python3");
+    expect(seen).toEqual([PYTHON3, "/opt/a/python3"]);
+    expect(await fs.readFile(file, "utf8")).toBe("/opt/a/python3");
+    expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
+    // The next process on this node: the kept answer, no command run.
+    seen.length = 0;
+    expect(await new HelperPython(lookup, memoInFile(file)).interpreter()).toBe("/opt/a/python3");
+    expect(seen).toEqual([]);
+    // A kept answer that is no path (python3 itself, a relative or multi-line one) is looked up again.
+    for (const kept of ["python3", "bin/python3", "/opt/a/python3\n/x"]) {
+      await fs.writeFile(file, kept);
+      seen.length = 0;
+      expect(await new HelperPython(lookup, memoInFile(file)).interpreter()).toBe("/opt/a/python3");
+      expect(seen).toEqual([PYTHON3, "/opt/a/python3"]);
+    }
+  });
+
+  it("looks up again when the kept interpreter can no longer be executed, and keeps the new answer", async () => {
+    const file = path.join(root, "memo-gone", "helper-python");
+    await fs.mkdir(path.dirname(file));
+    await fs.writeFile(file, "/opt/removed/python3");
+    const seen: string[] = [];
+    const python = new HelperPython(async ([exe]) => {
+      seen.push(exe!);
+      return result(0, exe === PYTHON3 ? "/opt/b/python3" : exe!);
+    }, memoInFile(file));
+    // The helper's own run: 127 (a shell's "not found") from the kept path, then a run of the new one.
+    const ran: string[] = [];
+    const r = await withHelperPython(
+      python,
+      async (exe) => (ran.push(exe), result(exe === "/opt/removed/python3" ? 127 : 0)),
+    );
+    expect(r.code).toBe(0);
+    expect(ran).toEqual(["/opt/removed/python3", "/opt/b/python3"]);
+    expect(seen).toEqual([PYTHON3, "/opt/b/python3"]);
+    expect(await fs.readFile(file, "utf8")).toBe("/opt/b/python3");
   });
 
   it("takes no path that is relative or spans lines", async () => {
