@@ -18,7 +18,7 @@ import { appIdentity, checkScriptPath } from "../../src/app.js";
 import { loadDesired } from "../../src/desired/load.js";
 import { convergeOnce } from "../../src/cli/reconcile.js";
 import { classifySshFailure } from "../../src/hosts/ssh-errors.js";
-import type { EngineBackend } from "../../src/backends/types.js";
+import type { EngineBackend, OwnedEngine } from "../../src/backends/types.js";
 import { readState } from "../../src/state/store.js";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
 import { memoryLogger } from "./controller-harness.js";
@@ -27,7 +27,10 @@ import { engineProcesses, TEST_ENV, teardown } from "./cli.js";
 const REFUSED = "ssh: connect to host 10.99.0.2 port 22: Connection refused";
 const NODE_B = { node: "node-b", destination: "root@10.99.0.2", port: 22, knownHostsFile: "/k" };
 
-/** Every call of `backend` that names the launch token in `down` throws what SshHost raises for an unreachable node. */
+/**
+ * Every call of `backend` that names the launch token in `down` throws what SshHost raises for an unreachable
+ * node, and its process-table scan (listOwned) does not list those engines.
+ */
 function unreachableFor(
   backend: EngineBackend,
   down: Set<string>,
@@ -47,6 +50,10 @@ function unreachableFor(
         if (prop === "isAlive" && blips.delete(String((args[0] as { launch_token?: unknown }).launch_token)))
           return Promise.reject(classifySshFailure(REFUSED, NODE_B)!);
         const out = (value as (...a: unknown[]) => unknown).apply(target, args);
+        // A scan of a node that cannot be reached lists none of its engines (a full observation takes a listed
+        // engine's liveness from the scan, and asks isAlive of the others).
+        if (prop === "listOwned")
+          return (out as Promise<OwnedEngine[]>).then((list) => list.filter((o) => !down.has(o.launch_token)));
         if (prop === "ensureStarted")
           return (out as Promise<unknown>).then(
             (h) => (started(args[0] as { engine: string; launch_token: string }), h),
