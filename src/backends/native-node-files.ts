@@ -6,9 +6,10 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { createHash } from "node:crypto";
-import { IoError, PhaseError, type Step } from "../errors.js";
+import { PhaseError, type Step } from "../errors.js";
 import type { NodeHosts } from "../hosts/node-hosts.js";
 import type { HostAccess } from "../hosts/types.js";
+import type { NodeFile } from "../hosts/ensure-files.js";
 import { API_KEY_FILE, LAUNCH_FILE } from "../phases/prepare.js";
 import { ENV_FILES } from "../phases/run-env.js";
 import type { PreparedRun } from "../phases/types.js";
@@ -39,31 +40,6 @@ export function runOnNode(hosts: NodeHosts, node: string, run: PreparedRun): Run
   return { host, dir: hosts.runDirOnNode(node, run.dir), remote: host.kind !== "local" };
 }
 
-/** Write `data` to `file` on the node unless it is there already with the same bytes; other bytes are refused. */
-async function ensureNodeFile(
-  where: RunOnNode,
-  run: PreparedRun,
-  step: Step,
-  file: string,
-  data: Buffer,
-  mode: number,
-): Promise<void> {
-  const { host } = where;
-  if (await host.stat(file)) {
-    const held = await host.readFile(file, { maxBytes: data.length }).catch((err: unknown) => {
-      if (err instanceof IoError && err.code === "EFBIG") return null; // longer: other bytes
-      throw err;
-    });
-    if (held?.equals(data)) return;
-    throw new PhaseError(run.engine, step, `${file} on node ${host.node} holds other bytes than ${run.dir}`, {
-      retryable: false,
-      input: `${file} (node ${host.node})`,
-      fix: `A run directory is immutable: if nothing of this run runs on node ${host.node}, remove ${where.dir} there and narwhal copies the run again; otherwise stop it first.`,
-    });
-  }
-  await host.writeFile(file, data, mode);
-}
-
 /** Name on the node of a file the controller passes: its own name inside the run directory, else content-addressed. */
 function nodeName(run: PreparedRun, source: string, data: Buffer): string {
   const base = path.basename(source);
@@ -85,19 +61,35 @@ export async function stageRun(
   extra: string[] = [],
 ): Promise<string[]> {
   if (!where.remote) return extra;
+  const files: NodeFile[] = [];
   for (const { name, mode } of RUN_FILES) {
     const data = await fs.readFile(path.join(run.dir, name)).catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw err;
     });
-    if (data) await ensureNodeFile(where, run, step, path.posix.join(where.dir, name), data, mode);
+    if (data) files.push({ path: path.posix.join(where.dir, name), data, mode });
   }
   const placed: string[] = [];
   for (const source of extra) {
     const data = await fs.readFile(source);
     const file = path.posix.join(where.dir, nodeName(run, source, data));
-    await ensureNodeFile(where, run, step, file, data, 0o600);
+    files.push({ path: file, data, mode: 0o600 });
     placed.push(file);
+  }
+  // All of them in one call (one command over ssh): written where absent, the same bytes again is fine.
+  const outcomes = await where.host.ensureFiles(files);
+  const other = files.find((_, i) => outcomes[i] === "other");
+  if (other) {
+    throw new PhaseError(
+      run.engine,
+      step,
+      `${other.path} on node ${where.host.node} holds other bytes than ${run.dir}`,
+      {
+        retryable: false,
+        input: `${other.path} (node ${where.host.node})`,
+        fix: `A run directory is immutable: if nothing of this run runs on node ${where.host.node}, remove ${where.dir} there and narwhal copies the run again; otherwise stop it first.`,
+      },
+    );
   }
   return placed;
 }

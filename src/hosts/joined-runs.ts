@@ -67,6 +67,7 @@ export class JoinedRuns {
       processEnvs: (pids, names) => host.processEnvs(pids, names),
       bootId: () => host.bootId(),
       scanLeaders: (names) => host.scanLeaders(names),
+      ensureFiles: (files) => host.ensureFiles(files),
       close: () => host.close(),
     };
     return joined;

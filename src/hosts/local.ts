@@ -9,6 +9,7 @@ import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, pa
 import { runChild } from "./run-child.js";
 import { HelperPython } from "./stdlib-python.js";
 import { scanLeadersVia } from "./leader-scan.js";
+import { ensureFilesVia, type NodeFile, type Placed } from "./ensure-files.js";
 import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
@@ -224,6 +225,10 @@ export class LocalHost implements HostAccess {
 
   scanLeaders(names: string[]): Promise<LeaderScan> {
     return scanLeadersVia(this, names);
+  }
+
+  ensureFiles(files: NodeFile[]): Promise<Placed[]> {
+    return ensureFilesVia(this, files);
   }
 
   async close(): Promise<void> {}

@@ -12,6 +12,7 @@ import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
 import { Slots } from "./slots.js";
 import { FreshRead } from "./fresh-read.js";
+import { ENSURE_FILES, ensureFilesInput, parseEnsureFiles, type NodeFile, type Placed } from "./ensure-files.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
 import { controlDirFor, helperPythonFile, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
@@ -299,6 +300,13 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
     const r = await this.helper(scripts.SCAN_LEADERS, [names.join(",")], { timeoutMs: 30_000 });
     if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "scanning group leaders", r);
     return scripts.parseLeaderScan(r.stdout);
+  }
+
+  async ensureFiles(files: NodeFile[]): Promise<Placed[]> {
+    if (files.length === 0) return [];
+    const r = await this.helper(ENSURE_FILES, [], { stdin: ensureFilesInput(files), timeoutMs: 60_000 });
+    if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "placing files", r);
+    return parseEnsureFiles(this.node, files, r.stdout);
   }
 
   /** Names are passed to a helper script as one comma-separated operand: only shell names can be. */

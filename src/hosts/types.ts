@@ -3,6 +3,7 @@
 // one interface, so a step reads the engine's own node whether that is the
 // controller's machine (LocalHost) or a machine reached over SSH (SshHost).
 import type { HelperPython } from "./stdlib-python.js";
+import type { NodeFile, Placed } from "./ensure-files.js";
 
 export interface RunOptions {
   /** Written to the command's stdin, which is then closed; without it stdin is empty. */
@@ -112,6 +113,12 @@ export interface HostAccess {
    * leader that has any of them, in one call (one command over SSH, not one per question and one per leader).
    */
   scanLeaders(names: string[]): Promise<LeaderScan>;
+  /**
+   * Place files on the node as they must be (ensure-files.ts): an absent one is written atomically with its
+   * mode (parents created 0700), one with the same bytes is left, one with other bytes is reported ("other")
+   * and left. One command over SSH for all of them. IoError (path, errno) when one cannot be placed.
+   */
+  ensureFiles(files: NodeFile[]): Promise<Placed[]>;
   /** TCP listeners on the node, `ss -Hltn` parsed. */
   listeners(): Promise<Listener[]>;
   /** The node's python3 for narwhal's helpers, looked up once (stdlib-python.ts: runHelper, spawnHelper). */

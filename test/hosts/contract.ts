@@ -133,6 +133,32 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       expect(await host.readDir(`${dir}/new/deeper`)).toEqual(["plan.bin"]);
     });
 
+    it("places files in one call: absent ones written with their modes, the same bytes left, other bytes reported and left", async () => {
+      const { host, dir } = setup();
+      await host.writeFile(`${dir}/place/same`, "same bytes", 0o600);
+      await host.writeFile(`${dir}/place/other`, "what was there", 0o600);
+      const files = [
+        { path: `${dir}/place/new/plan.json`, data: Buffer.from('{"plan": 1}\n'), mode: 0o400 },
+        { path: `${dir}/place/same`, data: Buffer.from("same bytes"), mode: 0o600 },
+        { path: `${dir}/place/other`, data: Buffer.from("what was there, and more"), mode: 0o600 },
+        { path: `${dir}/place/empty`, data: Buffer.alloc(0), mode: 0o600 },
+      ];
+      expect(await host.ensureFiles(files)).toEqual(["written", "same", "other", "written"]);
+      expect((await host.readFile(`${dir}/place/new/plan.json`)).toString()).toBe('{"plan": 1}\n');
+      expect(await host.stat(`${dir}/place/new/plan.json`)).toMatchObject({ mode: 0o400 });
+      expect((await host.readFile(`${dir}/place/other`)).toString()).toBe("what was there");
+      // Again: everything is there now, as it must be, or still reported.
+      expect(await host.ensureFiles(files)).toEqual(["same", "same", "other", "same"]);
+      expect(await host.ensureFiles([])).toEqual([]);
+      // One that cannot be placed (its parent is a file): an IoError naming it or the parent in its way.
+      const err: unknown = await host
+        .ensureFiles([{ path: `${dir}/place/same/under-a-file`, data: Buffer.from("x"), mode: 0o600 }])
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(IoError);
+      expect((err as IoError).path).toMatch(new RegExp(`^${dir}/place/same(/under-a-file)?$`));
+      expect(["ENOTDIR", "EEXIST"]).toContain((err as IoError).code);
+    });
+
     it("reads a missing file as IoError ENOENT, and one past maxBytes as EFBIG", async () => {
       const { host, dir } = setup();
       await expect(host.readFile(`${dir}/absent`)).rejects.toMatchObject({ code: "ENOENT", path: `${dir}/absent` });
