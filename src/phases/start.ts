@@ -126,13 +126,25 @@ function withKept(err: NarwhalError, kept: string): NarwhalError {
 }
 
 const ALIVE_EVERY_MS = 250;
+const ALIVE_AT_MOST_MS = 5_000;
+
+/**
+ * How long after the last ask whether the engine still runs the next one is due, `waitedMs` into its start:
+ * every ALIVE_EVERY_MS at first, then a tenth of the time waited so far, at most ALIVE_AT_MOST_MS apart. Over
+ * ssh or to a Docker daemon each ask is a command or a request: a model that loads for ten minutes was asked
+ * 2,400 times (an ssh client process each, on the controller); now about 150. An engine that dies while it
+ * loads is still seen within a tenth of the time it had been loading (its port refuses meanwhile).
+ */
+export const aliveAskedEvery = (waitedMs: number): number =>
+  Math.min(ALIVE_AT_MOST_MS, Math.max(ALIVE_EVERY_MS, waitedMs / 10));
 
 async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandle, opts: StartOptions): Promise<void> {
-  const deadline = Date.now() + opts.readySeconds * 1000;
-  const firstSecond = Date.now() + 1000;
+  const began = Date.now();
+  const deadline = began + opts.readySeconds * 1000;
+  const firstSecond = began + 1000;
   const health = joinUrl(endpoint, "/health");
   opts.waits?.({ awaiting: "/health to answer 200", at: health, limitMs: opts.readySeconds * 1000 });
-  // Whether the engine still runs is asked at most every ALIVE_EVERY_MS, and before a 200 counts: a
+  // Whether the engine still runs is asked at most every aliveAskedEvery, and before a 200 counts: a
   // container's is an inspect, and 16 engines polled every 50 ms made the daemon answer 54 inspects per
   // engine in one cold converge (an engine that died is seen within that interval; its port refuses meanwhile).
   let aliveAsked = -Infinity;
@@ -155,7 +167,7 @@ async function waitReady(run: PreparedRun, endpoint: string, handle: EngineHandl
     );
   };
   for (;;) {
-    if (Date.now() - aliveAsked >= ALIVE_EVERY_MS) await ensureAlive();
+    if (Date.now() - aliveAsked >= aliveAskedEvery(Date.now() - began)) await ensureAlive();
     let answered = false;
     try {
       answered = (await httpRequest(health, { signal: opts.signal, timeoutMs: 5000 })).status === 200;
