@@ -5,6 +5,8 @@
 // advertises its node's address as its NIXL side channel. Node faults block
 // only that node's engines.
 import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseEnviron } from "../../src/hosts/proc-parse.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
@@ -103,6 +105,41 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
     expect(r.code, r.stderr).toBe(0);
     expect(await pidsByEngine(fleet.stateDir)).toEqual(before);
     expect((await sidecarProcesses(fleet.stateDir)).length).toBe(2);
+  });
+
+  it("a no-op reconcile --once runs per node the master, one scan and the master's exit: no command per engine", async () => {
+    // Every ssh client the CLI starts goes through this wrapper on PATH: it notes the node and what the call
+    // is, then runs the real ssh.
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "nw-ssh-calls-"));
+    const calls = path.join(dir, "calls");
+    const wrapper = `#!/bin/sh
+kind=command; dest=; last=
+for a do case $a in root@*) dest=$a;; esac; last=$a; done
+case " $* " in *" -O exit "*) kind=exit;; *" -O check "*) kind=check;; *"read_environs(leaders"*) kind=scan;; esac
+[ "$last" = true ] && kind=master
+printf '%s %s\\n' "$dest" "$kind" >> ${calls}
+exec /usr/bin/ssh "$@"
+`;
+    await fs.writeFile(path.join(dir, "ssh"), wrapper, { mode: 0o755 });
+    try {
+      const r = await runCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+        PATH: `${dir}:${process.env["PATH"]}`,
+      });
+      expect(r.code, r.stderr).toBe(0);
+      const lines = (await fs.readFile(calls, "utf8")).trim().split("\n");
+      for (const host of [a, b]) {
+        const kinds = lines.filter((l) => l.startsWith(`${host.ssh.destination} `)).map((l) => l.split(" ")[1]);
+        // -O check is asked until the master is gone: once, or a few times.
+        expect(
+          kinds.filter((k) => k !== "check"),
+          kinds.join(" "),
+        ).toEqual(["master", "scan", "exit"]);
+        expect(kinds.filter((k) => k === "check").length).toBeGreaterThan(0);
+      }
+      expect(lines.filter((l) => !l.startsWith(a.ssh.destination) && !l.startsWith(b.ssh.destination))).toEqual([]);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("host B unreachable blocks only engine-2 (NodeReachable=False); back again, nothing restarts", async () => {
