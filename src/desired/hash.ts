@@ -28,8 +28,12 @@ export const INPUT_HASH_VERSION = 1;
 
 export const sha256Hex = (data: string | Uint8Array): string => createHash("sha256").update(data).digest("hex");
 
-/** Canonical JSON: keys sorted (by code point), no whitespace, undefined fields omitted, toJSON() honoured. */
-export function canonicalJson(value: unknown): string {
+/**
+ * Canonical JSON: keys sorted (by code point), no whitespace, undefined fields omitted, toJSON() honoured.
+ * `known`: objects whose canonical JSON the caller has already (the same object in many values: buildSpecs'
+ * launcher and model, in every engine's input hash); they must not change while `known` is used.
+ */
+export function canonicalJson(value: unknown, known?: ReadonlyMap<object, string>): string {
   // A plan computes this for every engine (2 MB at 1000 engines), once, cold: it runs mostly unoptimised,
   // so the plain forms below count. Keys are quoted once per call (they repeat across an input's objects), and
   // sorted by the engine's own sort unless one holds a surrogate: without surrogates, UTF-16 order is
@@ -41,6 +45,8 @@ export function canonicalJson(value: unknown): string {
     return q;
   };
   const enc = (v: unknown): string | undefined => {
+    const done = known !== undefined && v !== null && typeof v === "object" ? known.get(v) : undefined;
+    if (done !== undefined) return done;
     if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function") {
       v = (v as { toJSON(): unknown }).toJSON();
     }
@@ -117,9 +123,12 @@ function keyDigest(key: Secret): string {
   return digest;
 }
 
-/** sha256 hex of the canonical JSON of inputHashMaterial(spec). */
-export function inputHash(spec: Omit<EngineSpec, "input_hash"> | EngineSpec): string {
-  return sha256Hex(canonicalJson(inputHashMaterial(spec)));
+/** sha256 hex of the canonical JSON of inputHashMaterial(spec); `known` as canonicalJson's. */
+export function inputHash(
+  spec: Omit<EngineSpec, "input_hash"> | EngineSpec,
+  known?: ReadonlyMap<object, string>,
+): string {
+  return sha256Hex(canonicalJson(inputHashMaterial(spec), known));
 }
 
 /** The inputs of seed 000's cache-equivalence group signature. */

@@ -4,7 +4,7 @@
 
 import { isAbsolute, posix, resolve } from "node:path";
 import { nixlPortOf, pairEngines, transferPortsOf, type EnginePair } from "./engine-pairs.js";
-import { inputHash } from "./hash.js";
+import { canonicalJson, inputHash } from "./hash.js";
 import { derivedLaunchFields } from "./rules-record.js";
 import type { EngineLaunchFile, FleetFile, FleetNode } from "./schemas.js";
 import { Secret, type EngineSpec, type LaunchRecord, type NodeSpec } from "./types.js";
@@ -135,6 +135,21 @@ export function buildSpecs(
   // One Secret for every engine (it is immutable): the input hash digests it once (hash.ts).
   const secret = apiKey === undefined ? undefined : new Secret(apiKey);
 
+  // The fleet's model: one object every spec shares (nothing changes a spec's model once built).
+  const model: EngineSpec["model"] = {
+    dir: get("NARWHAL_MODEL_DIR") ?? "",
+    config_sha256: get("NARWHAL_MODEL_CONFIG_SHA256") ?? "",
+    // Only when set: an unset pin leaves the input hash as it was (INPUT_HASH_VERSION).
+    ...(treePin === undefined ? {} : { tree_sha256: treePin }),
+    served_name: get("NARWHAL_ENGINE_MODEL_NAME") ?? "",
+    ...(revision === undefined ? {} : { revision }),
+    ...(modelPath === undefined ? {} : { path: modelPath }),
+  };
+  // What every engine's input hash holds alike, made canonical once (1000 engines: 37% of the hashed bytes).
+  const known = new Map<object, string>([
+    [launcher, canonicalJson(launcher)],
+    [model, canonicalJson(model)],
+  ]);
   return pairEngines(fleet, launch).map((p) => {
     if (!p.node) throw new Error(`internal: ${p.iid} passed validation without a node`);
     const http = endpoint(p.fleet.url, `${p.iid} url`);
@@ -161,21 +176,13 @@ export function buildSpecs(
       transfer_ports: transferPortsOf(vars, p.k).ports,
       fabric_interface: get("NARWHAL_FABRIC_INTERFACE") ?? "",
       launch: launchRecord(p, extras),
-      model: {
-        dir: get("NARWHAL_MODEL_DIR") ?? "",
-        config_sha256: get("NARWHAL_MODEL_CONFIG_SHA256") ?? "",
-        // Only when set: an unset pin leaves the input hash as it was (INPUT_HASH_VERSION).
-        ...(treePin === undefined ? {} : { tree_sha256: treePin }),
-        served_name: get("NARWHAL_ENGINE_MODEL_NAME") ?? "",
-        ...(revision === undefined ? {} : { revision }),
-        ...(modelPath === undefined ? {} : { path: modelPath }),
-      },
+      model,
       python: get("NARWHAL_NATIVE_PYTHON") ?? DEFAULT_NATIVE_PYTHON,
       ...(secret === undefined ? {} : { api_key: secret }),
       ready_seconds: ready === undefined ? DEFAULT_READY_SECONDS : Number(ready),
       launcher,
       ...(launcherPin === undefined ? {} : { launcher_pin: launcherPin }),
     };
-    return { ...spec, input_hash: inputHash(spec) };
+    return { ...spec, input_hash: inputHash(spec, known) };
   });
 }

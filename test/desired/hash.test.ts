@@ -146,6 +146,19 @@ describe("inputHash", () => {
     expect(canonicalJson([{ "x\ny": 1 }, { "x\ny": 2 }])).toBe('[{"x\\ny":1},{"x\\ny":2}]');
   });
 
+  it("takes the canonical JSON of a known object as given, and loaded specs hash as without it", async () => {
+    const shared = { z: 1, a: [2, { y: 3, b: 4 }] };
+    const known = new Map<object, string>([[shared, canonicalJson(shared)]]);
+    const value = { second: shared, first: { shared }, list: [shared, 5] };
+    expect(canonicalJson(value, known)).toBe(canonicalJson(value));
+    // It is taken, not checked: what the caller knows stands for the object.
+    expect(canonicalJson({ x: shared }, new Map([[shared, '"stands-in"']]))).toBe('{"x":"stands-in"}');
+    // buildSpecs shares the launcher and the model among its specs, and hashes them so.
+    const { specs } = await loadDesired(await writeTree(baseTree()));
+    expect(specs[0]!.model).toBe(specs[1]!.model);
+    for (const { input_hash, ...spec } of specs) expect(inputHash(spec)).toBe(input_hash);
+  });
+
   it("does not change with key order in the files, changes with extra_args", async () => {
     // An absolute model dir: each tree lives in its own temp dir, and a
     // relative one would (rightly) resolve to different paths.
