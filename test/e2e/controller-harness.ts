@@ -21,7 +21,8 @@ import { readState, type EngineRecord, type StateFile } from "../../src/state/st
 import type { EngineHandle } from "../../src/phases/types.js";
 import { runsRoot } from "../../src/state/run-dir.js";
 import { simFleet, type SimFleet, type SimFleetOptions } from "./sim-fleet.js";
-import { TEST_ENV, engineProcesses, teardown } from "./cli.js";
+import { TEST_ENV, engineProcesses, teardown, waitFor } from "./cli.js";
+import { readProcStat } from "../../src/backends/proc.js";
 
 export interface Transition {
   engine: string;
@@ -307,6 +308,16 @@ export class ControllerHarness {
     if (!handle || handle.kind !== "native")
       throw new Error(`${engine} has no ${which} process recorded; transitions:\n${this.describe()}`);
     process.kill(-handle.pgid, "SIGKILL");
+    // SIGKILL is sent, not done: the leader may still show running for a moment. The caller's next observation
+    // must see it gone (a full observation takes liveness from its own process-table scan, made right after).
+    await waitFor(
+      `${engine}'s ${which} pid ${handle.pid} to die`,
+      async () => {
+        const stat = await readProcStat(handle.pid);
+        return stat === null || stat.state === "Z";
+      },
+      10_000,
+    );
     return handle.pid;
   }
 
