@@ -9,6 +9,7 @@ import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, pa
 import { runChild } from "./run-child.js";
 import { HelperPython } from "./stdlib-python.js";
 import { scanLeadersVia } from "./leader-scan.js";
+import { FreshRead } from "./fresh-read.js";
 import { ensureFilesVia, type NodeFile, type Placed } from "./ensure-files.js";
 import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
 import {
@@ -206,17 +207,13 @@ export class LocalHost implements HostAccess {
   }
 
   /** This machine's boot id: read once per host object (it cannot change while this process runs). */
-  private bootIdRead: Promise<string> | undefined;
+  private readonly bootIdRead = new FreshRead(
+    async () => (await this.readFile("/proc/sys/kernel/random/boot_id")).toString("utf8").trim(),
+    Number.POSITIVE_INFINITY, // a failed read is not kept: the next caller reads again
+  );
 
   bootId(): Promise<string> {
-    if (this.bootIdRead) return this.bootIdRead;
-    const read = this.readFile("/proc/sys/kernel/random/boot_id").then((b) => b.toString("utf8").trim());
-    this.bootIdRead = read;
-    // A failed read is not kept: the next caller reads again.
-    read.catch(() => {
-      if (this.bootIdRead === read) this.bootIdRead = undefined;
-    });
-    return read;
+    return this.bootIdRead.get();
   }
 
   async listeners(): Promise<Listener[]> {

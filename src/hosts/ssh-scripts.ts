@@ -72,19 +72,26 @@ while s=$(cat "/proc/$pid/stat" 2>/dev/null); do
 done
 echo "$pid"`;
 
+/** A Python generator: (pid string, /proc/PID/stat text) of every process still there when read. */
+const PROC_STATS_PY = `
+def proc_stats():
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            yield p, open("/proc/" + p + "/stat", "rb").read().decode("utf-8", "replace")
+        except OSError:
+            continue
+`;
+
 /**
  * $1 the helper interpreter (stdlib-python.ts): one JSON line per process, its /proc/PID/stat text, parsed
  * by the same code as LocalHost's reads.
  */
 export const LIST_PROCESSES = `exec "$1" ${STDLIB_FLAGS_SH} -c '
 import os, json, sys
-for p in os.listdir("/proc"):
-    if not p.isdigit():
-        continue
-    try:
-        s = open("/proc/" + p + "/stat", "rb").read().decode("utf-8", "replace")
-    except OSError:
-        continue
+${PROC_STATS_PY}
+for p, s in proc_stats():
     sys.stdout.write(json.dumps(s) + "\\n")
 '`;
 
@@ -134,16 +141,14 @@ import json, os, sys, time
 ${READ_ENVIRONS_PY}
 with open("/proc/sys/kernel/random/boot_id") as f:
     sys.stdout.write(json.dumps(f.read().strip()) + "\\n")
+${PROC_STATS_PY}
 leaders = []
-for p in os.listdir("/proc"):
-    if not p.isdigit():
-        continue
+for p, s in proc_stats():
     try:
-        s = open("/proc/" + p + "/stat", "rb").read().decode("utf-8", "replace")
         rest = s[s.rindex(")") + 2:].split(" ")
         if rest[0] == "Z" or rest[2] != p:
             continue
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         continue
     sys.stdout.write(json.dumps(["leader", s]) + "\\n")
     leaders.append(p)
