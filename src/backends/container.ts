@@ -24,7 +24,8 @@ import { DockerCalls } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
 import { sshDialAgent } from "./docker-ssh.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
-import type { NodeHosts } from "../hosts/node-hosts.js";
+import { NODES_LISTED_AT_ONCE, type NodeHosts } from "../hosts/node-hosts.js";
+import { mapBounded } from "../hosts/slots.js";
 import { LABEL, inFleet, type FleetScope } from "./container-labels.js";
 import { imageByIdentity } from "./container-image.js";
 import { isKeptFailure, keepFailedContainer } from "./container-failed.js";
@@ -240,18 +241,24 @@ export class ContainerBackend implements EngineBackend {
     // An explicitly configured endpoint is always searched, also by a command that loads no desired
     // state (down): a container kept for its log after its record dropped it is found there.
     if (this.opts.docker.host) this.client();
-    for (const [host, docker] of this.clients) {
-      let listed: Awaited<ReturnType<DockerCalls["list"]>>;
-      try {
-        listed = await docker.list([`${LABEL.state}=${this.opts.stateDir}`]);
-      } catch (err) {
+    // Every endpoint at once (a ssh:// one's first call waits for its node's master), then in their order.
+    const endpoints = [...this.clients];
+    const lists = await mapBounded(endpoints, NODES_LISTED_AT_ONCE, ([, docker]) =>
+      docker.list([`${LABEL.state}=${this.opts.stateDir}`]).then(
+        (listed) => ({ listed }),
+        (error: unknown) => ({ error }),
+      ),
+    );
+    for (const [i, [host]] of endpoints.entries()) {
+      const got = lists[i]!;
+      if ("error" in got) {
         // One node that cannot be reached hides only its own containers, when the caller can say so.
-        const fault = nodeFaultOf(err);
-        if (!fault || !opts.unlisted) throw err;
+        const fault = nodeFaultOf(got.error);
+        if (!fault || !opts.unlisted) throw got.error;
         opts.unlisted(fault);
         continue;
       }
-      for (const c of listed) {
+      for (const c of got.listed) {
         // A failed start's container, kept as evidence: not an engine that runs, nor an orphan to sweep.
         if (!opts.keptFailures && isKeptFailure(c)) continue;
         // Another fleet's, whose controller has a state directory of the same path (on another machine).

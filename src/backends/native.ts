@@ -22,7 +22,8 @@ import type {
 import { ENGINE_LOG, readLogTail, readNodeLog } from "./engine-log.js";
 import { writeFileExclusive, readJsonIfExists } from "../state/atomic-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
-import type { NodeHosts } from "../hosts/node-hosts.js";
+import { NODES_LISTED_AT_ONCE, type NodeHosts } from "../hosts/node-hosts.js";
+import { mapBounded } from "../hosts/slots.js";
 import type { HostAccess } from "../hosts/types.js";
 import type { Logger } from "../log.js";
 import { runOnNode, stageRun, type RunOnNode } from "./native-node-files.js";
@@ -262,29 +263,30 @@ export class NativeBackend implements EngineBackend {
     const scans: HostAccess[] = known.map((k) => k.access);
     // Engines recorded before nodes were named, or by a command that learned no nodes (down): the local host.
     if (!known.some((k) => k.access.kind === "local")) scans.push(hosts.local());
-    const owned: OwnedEngine[] = [];
-    const seen = new Set<string>();
     // Every local node record is this machine: its process table is read once, not once per record.
     let localTable: Promise<ProcessTable> | undefined;
-    for (const host of scans) {
-      let found: OwnedEngine[];
+    // The nodes at once, not one after another: a node's first command over ssh waits for its master's
+    // handshake, and a fleet over many nodes would wait for them in turn.
+    const perNode = await mapBounded(scans, NODES_LISTED_AT_ONCE, async (host): Promise<OwnedEngine[]> => {
       try {
         const table = host.kind === "local" ? (localTable ??= scanProcessTable(host)) : scanProcessTable(host);
-        found = ownedIn(host, await table, this.opts.stateDir, undefined, hosts);
+        return ownedIn(host, await table, this.opts.stateDir, undefined, hosts);
       } catch (err) {
         const fault = nodeFaultOf(err);
         if (fault && opts.unlisted) opts.unlisted(fault);
         else
           this.opts.log?.warn(`orphan sweep skips node ${host.node}: ${(err as Error).message}`, { node: host.node });
-        continue;
+        return [];
       }
-      for (const o of found) {
-        const h = o.handle as NativeHandle;
-        const key = `${h.boot_id}:${h.pid}:${h.start_ticks}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        owned.push(o);
-      }
+    });
+    const owned: OwnedEngine[] = [];
+    const seen = new Set<string>();
+    for (const o of perNode.flat()) {
+      const h = o.handle as NativeHandle;
+      const key = `${h.boot_id}:${h.pid}:${h.start_ticks}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      owned.push(o);
     }
     return owned;
   }

@@ -167,24 +167,27 @@ export class World {
 
   /** `keptFailures`: also failed starts' containers kept as evidence (only `down` removes what it lists). */
   async listOwned(startup = false, keptFailures = false): Promise<Owned> {
-    const all: Owned = [];
     this.unlisted = new Map();
-    for (const backend of new Set(Object.values(this.backends))) {
-      const unlisted = (fault: NodeFault) => {
-        this.unlisted.set(fault.node, fault);
-        this.log.warn(
-          `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept, adopted or created on a guess until it answers`,
-        );
-      };
-      try {
-        for (const owned of await backend.listOwned({ startup, unlisted, keptFailures })) all.push({ backend, owned });
-      } catch (err) {
-        // Nothing it runs is listed, so nothing of it is swept as an orphan or taken for gone.
-        const fault = nodeFaultOf(err);
-        if (fault) unlisted(fault);
-        else this.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
-      }
-    }
-    return all;
+    // The backends at once (each lists its nodes at once): their nodes may be the same, or not.
+    const perBackend = await Promise.all(
+      [...new Set(Object.values(this.backends))].map(async (backend): Promise<Owned> => {
+        const unlisted = (fault: NodeFault) => {
+          this.unlisted.set(fault.node, fault);
+          this.log.warn(
+            `cannot list ${backend.kind} engines on node ${fault.node} to find orphans (${fault.message}); none of them is swept, adopted or created on a guess until it answers`,
+          );
+        };
+        try {
+          return (await backend.listOwned({ startup, unlisted, keptFailures })).map((owned) => ({ backend, owned }));
+        } catch (err) {
+          // Nothing it runs is listed, so nothing of it is swept as an orphan or taken for gone.
+          const fault = nodeFaultOf(err);
+          if (fault) unlisted(fault);
+          else this.log.warn(`cannot list ${backend.kind} engines to find orphans: ${(err as Error).message}`);
+          return [];
+        }
+      }),
+    );
+    return perBackend.flat();
   }
 }

@@ -13,6 +13,14 @@ import { SshHost } from "./ssh.js";
 import type { HostAccess } from "./types.js";
 import type { HelperPython } from "./stdlib-python.js";
 
+/**
+ * Nodes listed at once when a resync looks for what runs on each (a process table scan, a container
+ * list): over ssh the first command to a node waits for its master's handshake (~0.3 s of the
+ * controller's CPU with OpenSSH's default key exchange), so more at once than this only queue on the
+ * controller's cores, and this bounds the ssh processes a fleet of many nodes starts together.
+ */
+export const NODES_LISTED_AT_ONCE = 16;
+
 export interface NodeHostsOptions {
   /** The controller's state directory: SSH control sockets live under it. */
   stateDir: string;

@@ -35,3 +35,9 @@ export class Slots {
     }
   }
 }
+
+/** fn over every item, at most `max` at once, the results in the items' order. */
+export function mapBounded<T, R>(items: readonly T[], max: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const slots = new Slots(max);
+  return Promise.all(items.map((item) => slots.with(() => fn(item))));
+}

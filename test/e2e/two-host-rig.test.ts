@@ -107,9 +107,12 @@ describe("a two-host P/D fleet, native backend, one controller over ssh", () => 
     expect((await sidecarProcesses(fleet.stateDir)).length).toBe(2);
   });
 
-  it("a no-op reconcile --once runs per node the master, one scan and the master's exit: no command per engine", async () => {
-    // Every ssh client the CLI starts goes through this wrapper on PATH: it notes the node and what the call
-    // is, then runs the real ssh.
+  /**
+   * A no-op `reconcile --once` with every ssh client the CLI starts going through a wrapper on PATH that
+   * notes the node and what the call is (master, scan, exit, check, command) before it runs the real ssh;
+   * `atMaster(callsFile)` is shell a master's call runs first ($dest is its node). The calls, "node kind" a line.
+   */
+  async function noopThroughSshWrapper(atMaster = (_calls: string) => ":"): Promise<string[]> {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "nw-ssh-calls-"));
     const calls = path.join(dir, "calls");
     const wrapper = `#!/bin/sh
@@ -118,6 +121,8 @@ for a do case $a in root@*) dest=$a;; esac; last=$a; done
 case " $* " in *" -O exit "*) kind=exit;; *" -O check "*) kind=check;; *"read_environs(leaders"*) kind=scan;; esac
 [ "$last" = true ] && kind=master
 printf '%s %s\\n' "$dest" "$kind" >> ${calls}
+[ $kind = master ] && { ${atMaster(calls)}
+}
 exec /usr/bin/ssh "$@"
 `;
     await fs.writeFile(path.join(dir, "ssh"), wrapper, { mode: 0o755 });
@@ -126,20 +131,36 @@ exec /usr/bin/ssh "$@"
         PATH: `${dir}:${process.env["PATH"]}`,
       });
       expect(r.code, r.stderr).toBe(0);
-      const lines = (await fs.readFile(calls, "utf8")).trim().split("\n");
-      for (const host of [a, b]) {
-        const kinds = lines.filter((l) => l.startsWith(`${host.ssh.destination} `)).map((l) => l.split(" ")[1]);
-        // -O check is asked until the master is gone: once, or a few times.
-        expect(
-          kinds.filter((k) => k !== "check"),
-          kinds.join(" "),
-        ).toEqual(["master", "scan", "exit"]);
-        expect(kinds.filter((k) => k === "check").length).toBeGreaterThan(0);
-      }
-      expect(lines.filter((l) => !l.startsWith(a.ssh.destination) && !l.startsWith(b.ssh.destination))).toEqual([]);
+      return (await fs.readFile(calls, "utf8")).trim().split("\n");
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
+  }
+
+  it("a no-op reconcile --once runs per node the master, one scan and the master's exit: no command per engine", async () => {
+    const lines = await noopThroughSshWrapper();
+    for (const host of [a, b]) {
+      const kinds = lines.filter((l) => l.startsWith(`${host.ssh.destination} `)).map((l) => l.split(" ")[1]);
+      // -O check is asked until the master is gone: once, or a few times.
+      expect(
+        kinds.filter((k) => k !== "check"),
+        kinds.join(" "),
+      ).toEqual(["master", "scan", "exit"]);
+      expect(kinds.filter((k) => k === "check").length).toBeGreaterThan(0);
+    }
+    expect(lines.filter((l) => !l.startsWith(a.ssh.destination) && !l.startsWith(b.ssh.destination))).toEqual([]);
+  });
+
+  it("a no-op lists its nodes at once: neither node's master waits for the other's scan", async () => {
+    // Each node's master goes on only once the other node's master has begun (20 s at most, then it notes
+    // that it went alone): listing one node after the other, the first master would wait out the 20 s.
+    const lines = await noopThroughSshWrapper(
+      (calls) => `i=0
+while [ $i -lt 400 ] && [ "$(grep -v "^$dest " ${calls} | grep -c ' master$')" = 0 ]; do sleep 0.05; i=$((i+1)); done
+[ $i -lt 400 ] || printf '%s alone\\n' "$dest" >> ${calls}`,
+    );
+    expect(lines.filter((l) => l.endsWith(" master")).length).toBe(2);
+    expect(lines.filter((l) => l.endsWith(" alone"))).toEqual([]);
   });
 
   it("host B unreachable blocks only engine-2 (NodeReachable=False); back again, nothing restarts", async () => {
