@@ -7,7 +7,8 @@
 // NARWHAL_ATTESTATION_TOKEN, never NARWHAL_LAUNCH_TOKEN, so no engine listing takes it for an engine.
 import path from "node:path";
 import type { HostAccess } from "../hosts/types.js";
-import type { NodeHosts } from "../hosts/node-hosts.js";
+import { NODES_LISTED_AT_ONCE, type NodeHosts } from "../hosts/node-hosts.js";
+import { mapBounded } from "../hosts/slots.js";
 import type { EngineHandle, PreparedRun } from "./types.js";
 import type { LaunchPlan } from "./plan.js";
 import { runOnNode, stageRun, type RunOnNode } from "../backends/native-node-files.js";
@@ -96,21 +97,17 @@ function scanned(hosts: NodeHosts, node?: string): HostAccess[] {
   return all.some((h) => h.kind === "local") ? all : [...all, hosts.local()];
 }
 
-/** Stop the sidecars serving the engine `token` names (or, with `keep`, every sidecar whose token it does not keep). */
-export async function stopSidecars(
-  deps: SidecarDeps,
-  which: { token: string; node?: string } | { keep: (token: string) => boolean },
-): Promise<Sidecar[]> {
-  const stopped: Sidecar[] = [];
-  for (const host of scanned(deps.hosts, "token" in which ? which.node : undefined)) {
-    const found = await findSidecarsOn(host, deps.stateDir, "token" in which ? which.token : undefined);
-    for (const s of found) {
-      if ("keep" in which && which.keep(s.launch_token)) continue;
-      await stopOne(host, s);
-      stopped.push(s);
-    }
-  }
-  return stopped;
+/**
+ * Stop the sidecars serving the engine `token` names: on `node`, or where it is not known (a container
+ * handle names no node) on every node, the nodes at once.
+ */
+export async function stopSidecars(deps: SidecarDeps, which: { token: string; node?: string }): Promise<Sidecar[]> {
+  const perNode = await mapBounded(scanned(deps.hosts, which.node), NODES_LISTED_AT_ONCE, async (host) => {
+    const found = await findSidecarsOn(host, deps.stateDir, which.token);
+    for (const s of found) await stopOne(host, s);
+    return found;
+  });
+  return perNode.flat();
 }
 
 /** The node a handle's engine runs on, if it says (container handles name none: the plan's node). */
