@@ -22,7 +22,8 @@ import type {
 import { containerLogSaved, containerLogTail, copyContainerLog } from "./container-log.js";
 import { DockerCalls } from "./docker-calls.js";
 import { dockerOptions } from "./docker-endpoint.js";
-import { sshDialAgent } from "./docker-ssh.js";
+import { dialStdio, streamAgent } from "./docker-ssh.js";
+import { dockerReads, readsRoute } from "./docker-reads.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { NODES_LISTED_AT_ONCE, type NodeHosts } from "../hosts/node-hosts.js";
 import { mapBounded } from "../hosts/slots.js";
@@ -86,13 +87,18 @@ export class ContainerBackend implements EngineBackend {
     const key = host ?? this.opts.docker.host ?? "";
     let c = this.clients.get(key);
     if (!c) {
-      const DockerClient = requireCjs(DOCKERODE) as typeof Docker;
       const hosts = this.opts.hosts;
-      const sshAgent = (endpoint: string) => sshDialAgent(endpoint, () => hosts.sshForDockerHost(endpoint));
+      const dial = (endpoint: string) => dialStdio(endpoint, () => hosts.sshForDockerHost(endpoint));
+      const options = dockerOptions(key || undefined, this.opts.docker, (endpoint) => streamAgent(dial(endpoint)));
+      const { timeouts } = this.opts.docker;
       c = new DockerCalls(
-        new DockerClient(dockerOptions(key || undefined, this.opts.docker, sshAgent)),
-        this.opts.docker.timeouts,
+        () => new (requireCjs(DOCKERODE) as typeof Docker)(options),
+        timeouts,
         key || "the local Docker socket",
+        dockerReads(
+          readsRoute(options, key.startsWith("ssh:") ? dial(key) : null),
+          Math.max(timeouts.list, timeouts.inspect),
+        ),
       );
       this.clients.set(key, c);
     }

@@ -8,6 +8,7 @@ import type { DockerTimeouts } from "../config.js";
 import { NarwhalError } from "../errors.js";
 import { DockerCallError, callFailure, deadlineExceeded } from "./docker-errors.js";
 import { FrameDemux, type LogTail } from "./engine-log.js";
+import { statusError, type DockerReads } from "./docker-reads.js";
 
 export { DockerCallError, daemonUnavailable } from "./docker-errors.js";
 
@@ -24,11 +25,24 @@ export interface ContainerSummary {
 }
 
 export class DockerCalls {
+  private client: Docker | undefined;
+
+  /**
+   * `docker`: the endpoint's dockerode client, or how to make it at its first use (a no-op that only
+   * reads never loads dockerode). `reads`: the observation's reads over narwhal's own HTTP client
+   * (docker-reads.ts), when the endpoint has them; else dockerode makes them too.
+   */
   constructor(
-    readonly docker: Docker,
+    private readonly dockerClient: Docker | (() => Docker),
     private readonly timeouts: DockerTimeouts,
     readonly endpoint: string,
+    private readonly reads: DockerReads | null = null,
   ) {}
+
+  get docker(): Docker {
+    this.client ??= typeof this.dockerClient === "function" ? this.dockerClient() : this.dockerClient;
+    return this.client;
+  }
 
   /** Run one API call under its deadline; `extraMs` widens it (stop waits for the grace period). */
   async call<T>(
@@ -117,11 +131,17 @@ export class DockerCalls {
       "list",
       "container list",
       (abortSignal) =>
-        this.docker.listContainers({
-          all: true,
-          filters: { label: labels },
-          abortSignal,
-        } as Docker.ContainerListOptions),
+        this.reads
+          ? this.readJson<Docker.ContainerInfo[]>(
+              this.reads,
+              `/containers/json?all=true&filters=${encodeURIComponent(JSON.stringify({ label: labels }))}`,
+              abortSignal,
+            )
+          : this.docker.listContainers({
+              all: true,
+              filters: { label: labels },
+              abortSignal,
+            } as Docker.ContainerListOptions),
       signal,
     );
     return found.map((c) => ({ id: c.Id, labels: c.Labels ?? {}, state: c.State, created: c.Created, names: c.Names }));
@@ -210,19 +230,45 @@ export class DockerCalls {
       "inspect",
       `container path stat ${id.slice(0, 12)} ${file}`,
       async (abortSignal) => {
-        const res = (await this.docker
-          .getContainer(id)
-          .infoArchive({ path: file, abortSignal } as { path: string })) as NodeJS.ReadableStream & {
-          headers?: Record<string, string | string[] | undefined>;
-        };
-        res.resume(); // a HEAD has no body; drained so the connection is released
-        const header = res.headers?.["x-docker-container-path-stat"];
+        const header = this.reads
+          ? await this.statHeader(this.reads, id, file, abortSignal)
+          : await this.docker
+              .getContainer(id)
+              .infoArchive({ path: file, abortSignal } as { path: string })
+              .then((r) => {
+                const res = r as NodeJS.ReadableStream & { headers?: Record<string, string | string[] | undefined> };
+                res.resume(); // a HEAD has no body; drained so the connection is released
+                return res.headers?.["x-docker-container-path-stat"];
+              });
         if (typeof header !== "string")
           throw new Error("the daemon's answer has no X-Docker-Container-Path-Stat header");
         return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as Record<string, unknown>;
       },
       signal,
     );
+  }
+
+  /** A GET of the API through `reads`: its JSON on 200, else the daemon's status as dockerode reports it. */
+  private async readJson<T>(reads: DockerReads, path: string, signal: AbortSignal): Promise<T> {
+    const r = await reads.request("GET", path, signal);
+    if (r.status !== 200) throw statusError(r);
+    return JSON.parse(r.body.toString("utf8")) as T;
+  }
+
+  /** HEAD /containers/{id}/archive through `reads`: the path's stat header (a 404 is the daemon's error). */
+  private async statHeader(
+    reads: DockerReads,
+    id: string,
+    file: string,
+    signal: AbortSignal,
+  ): Promise<string | undefined> {
+    const r = await reads.request(
+      "HEAD",
+      `/containers/${encodeURIComponent(id)}/archive?path=${encodeURIComponent(file)}`,
+      signal,
+    );
+    if (r.status !== 200) throw statusError(r);
+    return r.headers["x-docker-container-path-stat"];
   }
 
   /** One path of a container's filesystem as a tar stream, read up to `maxBytes` (null: the path does not exist). */

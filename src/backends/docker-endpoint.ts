@@ -15,7 +15,7 @@ const bareHost = (url: URL) => url.hostname.replace(/^\[|\]$/g, "");
 export function dockerOptions(
   host: string | undefined,
   cfg: Pick<DockerConfig, "tlsVerify" | "certPath">,
-  /** The HTTP agent that dials a ssh:// endpoint (sshDialAgent); required for one. */
+  /** The HTTP agent that dials a ssh:// endpoint (streamAgent over dialStdio); required for one. */
   sshAgent?: (endpoint: string) => http.Agent,
 ): Docker.DockerOptions {
   if (!host) return { socketPath: DEFAULT_SOCKET };

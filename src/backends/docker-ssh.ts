@@ -76,12 +76,12 @@ export function streamAgent(open: () => Promise<Duplex>): http.Agent {
 }
 
 /**
- * The agent of a ssh:// endpoint: every connection a dial-stdio stream on the endpoint's node. `access`
+ * How a ssh:// endpoint's connections are opened: each a dial-stdio stream on the endpoint's node. `access`
  * is asked per connection, so a node whose ssh block changed is dialled with its new settings.
  */
-export function sshDialAgent(endpoint: string, access: () => SshHost): http.Agent {
-  return streamAgent(async () => {
+export function dialStdio(endpoint: string, access: () => SshHost): () => Promise<Duplex> {
+  return async () => {
     const host = access();
     return host.openStream(DIAL_STDIO, (r) => dialStdioFailure(host.node, endpoint, r));
-  });
+  };
 }

@@ -6,6 +6,8 @@
 
 export interface WireResponse {
   status: number;
+  /** Header names in lower case; a header sent more than once, its values joined with ", ". */
+  headers: Record<string, string>;
   body: Buffer;
 }
 
@@ -19,25 +21,28 @@ function malformed(why: string): Error {
 
 interface Head {
   status: number;
+  headers: Record<string, string>;
   /** null: chunked, or read to the close. */
   length: number | null;
   chunked: boolean;
   bodyStart: number;
 }
 
-function parseHead(buf: Buffer, end: number): Head {
+function parseHead(buf: Buffer, end: number, bodiless: boolean): Head {
   const [statusLine = "", ...lines] = buf.subarray(0, end).toString("latin1").split("\r\n");
   const m = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
   if (!m) throw malformed(`status line ${JSON.stringify(statusLine.slice(0, 80))}`);
   const status = Number(m[1]);
   let length: number | null = null;
   let chunked = false;
+  const headers: Record<string, string> = {};
   for (const line of lines) {
     if (/^[ \t]/.test(line)) continue; // an obsolete folded continuation: of no header read here
     const colon = line.indexOf(":");
     if (colon <= 0) throw malformed(`header line ${JSON.stringify(line.slice(0, 80))}`);
     const name = line.slice(0, colon).trim().toLowerCase();
     const value = line.slice(colon + 1).trim();
+    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
     if (name === "content-length") {
       if (!/^\d+$/.test(value) || (length !== null && Number(value) !== length))
         throw malformed(`Content-Length ${JSON.stringify(value)}`);
@@ -47,9 +52,9 @@ function parseHead(buf: Buffer, end: number): Head {
     }
   }
   const bodyStart = end + HEADER_END.length;
-  // 204 and 304 have no body whatever their headers say.
-  if (status === 204 || status === 304) return { status, length: 0, chunked: false, bodyStart };
-  return { status, length: chunked ? null : length, chunked, bodyStart };
+  // 204 and 304 have no body whatever their headers say; nor has the answer to a HEAD.
+  if (status === 204 || status === 304 || bodiless) return { status, headers, length: 0, chunked: false, bodyStart };
+  return { status, headers, length: chunked ? null : length, chunked, bodyStart };
 }
 
 /** A whole chunked body decoded and where it ends (after its trailers); null when not all of it came yet. */
@@ -94,8 +99,14 @@ export class ResponseReader {
   /** The body's last three bytes: a chunked body ends in CRLF CRLF, looked for across chunks. */
   private tail: Buffer = EMPTY;
 
-  /** `want`: how many responses the connection is to carry; bytes after the last are not read. */
-  constructor(private readonly want: number) {}
+  /**
+   * `want`: how many responses the connection is to carry; bytes after the last are not read.
+   * `bodiless(i)`: whether the i-th answers a HEAD (its Content-Length is the GET's, and no body follows).
+   */
+  constructor(
+    private readonly want: number,
+    private readonly bodiless: (i: number) => boolean = () => false,
+  ) {}
 
   push(chunk: Buffer): void {
     let rest: Buffer | null = chunk;
@@ -124,7 +135,7 @@ export class ResponseReader {
         );
       const end = this.headBuf.indexOf(HEADER_END);
       if (end < 0) return null;
-      const head = parseHead(this.headBuf, end);
+      const head = parseHead(this.headBuf, end, this.bodiless(this.done.length));
       const rest = this.headBuf.subarray(head.bodyStart);
       this.headBuf = EMPTY;
       // An interim answer (100 Continue, 103 Early Hints) precedes the one that counts; 101 would be final.
@@ -156,7 +167,7 @@ export class ResponseReader {
   }
 
   private complete(body: Buffer): void {
-    this.done.push({ status: this.head!.status, body });
+    this.done.push({ status: this.head!.status, headers: this.head!.headers, body });
     this.head = null;
     this.body = [];
     this.bodyBytes = 0;

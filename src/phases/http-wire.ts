@@ -9,6 +9,7 @@
 // in a warm loop). Each response is read as node:http would: to its
 // Content-Length, to its last chunk, or to the server's close.
 import net from "node:net";
+import type { Duplex } from "node:stream";
 import { hangUp, ResponseReader, type WireResponse } from "./http-response.js";
 
 export type { WireResponse } from "./http-response.js";
@@ -21,8 +22,26 @@ export interface WireRequest {
   payload?: string;
 }
 
+/**
+ * Where requests go other than a URL's host and port: `host` for the Host header, and `open` for each
+ * connection (a unix socket, a remote command's stdio); bytes written before it connects are sent once it has.
+ */
+export interface WireTarget {
+  host: string;
+  open(): Duplex | Promise<Duplex>;
+}
+
+/** A URL's host and port as a target. */
+function urlTarget(url: URL): WireTarget {
+  return {
+    host: url.host,
+    open: () =>
+      net.connect({ host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port || 80), noDelay: true }),
+  };
+}
+
 /** The request's head; a header that would split or corrupt it is refused, as node:http does. */
-function requestHead(target: URL, req: WireRequest, last: boolean): string {
+function requestHead(target: WireTarget, req: WireRequest, last: boolean): string {
   const lines = [`${req.method} ${req.path} HTTP/1.1`, `Host: ${target.host}`, ...(last ? ["Connection: close"] : [])];
   for (const [name, value] of Object.entries(req.headers)) {
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name))
@@ -60,7 +79,7 @@ const timeoutError = () => new DOMException("The operation was aborted due to ti
  * fails them all with its error (connect ECONNREFUSED 127.0.0.1:8100, "socket hang up").
  */
 function oneConnection(
-  target: URL,
+  target: WireTarget,
   requests: WireRequest[],
   signal: AbortSignal,
   answerMs: number | undefined,
@@ -69,14 +88,17 @@ function oneConnection(
   // An abort listener added to a signal already aborted (while an earlier connection was read) never fires.
   if (signal.aborted) return Promise.resolve({ done: [], failure: signal.reason as Error });
   return new Promise<Connection>((resolve) => {
-    const socket = net.connect({ host: target.hostname.replace(/^\[|\]$/g, ""), port: Number(target.port || 80) });
-    const reader = new ResponseReader(requests.length);
+    const reader = new ResponseReader(requests.length, (i) => requests[i]!.method === "HEAD");
+    let socket: Duplex | undefined;
     let timer: NodeJS.Timeout | undefined;
+    let finished = false;
     const finish = (failure: Error | null) => {
+      if (finished) return;
+      finished = true;
       clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
-      socket.removeAllListeners("data");
-      socket.destroy();
+      socket?.removeAllListeners("data");
+      socket?.destroy();
       resolve({ done: reader.done.slice(0, requests.length), failure });
     };
     const arm = () => {
@@ -99,29 +121,41 @@ function oneConnection(
       else if (atEof) cut(hangUp());
       else if (reader.done.length > before) arm();
     };
+    // The first answer's time counts from here: a connection slow to open is a slow answer.
     arm();
-    socket.setNoDelay(true);
-    // Not end(): a server may take a half-closed connection for a gone client and drop its answer.
-    socket.on("connect", () => socket.write(bytes));
-    socket.on("data", (chunk: Buffer) => step(() => reader.push(chunk), false));
-    socket.on("end", () => step(() => reader.end(), true));
-    socket.on("error", (err) => cut(err));
+    const use = (s: Duplex) => {
+      if (finished) return void s.destroy();
+      socket = s;
+      s.on("data", (chunk: Buffer) => step(() => reader.push(chunk), false));
+      s.on("end", () => step(() => reader.end(), true));
+      s.on("error", (err) => cut(err));
+      // Not end(): a server may take a half-closed connection for a gone client and drop its answer.
+      s.write(bytes);
+    };
+    try {
+      const opened = target.open();
+      if (opened instanceof Promise) opened.then(use, (err: unknown) => finish(err as Error));
+      else use(opened);
+    } catch (err) {
+      finish(err as Error);
+    }
   });
 }
 
 /**
- * The outcome of each of `requests`, in order. More than one are pipelined (GETs only: what a server did
+ * The outcome of each of `requests`, in order. More than one are pipelined (GETs and HEADs only: what a server did
  * not answer before it closed is sent again, on a connection of its own); a deadline or an abort fails
  * what it left unanswered, and keeps what was answered.
  */
 export async function wireExchange(
-  target: URL,
+  to: URL | WireTarget,
   requests: WireRequest[],
   signal: AbortSignal,
   answerMs?: number,
 ): Promise<WireAnswer[]> {
-  if (requests.length > 1 && requests.some((r) => r.method !== "GET"))
-    throw new Error("wireExchange: only GETs are pipelined");
+  if (requests.length > 1 && requests.some((r) => r.method !== "GET" && r.method !== "HEAD"))
+    throw new Error("wireExchange: only GETs and HEADs are pipelined");
+  const target = to instanceof URL ? urlTarget(to) : to;
   const { done, failure } = await oneConnection(target, requests, signal, answerMs);
   const rest = requests.slice(done.length);
   if (rest.length === 0) return done;

@@ -122,7 +122,12 @@ async function httpsRequest(
     const req = https.request(target, { method, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => settle(() => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) })));
+      const heads = Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]);
+      res.on("end", () =>
+        settle(() =>
+          resolve({ status: res.statusCode ?? 0, headers: Object.fromEntries(heads), body: Buffer.concat(chunks) }),
+        ),
+      );
       res.on("error", (err) => settle(() => reject(err)));
     });
     const onAbort = () => {

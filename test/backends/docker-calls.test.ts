@@ -8,12 +8,15 @@ import os from "node:os";
 import path from "node:path";
 import Docker from "dockerode";
 import { DockerCalls, DockerCallError } from "../../src/backends/docker-calls.js";
+import { dockerReads, readsRoute } from "../../src/backends/docker-reads.js";
 import { loadConfig } from "../../src/config.js";
 import { inStep, NarwhalError } from "../../src/errors.js";
 import { freePort } from "../e2e/sim-fleet.js";
 
 const timeouts = loadConfig({}, {}).docker.timeouts;
-const calls = (opts: Docker.DockerOptions, name: string) => new DockerCalls(new Docker(opts), timeouts, name);
+// As the container backend makes them: the observation's reads (list, path stat) over narwhal's own client.
+const calls = (opts: Docker.DockerOptions, name: string) =>
+  new DockerCalls(new Docker(opts), timeouts, name, dockerReads(readsRoute(opts, null), timeouts.list));
 const failureOf = (p: Promise<unknown>) =>
   p.then(
     () => "no error",
@@ -72,17 +75,29 @@ describe("Docker call failures: an unavailable daemon is outwaited, its own erro
     );
   });
 
-  it("outwaits a refused connection (ECONNREFUSED) and a cut one (ECONNRESET)", async () => {
-    expect(
-      await failureOf(
-        calls({ host: "127.0.0.1", port: await freePort(), protocol: "http" }, "refusing").inspectImage("sim:latest"),
-      ),
-    ).toBe("outwait");
-    expect(
-      await failureOf(
-        calls({ host: "127.0.0.1", port: cutterPort, protocol: "http" }, "cutting").inspectImage("sim:latest"),
-      ),
-    ).toBe("outwait");
+  it("outwaits a refused connection (ECONNREFUSED) and a cut one (ECONNRESET), through dockerode or the reads", async () => {
+    const refusing = calls({ host: "127.0.0.1", port: await freePort(), protocol: "http" }, "refusing");
+    const cutting = calls({ host: "127.0.0.1", port: cutterPort, protocol: "http" }, "cutting");
+    for (const c of [refusing, cutting]) {
+      expect(await failureOf(c.inspectImage("sim:latest"))).toBe("outwait");
+      expect(await failureOf(c.list([]))).toBe("outwait");
+      expect(await failureOf(c.statPath("0123456789ab", "/run/secrets/k"))).toBe("outwait");
+    }
+  });
+
+  it("a read's 404 is no such path, its 5xx is retried with the daemon's message, its 4xx terminal", async () => {
+    const c = calls({ host: "127.0.0.1", port: daemonPort, protocol: "http" }, "a daemon stand-in");
+    answer = { status: 404, message: "Could not find the file /run/secrets/k in container 0123456789ab" };
+    expect(await c.statPath("0123456789ab", "/run/secrets/k")).toBeNull();
+    answer = { status: 500, message: "injected fault" };
+    const err = await c.list(["a=b"]).catch((e: unknown) => e as DockerCallError);
+    expect(err).toBeInstanceOf(DockerCallError);
+    expect(err).toMatchObject({ failure: "retry", statusCode: 500 });
+    expect((err as Error).message).toBe(
+      "docker container list failed on a daemon stand-in: (HTTP code 500) injected fault",
+    );
+    answer = { status: 400, message: "invalid filter" };
+    expect(await failureOf(c.list(["a=b"]))).toBe("terminal");
   });
 
   it("outwaits 503 and a 500 that says the daemon is restarting or shutting down", async () => {

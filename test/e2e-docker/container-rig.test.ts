@@ -135,6 +135,61 @@ describe("container engines on nodes reached over ssh", () => {
     expect(await backend.listOwned()).toEqual([]);
   });
 
+  it("a node's containers' path stats ride one dial-stdio session, pipelined, and say what dockerode's say", async () => {
+    const docker = a.docker!.client;
+    const Cmd = ["python3", "-c", "import time; time.sleep(600)"];
+    const made = await Promise.all(
+      [0, 1, 2].map(async () => {
+        const c = await docker.createContainer({ Image: rig.simImage!.id, Cmd, HostConfig: { NetworkMode: "none" } });
+        await c.start();
+        return c;
+      }),
+    );
+    // A backend of its own whose ssh clients go through a wrapper on PATH that notes each one's arguments.
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "nw-crw-"));
+    const calls = path.join(dir, "calls");
+    await fs.mkdir(path.join(dir, "bin"));
+    const wrapper = `#!/bin/sh\nprintf '%s\\n' "$*" >> ${calls}\nexec /usr/bin/ssh "$@"\n`;
+    await fs.writeFile(path.join(dir, "bin/ssh"), wrapper, { mode: 0o755 });
+    const config = loadConfig({ state: dir }, { PATH: `${dir}/bin:${process.env.PATH}`, HOME: process.env.HOME });
+    const ownHosts = new NodeHosts({ stateDir: dir, clientEnv: config.hostEnv });
+    const own = new ContainerBackend({
+      stateDir: dir,
+      docker: config.docker,
+      stopGraceMs: 2_000,
+      logCapBytes: 1 << 20,
+      hosts: ownHosts,
+    });
+    try {
+      own.knowHosts([specs.a!]);
+      const reads = own.client(endpointOf(a));
+      await reads.ping(); // the node's master is up: what follows is the stats' alone
+      await fs.writeFile(calls, "");
+      const file = "/etc/hostname";
+      const stats = await Promise.all([
+        ...made.map((c) => reads.statPath(c.id, file)),
+        reads.statPath(made[0]!.id, "/no/such"),
+      ]);
+      const dials = (await fs.readFile(calls, "utf8")).split("\n").filter((l) => l.includes("dial-stdio"));
+      expect(dials.length).toBe(1);
+      expect(stats.at(-1)).toBeNull();
+      for (const [i, c] of made.entries()) {
+        // dockerode's HEAD, straight to the node's daemon socket.
+        const res = (await c.infoArchive({ path: file })) as NodeJS.ReadableStream & {
+          headers: Record<string, string>;
+        };
+        res.resume();
+        const header = res.headers["x-docker-container-path-stat"]!;
+        expect(stats[i]).toEqual(JSON.parse(Buffer.from(header, "base64").toString("utf8")));
+        expect(stats[i]).toMatchObject({ name: "hostname" });
+      }
+    } finally {
+      await ownHosts.close();
+      await Promise.all(made.map((c) => c.remove({ force: true })));
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a master connection that dies between calls is dialled anew by the next call", async () => {
     const docker = backend.client(endpointOf(b));
     await docker.ping();
