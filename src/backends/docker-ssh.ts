@@ -5,7 +5,8 @@
 // known_hosts, strict host keys and ssh_config apply, a refused or unreachable
 // node is the same typed error every other step on it meets, and a master
 // that died (node reboot) is simply dialled anew by the next connection.
-import http from "node:http";
+import type http from "node:http";
+import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
 import { NarwhalError } from "../errors.js";
 import { Slots } from "../hosts/slots.js";
@@ -37,6 +38,10 @@ export function dialStdioFailure(
   return e;
 }
 
+// node:http is loaded by the first ssh:// endpoint's agent: a command that meets none (a local socket's
+// no-op, whose reads are docker-reads.ts') never loads it.
+const requireCjs = createRequire(import.meta.url);
+
 /**
  * Connections open at once per endpoint: each is a session on the node's one master connection, and
  * sshd allows 10 of those by default (MaxSessions); the node's other steps keep room beside them.
@@ -50,7 +55,7 @@ export const MAX_CONNECTIONS = 6;
  * a docker CLI start on the node), is small beside what a reconcile step waits for anyway.
  */
 export function streamAgent(open: () => Promise<Duplex>): http.Agent {
-  const agent = new http.Agent({ keepAlive: false });
+  const agent = new (requireCjs("node:http") as typeof http).Agent({ keepAlive: false });
   // Node's Agent counts a socket only once it exists, so a callback-made one is limited here: a call
   // past the limit waits for a stream to close.
   const slots = new Slots(MAX_CONNECTIONS);
