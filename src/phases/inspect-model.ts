@@ -9,7 +9,8 @@ import path from "node:path";
 import type { EngineSpec } from "../desired/types.js";
 import type { HostAccess } from "../hosts/types.js";
 import { IoError } from "../errors.js";
-import { fileSha256OnNode, modelConfigSha256 } from "./host/model-hash.js";
+import { fileSha256OnNode, readModelConfig } from "./host/model-hash.js";
+import { sha256Hex } from "../desired/hash.js";
 import { manifestWait, modelManifest, type HashProgress, type ModelManifest } from "./host/model-manifest.js";
 import type { ProgressSink } from "./progress.js";
 import { problemFromError, type InspectionProblem } from "./inspect-problems.js";
@@ -63,10 +64,11 @@ export async function observeModel(
   problems: InspectionProblem[],
   { signal, manifestCacheDir, waits }: ObserveModelOptions,
 ): Promise<ModelObservation> {
-  const configSha = await modelConfigSha256(host, spec.model.dir, signal).catch((err: unknown) => {
+  const config = await readModelConfig(host, spec.model.dir, signal).catch((err: unknown) => {
     problems.push(problemFromError(err, "model.dir"));
     return undefined;
   });
+  const configSha = config && sha256Hex(config);
   // A directory without a readable config.json is already reported; its manifest would only say so again.
   const manifest =
     configSha === undefined
@@ -84,7 +86,9 @@ export async function observeModel(
         );
   const extra = spec.launch.runtime.extra_args;
   const where = (flag: string) => metadataPath(spec, lastFlagValue(extra, flag));
-  const meta = await readModelMeta(host, spec.model.dir, where("--tokenizer"), where("--hf-config-path"));
+  // config.json is read once for both its digest and its metadata (over ssh each read is a command).
+  const known = new Map(config ? [[path.posix.join(spec.model.dir, "config.json"), config]] : []);
+  const meta = await readModelMeta(host, spec.model.dir, where("--tokenizer"), where("--hf-config-path"), known);
   problems.push(...remoteCodeProblems(spec, host.node, meta));
   // A GGUF file inside the directory (the rules require it) was hashed by the manifest already: not read twice.
   const listed = spec.model.path

@@ -5,7 +5,7 @@
 // checkpoint the engine loads lives. MODEL_RULES is the one definition of both
 // tests: check_runtime.py and inspect_runtime.py receive it in their input.
 import path from "node:path";
-import type { HostAccess } from "../hosts/types.js";
+import { DEFAULT_READ_MAX_BYTES, type HostAccess } from "../hosts/types.js";
 import { fileErrno } from "./host/host-read.js";
 
 export interface ModelMeta {
@@ -73,10 +73,17 @@ export function isConvSsmConfig(config: Record<string, unknown>): boolean {
 }
 
 /** A missing or unparsable file is no metadata; a node that cannot be reached is an error (fileErrno rethrows it). */
-async function readJson(host: HostAccess, file: string): Promise<Record<string, unknown> | null> {
+async function readJson(
+  host: HostAccess,
+  file: string,
+  known: ReadonlyMap<string, Buffer>,
+): Promise<Record<string, unknown> | null> {
   let text: string;
+  const bytes = known.get(file);
+  // Read already (with a larger cap): what a read of its own would have refused is refused still.
+  if (bytes !== undefined && bytes.length > DEFAULT_READ_MAX_BYTES) return null;
   try {
-    text = (await host.readFile(file)).toString("utf8");
+    text = (bytes ?? (await host.readFile(file))).toString("utf8");
   } catch (err) {
     fileErrno(err);
     return null;
@@ -103,6 +110,8 @@ export async function readModelMeta(
   modelDir: string,
   tokenizerDir?: string | null,
   hfConfigPath?: string | null,
+  /** Files the caller has read on the node already (the model's config.json, for its digest). */
+  known: ReadonlyMap<string, Buffer> = new Map(),
 ): Promise<ModelMeta> {
   const inImage = [
     ...(tokenizerDir === null ? ["--tokenizer"] : []),
@@ -110,14 +119,14 @@ export async function readModelMeta(
   ];
   // The config the model is built from: --hf-config-path, else the model directory's (unread when in the image).
   const configPath = hfConfigPath === null ? undefined : configFile(hfConfigPath ?? modelDir);
-  const config = (configPath === undefined ? null : await readJson(host, configPath)) ?? {};
+  const config = (configPath === undefined ? null : await readJson(host, configPath, known)) ?? {};
   const tokDirs = [...new Set([modelDir, tokenizerDir ?? modelDir])];
   const files = tokDirs.flatMap((d) => ["tokenizer_config.json", "config.json"].map((n) => path.posix.join(d, n)));
   // One read at a time: each is a round trip on a remote node, and a node limits its concurrent sessions.
   const sources = configPath !== undefined && hasAutoMap(config) ? [configPath] : [];
   for (const file of new Set(files)) {
     if (file === configPath) continue;
-    const data = await readJson(host, file);
+    const data = await readJson(host, file, known);
     if (data && hasAutoMap(data)) sources.push(file);
   }
   return {

@@ -64,6 +64,28 @@ describe("--trust-remote-code is an operator opt-in checked against the checkpoi
     ]);
   });
 
+  it("reads config.json once for its digest and its auto_map (each read is a command on a remote node)", async () => {
+    // A real local host that notes the files it is asked to read.
+    class NotingHost extends LocalHost {
+      readonly reads: string[] = [];
+      override readFile(file: string, opts?: { maxBytes?: number }): Promise<Buffer> {
+        this.reads.push(file);
+        return super.readFile(file, opts);
+      }
+    }
+    const noting = new NotingHost("node-1", { PATH: "/usr/local/bin:/usr/bin:/bin" });
+    const problems: InspectionProblem[] = [];
+    const obs = await observeModel(noting, spec("native", remoteDir, []), problems, {
+      signal: new AbortController().signal,
+    });
+    expect(obs.meta.auto_map_sources).toEqual([
+      path.join(remoteDir, "config.json"),
+      path.join(remoteDir, "tokenizer_config.json"),
+    ]);
+    expect(obs.config_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(noting.reads.filter((f) => f === path.join(remoteDir, "config.json"))).toHaveLength(1);
+  });
+
   it("the opt-in without an auto_map: a terminal problem telling the operator to remove it", async () => {
     const { problems } = await observe(spec("native", plainDir, ["--trust-remote-code"]));
     expect(problems).toEqual([

@@ -13,6 +13,11 @@ const MAX_CONFIG_BYTES = 16 * 1024 * 1024;
 
 /** sha256 of <modelDir>/config.json on the node, with failures that name model.dir. */
 export async function modelConfigSha256(host: HostAccess, modelDir: string, signal: AbortSignal): Promise<string> {
+  return sha256Hex(await readModelConfig(host, modelDir, signal));
+}
+
+/** <modelDir>/config.json's bytes on the node, with failures that name model.dir. */
+export async function readModelConfig(host: HostAccess, modelDir: string, signal: AbortSignal): Promise<Buffer> {
   const file = path.posix.join(modelDir, "config.json");
   let bytes: Buffer;
   try {
@@ -28,7 +33,7 @@ export async function modelConfigSha256(host: HostAccess, modelDir: string, sign
     });
   }
   if (signal.aborted) throw new CancelledError(`hashing ${file}`);
-  return sha256Hex(bytes);
+  return bytes;
 }
 
 /**
