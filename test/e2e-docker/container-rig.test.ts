@@ -208,12 +208,17 @@ describe("container engines on nodes reached over ssh", () => {
 
   it("a node whose Docker daemon is down is outwaited, named, and used again once it is back", async () => {
     await b.docker!.halt();
-    const down: unknown = await failureOf(backend.client(endpointOf(b)).ping());
-    expect(down).toBeInstanceOf(DockerCallError);
-    expect(down).toMatchObject({ failure: "outwait" });
-    expect((down as Error).message).toMatch(new RegExp(`node ${b.name}: docker system dial-stdio exited`));
+    const docker = backend.client(endpointOf(b));
+    // Through dockerode (ping) and through the observation's reads (list, path stat) alike.
+    for (const call of [() => docker.ping(), () => docker.list([]), () => docker.statPath("0123456789ab", "/etc")]) {
+      const down: unknown = await failureOf(call());
+      expect(down).toBeInstanceOf(DockerCallError);
+      expect(down).toMatchObject({ failure: "outwait" });
+      expect((down as Error).message).toMatch(new RegExp(`node ${b.name}: docker system dial-stdio exited`));
+    }
     await b.docker!.start();
-    await backend.client(endpointOf(b)).ping();
+    await docker.ping();
+    expect(await docker.list([])).toEqual([]);
   });
 
   it("a node whose sshd is down is outwaited, named; a changed host key is refused, terminally, naming the node", async () => {
