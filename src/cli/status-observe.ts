@@ -30,13 +30,16 @@ const GONE_STATES = new Set(["created", "exited", "dead", "removing"]);
 type NativeHandle = Extract<EngineHandle, { kind: "native" }>;
 type ContainerHandle = Extract<EngineHandle, { kind: "container" }>;
 
-async function nativeLive(backend: NativeBackend, h: NativeHandle, localBoot: string): Promise<Live> {
+/** `alive`: the backend's answer for the handle (NativeBackend.aliveAll), given STATUS_DOCKER_DEADLINE_MS. */
+async function nativeLive(alive: Promise<boolean | Error>, h: NativeHandle, localBoot: string): Promise<Live> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(Object.assign(new Error(), { name: "TimeoutError" })), STATUS_DOCKER_DEADLINE_MS);
   });
   try {
-    if (await Promise.race([backend.isAlive(h), deadline])) return { liveness: "alive", problem: null };
+    const answer = await Promise.race([alive, deadline]);
+    if (answer instanceof Error) throw answer;
+    if (answer) return { liveness: "alive", problem: null };
   } catch (err) {
     return { liveness: "unknown", problem: `node ${h.node ?? "local"}: ${reason(err)}` };
   } finally {
@@ -55,7 +58,8 @@ function reason(err: unknown): string {
 }
 
 async function containerLive(config: Config, handles: ContainerHandle[]): Promise<Live[]> {
-  // Loaded here, not at the top: dockerode and its transport stack cost a fast command a third of a second.
+  // Loaded here, not at the top: the container backend's modules are not a native fleet's (its list is
+  // docker-reads.ts', which loads no dockerode).
   const [{ ContainerBackend }, { LABEL }] = await Promise.all([
     import("../backends/container.js"),
     import("../backends/container-labels.js"),
@@ -149,8 +153,22 @@ async function probeAll(
   const containers = targets.flatMap((t) =>
     t.handle.kind === "container" ? [{ engine: t.engine, handle: t.handle }] : [],
   );
+  // One answer per node reached over ssh (its process table), not a read per engine there.
+  const alive = native.aliveAll(natives.map((t) => t.handle));
   const [nativeResults, containerResults] = await Promise.all([
-    Promise.all(natives.map(async (t) => [t.engine, await nativeLive(native, t.handle, localBoot)] as const)),
+    Promise.all(
+      natives.map(
+        async (t, i) =>
+          [
+            t.engine,
+            await nativeLive(
+              alive.then((a) => a[i]!),
+              t.handle,
+              localBoot,
+            ),
+          ] as const,
+      ),
+    ),
     containers.length
       ? containerLive(
           config,

@@ -216,6 +216,56 @@ describe("native backend on a node reached over ssh", () => {
     expect(await backend.isAlive(handle)).toBe(false);
   }, 60_000);
 
+  it("answers whether several engines on a node run from one process table of it, not a read each", async () => {
+    // Hosts of its own whose ssh clients go through a wrapper on PATH that notes each one.
+    const dir = await fs.mkdtemp(path.join(path.dirname(fleet.dir), "alive-"));
+    const calls = path.join(dir, "calls");
+    await fs.mkdir(path.join(dir, "bin"));
+    const wrapper = `#!/bin/sh\nprintf '%s\\n' "$*" >> ${calls}\nexec /usr/bin/ssh "$@"\n`;
+    await fs.writeFile(path.join(dir, "bin/ssh"), wrapper, { mode: 0o755 });
+    const env = { PATH: `${dir}/bin:${CLIENT_ENV.PATH}` };
+    const own = new NodeHosts({ stateDir: path.join(dir, "state"), clientEnv: env });
+    own.learn([{ node: hosts.spec(a.name)! }]);
+    const ownBackend = new NativeBackend({ stateDir: fleet.stateDir, hostEnv: env, logCapBytes: 1 << 20, hosts: own });
+    const host = own.access(a.name);
+    const pids: number[] = [];
+    try {
+      for (let i = 0; i < 3; i++)
+        pids.push((await host.spawnDetached(["sleep", "600"], { cwd: "/root", logFile: `/root/alive-${i}.log` })).pid);
+      const boot = await host.bootId();
+      const handles = await Promise.all(
+        pids.map(async (pid) => {
+          const stat = (await host.readFile(`/proc/${pid}/stat`)).toString();
+          const startTicks = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+          return {
+            kind: "native" as const,
+            pid,
+            pgid: pid,
+            boot_id: boot,
+            start_ticks: startTicks,
+            launch_token: `t${pid}`,
+            node: a.name,
+          };
+        }),
+      );
+      // The last is a process that ran once under that pid: another start tick.
+      const gone = { ...handles[0]!, start_ticks: handles[0]!.start_ticks + 1 };
+      const perEngine = await Promise.all([...handles, gone].map((h) => ownBackend.isAlive(h)));
+      await host.listProcesses(); // the node's helper interpreter is looked up once: not what is counted
+      await fs.writeFile(calls, "");
+      expect(await ownBackend.aliveAll([...handles, gone])).toEqual([true, true, true, false]);
+      expect(perEngine).toEqual([true, true, true, false]);
+      // The node's boot id (unless read in the last 2 s) and its process list: not one command an engine.
+      const commands = (await fs.readFile(calls, "utf8")).split("\n").filter((l) => l.includes(" -- "));
+      expect(commands.length).toBeGreaterThanOrEqual(1);
+      expect(commands.length).toBeLessThanOrEqual(2);
+    } finally {
+      if (pids.length) await host.run(["kill", ...pids.map(String)]).catch(() => undefined);
+      await own.close();
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it("names the node's own interpreter in the runtime identity", async () => {
     const spec = (await loadDesired(fleet.dir)).specs[0]!;
     // A link only host A has (its own /root): the identity follows it there, to the real interpreter.
