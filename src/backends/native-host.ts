@@ -4,18 +4,26 @@
 // id and the process's start tick match what was recorded when it started.
 import { parseCmdline, parseProcStat, type ProcStat } from "../hosts/proc-parse.js";
 import type { HostAccess } from "../hosts/types.js";
-import { NarwhalError } from "../errors.js";
+import { IoError, NarwhalError } from "../errors.js";
 
 /** USER_HZ: the kernel ABI fixes it at 100 per second on every architecture it exports start ticks for. */
 const CLK_TCK = 100;
 
-/** /proc/PID/stat on the node, parsed; null when the process is gone or unreadable. */
+/**
+ * /proc/PID/stat on the node, parsed; null when the process is gone (no such entry, or it went while read).
+ * Anything else rejects: a node that did not answer, or a /proc that will not say, is no proof of a death
+ * (taken for one, an engine that runs would be replaced, or a stop would believe it had ended it).
+ */
 export async function procStatOn(host: HostAccess, pid: number): Promise<ProcStat | null> {
+  let text: string;
   try {
-    return parseProcStat((await host.readFile(`/proc/${pid}/stat`)).toString("utf8"));
-  } catch {
-    return null;
+    text = (await host.readFile(`/proc/${pid}/stat`)).toString("utf8");
+  } catch (err) {
+    if (err instanceof IoError && (err.code === "ENOENT" || err.code === "ESRCH")) return null;
+    throw err;
   }
+  // Empty: the process ended between the open and the read.
+  return text.length === 0 ? null : parseProcStat(text);
 }
 
 /** True when pid runs on the node (not a zombie) with the recorded start tick. */

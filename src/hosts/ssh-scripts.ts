@@ -189,6 +189,7 @@ const ERRNO_WORDS: Array<[RegExp, string]> = [
   [/No space left on device/, "ENOSPC"],
   [/Disk quota exceeded/, "EDQUOT"],
   [/Operation not permitted/, "EPERM"],
+  [/No such process/, "ESRCH"],
 ];
 
 /** A failed remote file operation as the IoError a local one gives: the path, the errno (from the tool's words, LC_ALL=C). */

@@ -13,7 +13,8 @@ import { readPlan } from "../../src/phases/prepare.js";
 import type { LaunchPlan } from "../../src/phases/plan.js";
 import type { EngineHandle, PreparedRun } from "../../src/phases/types.js";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
-import { PhaseError, type NodeFault } from "../../src/errors.js";
+import { NodeUnreachable, PhaseError, type NodeFault } from "../../src/errors.js";
+import { procStatOn } from "../../src/backends/native-host.js";
 import { loadDesired } from "../../src/desired/load.js";
 import { checkScriptPath } from "../../src/app.js";
 import { createRig, type Rig, type RigHost } from "../rig/rig.js";
@@ -264,6 +265,36 @@ describe("native backend on a node reached over ssh", () => {
       await own.close();
       await fs.rm(dir, { recursive: true, force: true });
     }
+  }, 60_000);
+
+  it("a node that does not answer is no proof of a death: its stat read and isAlive reject, naming the node", async () => {
+    const host = hosts.access(b.name);
+    const { pid } = await host.spawnDetached(["sleep", "600"], { cwd: "/root", logFile: "/root/unanswered.log" });
+    const stat = await procStatOn(host, pid);
+    expect(stat).not.toBeNull();
+    const handle = {
+      kind: "native" as const,
+      pid,
+      pgid: pid,
+      boot_id: await host.bootId(),
+      start_ticks: stat!.startTicks,
+      launch_token: "unanswered",
+      node: b.name,
+    };
+    expect(await backend.isAlive(handle)).toBe(true);
+    await host.close(); // no master left: the next command connects anew, and meets the stopped sshd
+    await b.stopSshd();
+    try {
+      // Taken for gone, a running engine would be replaced and a stop would think it had ended it.
+      await expect(procStatOn(host, pid)).rejects.toBeInstanceOf(NodeUnreachable);
+      await expect(backend.isAlive(handle)).rejects.toMatchObject({ node: b.name });
+    } finally {
+      await b.startSshd();
+      await host.run(["kill", String(pid)]);
+    }
+    expect(await procStatOn(host, pid).then((s) => s?.state ?? null)).toSatisfy(
+      (s: string | null) => s === null || s === "Z",
+    );
   }, 60_000);
 
   it("names the node's own interpreter in the runtime identity", async () => {
