@@ -9,6 +9,9 @@ import { IoError, NarwhalError } from "../errors.js";
 /** USER_HZ: the kernel ABI fixes it at 100 per second on every architecture it exports start ticks for. */
 const CLK_TCK = 100;
 
+/** A /proc/PID read's failure that means the process is gone: no such entry, or no such process while read. */
+const goneErrno = (err: unknown): boolean => err instanceof IoError && (err.code === "ENOENT" || err.code === "ESRCH");
+
 /**
  * /proc/PID/stat on the node, parsed; null when the process is gone (no such entry, or it went while read).
  * Anything else rejects: a node that did not answer, or a /proc that will not say, is no proof of a death
@@ -19,7 +22,7 @@ export async function procStatOn(host: HostAccess, pid: number): Promise<ProcSta
   try {
     text = (await host.readFile(`/proc/${pid}/stat`)).toString("utf8");
   } catch (err) {
-    if (err instanceof IoError && (err.code === "ENOENT" || err.code === "ESRCH")) return null;
+    if (goneErrno(err)) return null;
     throw err;
   }
   // Empty: the process ended between the open and the read.
@@ -40,12 +43,13 @@ export async function groupMembersOn(host: HostAccess, pgid: number, token?: str
   return group.filter((pid) => envs.get(pid)?.NARWHAL_LAUNCH_TOKEN === token).sort((a, b) => a - b);
 }
 
-/** The process's arguments on the node; empty when gone. */
+/** The process's arguments on the node; empty when gone (a node that does not answer rejects, as procStatOn). */
 export async function cmdlineOn(host: HostAccess, pid: number): Promise<string[]> {
   try {
     return parseCmdline((await host.readFile(`/proc/${pid}/cmdline`)).toString("utf8"));
-  } catch {
-    return [];
+  } catch (err) {
+    if (goneErrno(err)) return [];
+    throw err;
   }
 }
 
