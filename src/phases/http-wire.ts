@@ -134,7 +134,7 @@ function oneConnection(
     };
     try {
       const opened = target.open();
-      if (opened instanceof Promise) opened.then(use, (err: unknown) => finish(err as Error));
+      if (opened instanceof Promise) void opened.then(use, (err: unknown) => finish(err as Error));
       else use(opened);
     } catch (err) {
       finish(err as Error);
