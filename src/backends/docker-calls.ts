@@ -28,7 +28,7 @@ export class DockerCalls {
   private client: Docker | undefined;
 
   /**
-   * `docker`: the endpoint's dockerode client, or how to make it at its first use (a no-op that only
+   * `dockerClient`: the endpoint's dockerode client, or how to make it at its first use (a no-op that only
    * reads never loads dockerode). `reads`: the observation's reads over narwhal's own HTTP client
    * (docker-reads.ts), when the endpoint has them; else dockerode makes them too.
    */
