@@ -97,22 +97,26 @@ export class DockerCalls {
   }
 
   async inspectImage(ref: string, signal?: AbortSignal): Promise<Docker.ImageInspectInfo | null> {
+    // A name's slashes are the path's (registry/name@sha256:...), as docker-modem sends it.
+    const path = `/images/${ref}/json`;
     // dockerode's Image.inspect takes no AbortSignal: dial the same endpoint through the modem, which does.
     return this.callOrNull(
       "inspect",
       `image inspect ${ref}`,
       (abortSignal) =>
-        new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
-          this.dial(
-            {
-              path: `/images/${ref}/json`,
-              method: "GET",
-              abortSignal,
-              statusCodes: { 200: true, 404: "no such image", 500: "server error" },
-            },
-            (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
-          ),
-        ),
+        this.reads
+          ? this.readJson<Docker.ImageInspectInfo>(this.reads, path, abortSignal)
+          : new Promise<Docker.ImageInspectInfo>((resolve, reject) =>
+              this.dial(
+                {
+                  path,
+                  method: "GET",
+                  abortSignal,
+                  statusCodes: { 200: true, 404: "no such image", 500: "server error" },
+                },
+                (e, d) => (e ? reject(e) : resolve(d as Docker.ImageInspectInfo)),
+              ),
+            ),
       signal,
     );
   }
@@ -121,7 +125,14 @@ export class DockerCalls {
     return this.callOrNull(
       "inspect",
       `container inspect ${id.slice(0, 12)}`,
-      (abortSignal) => this.docker.getContainer(id).inspect({ abortSignal }),
+      (abortSignal) =>
+        this.reads
+          ? this.readJson<Docker.ContainerInspectInfo>(
+              this.reads,
+              `/containers/${encodeURIComponent(id)}/json`,
+              abortSignal,
+            )
+          : this.docker.getContainer(id).inspect({ abortSignal }),
       signal,
     );
   }

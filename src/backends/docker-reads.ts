@@ -1,5 +1,5 @@
-// The Docker Engine API reads an observation makes (the labelled container list,
-// each container's key-file stat), over narwhal's HTTP/1.1 client
+// The Docker Engine API reads (the labelled container list, each container's
+// key-file stat, container and image inspects), over narwhal's HTTP/1.1 client
 // (phases/http-wire.ts) instead of dockerode: a node:http request costs ~1 ms of
 // CPU, and dockerode's load a no-op that only reads. Writes, streams and
 // everything else stay dockerode's (docker-calls.ts). Only GET and HEAD go here:
@@ -9,9 +9,9 @@
 // dial-stdio` on the node: a resync's stat of every engine's key file was one
 // each (a no-op of 16 containers on a node: 17). There, reads made while a
 // connection is out are pipelined together on the next one. Not elsewhere: the
-// daemon answers a connection's requests in turn, so a stat that waits (for a
-// container's lock another operation holds) would hold the reads behind it until
-// the answer deadline; a unix or tcp connection is cheap enough to give each
+// daemon answers a connection's requests in turn, so a read that waits (a stat or
+// an inspect, for a container's lock another operation holds) would hold the
+// reads behind it until the answer deadline; a unix or tcp connection is cheap enough to give each
 // read its own.
 import net from "node:net";
 import type { Duplex } from "node:stream";

@@ -89,6 +89,13 @@ describe("Docker call failures: an unavailable daemon is outwaited, its own erro
     const c = calls({ host: "127.0.0.1", port: daemonPort, protocol: "http" }, "a daemon stand-in");
     answer = { status: 404, message: "Could not find the file /run/secrets/k in container 0123456789ab" };
     expect(await c.statPath("0123456789ab", "/run/secrets/k")).toBeNull();
+    expect(await c.inspectContainer("0123456789ab")).toBeNull();
+    expect(await c.inspectImage("sha256:0123")).toBeNull();
+    answer = { status: 200, message: "the daemon's JSON, as it is" };
+    expect(await c.inspectContainer("0123456789ab")).toEqual({ message: "the daemon's JSON, as it is" });
+    expect(await c.inspectImage("registry.example/sim@sha256:0123")).toEqual({
+      message: "the daemon's JSON, as it is",
+    });
     answer = { status: 500, message: "injected fault" };
     const err = await c.list(["a=b"]).catch((e: unknown) => e as DockerCallError);
     expect(err).toBeInstanceOf(DockerCallError);
