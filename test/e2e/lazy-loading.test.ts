@@ -2,7 +2,7 @@
 // never load dockerode (a third of a second of CPU), the controller (xstate) or the engine actions. The
 // built CLI runs as a real process under a preload (test/fixtures/load-recorder) that records every
 // module file it loads, ESM and CommonJS; a positive control proves the recorder sees dockerode when the CLI
-// does load it (an image tag to look up), so an empty finding is not a blind recorder. The CLI itself is one
+// does load it (an image tag to look up on a TLS endpoint), so an empty finding is not a blind recorder. The CLI itself is one
 // file (dist/bundle/cli.cjs, scripts/bundle.mjs) in which esbuild wraps each module reached through a dynamic
 // import in a function named after its source file, called when it is imported: V8's coverage of that file
 // (NODE_V8_COVERAGE) says which were called, and every module not wrapped ran at start. A positive control
@@ -14,7 +14,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runCli, teardown, type CliResult } from "./cli.js";
-import { REPO, simFleet } from "./sim-fleet.js";
+import { freePort, REPO, simFleet } from "./sim-fleet.js";
 
 const RECORDER = pathToFileURL(path.join(REPO, "test/fixtures/load-recorder/record.mjs")).href;
 
@@ -179,19 +179,28 @@ describe("a command loads what it runs", () => {
     }
   });
 
-  it("validate loads dockerode when an image tag is to be looked up on a node (the recorder sees it)", async () => {
+  it("validate looks an image tag up without dockerode, and with it on a TLS endpoint (the recorder sees it)", async () => {
     const fleet = await simFleet({ container: { image: "vllm/vllm-openai:latest" } });
     // No daemon answers there: the lookup fails fast, and the tag is reported invalid all the same.
     const socket = path.join(fleet.stateDir, "..", "no-docker.sock");
-    const r = await loaded(["validate", "--desired", fleet.dir], { DOCKER_HOST: `unix://${socket}` });
-    expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain("is a tag");
-    expect(r.modules.filter((m) => m.includes("/node_modules/dockerode/")).length).toBeGreaterThan(0);
+    const plain = await loaded(["validate", "--desired", fleet.dir], { DOCKER_HOST: `unix://${socket}` });
+    expect(plain.code, plain.stderr).toBe(1);
+    expect(plain.stderr).toContain("is a tag");
+    // An image inspect is a read: narwhal's own HTTP request (src/backends/docker-reads.ts).
+    expect(plain.modules.filter((m) => m.includes("dockerode"))).toEqual([]);
+    // A TLS endpoint's reads stay dockerode's: loaded then, nothing listening on the port.
+    const tls = await loaded(["validate", "--desired", fleet.dir], {
+      DOCKER_HOST: `tcp://127.0.0.1:${await freePort()}`,
+      DOCKER_TLS_VERIFY: "1",
+    });
+    expect(tls.code, tls.stderr).toBe(1);
+    expect(tls.stderr).toContain("is a tag");
+    expect(tls.modules.filter((m) => m.includes("/node_modules/dockerode/")).length).toBeGreaterThan(0);
     // ...as the bundle's own copy (scripts/bundle.mjs), without the ssh2 and gRPC stacks narwhal never calls:
     // loaded from node_modules, they were most of a container command's cost to start.
-    expect(r.modules.filter((m) => m.endsWith("/dist/bundle/dockerode.cjs")).length).toBe(1);
+    expect(tls.modules.filter((m) => m.endsWith("/dist/bundle/dockerode.cjs")).length).toBe(1);
     for (const stack of ["/node_modules/ssh2/", "/node_modules/@grpc/", "/node_modules/protobufjs/"])
-      expect(r.modules.filter((m) => m.includes(stack))).toEqual([]);
+      expect(tls.modules.filter((m) => m.includes(stack))).toEqual([]);
   });
 
   it("the bundled dockerode says so where it would have reached a module it leaves out (docker-modem's ssh transport)", async () => {
