@@ -25,6 +25,8 @@ interface Pending {
   req: WireRequest;
   signal: AbortSignal;
   settled: boolean;
+  /** The request's own abort (removed once it is answered). */
+  onAbort: () => void;
   resolve(r: WireResponse): void;
   reject(e: unknown): void;
 }
@@ -66,21 +68,26 @@ export class DockerReads {
       return answer;
     }
     return new Promise<WireResponse>((resolve, reject) => {
-      const p: Pending = { req: { method, path, headers: {} }, signal, settled: false, resolve, reject };
-      // An abort answers its own request at once; the connection it rides goes on for the others.
-      const onAbort = () => this.settle(p, () => reject(signal.reason));
-      signal.addEventListener("abort", onAbort, { once: true });
-      p.resolve = (r) => this.settle(p, () => resolve(r), onAbort);
-      p.reject = (e) => this.settle(p, () => reject(e), onAbort);
+      const p: Pending = {
+        req: { method, path, headers: {} },
+        signal,
+        settled: false,
+        // An abort answers its own request at once; the connection it rides goes on for the others.
+        onAbort: () => this.settle(p, () => reject(signal.reason)),
+        resolve: (r) => this.settle(p, () => resolve(r)),
+        reject: (e) => this.settle(p, () => reject(e)),
+      };
+      signal.addEventListener("abort", p.onAbort, { once: true });
       this.queue.push(p);
       if (!this.draining) void this.drain();
     });
   }
 
-  private settle(p: Pending, f: () => void, onAbort?: () => void): void {
-    if (onAbort) p.signal.removeEventListener("abort", onAbort);
+  /** Answer `p` once (`f` resolves or rejects it); its abort listener goes with the first answer. */
+  private settle(p: Pending, f: () => void): void {
     if (p.settled) return;
     p.settled = true;
+    p.signal.removeEventListener("abort", p.onAbort);
     f();
   }
 

@@ -48,6 +48,12 @@ export interface NativeBackendOptions {
   log?: Pick<Logger, "warn">;
 }
 
+/** Whether the handle's process runs on `host` (its node): the same boot, the same pid and start tick. */
+async function aliveOn(host: HostAccess, handle: NativeHandle): Promise<boolean> {
+  if (handle.boot_id !== (await host.bootId())) return false;
+  return isSameProcessOn(host, handle.pid, handle.start_ticks);
+}
+
 export class NativeBackend implements EngineBackend {
   readonly kind = "native" as const;
   private readonly failpoint: Failpoint;
@@ -183,9 +189,7 @@ export class NativeBackend implements EngineBackend {
 
   async isAlive(handle: EngineHandle): Promise<boolean> {
     if (handle.kind !== "native") return false;
-    const host = await this.hostOf(handle);
-    if (handle.boot_id !== (await host.bootId())) return false;
-    return isSameProcessOn(host, handle.pid, handle.start_ticks);
+    return aliveOn(await this.hostOf(handle), handle);
   }
 
   /**
@@ -212,7 +216,7 @@ export class NativeBackend implements EngineBackend {
         const host = hosts[i]!;
         if (host instanceof Error) return host;
         try {
-          if (host.kind === "local") return await this.isAlive(h);
+          if (host.kind === "local") return await aliveOn(host, h);
           const { boot, live } = await tableOf(host);
           return boot === h.boot_id && live.has(`${h.pid}:${h.start_ticks}`);
         } catch (err) {
