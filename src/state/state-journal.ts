@@ -52,16 +52,21 @@ export function journalPath(stateDir: string): string {
   return path.join(stateDir, "narwhal.journal");
 }
 
-/** Apply one entry's changes to a state (in place, with new proofs/suspended maps: observations hold the ones they read). */
-export function applyOps(state: StateFile, ops: readonly JournalOp[]): void {
+/**
+ * Apply one entry's changes to a state read from disk, in place: its records are this read's own (parsed from
+ * the base or a line), so an observation sets observed_at on them; new proofs/suspended maps are made.
+ */
+function applyOps(state: StateFile, ops: readonly JournalOp[]): void {
   for (const op of ops) {
     if ("engine" in op) {
       if (op.record === null) delete state.engines[op.engine];
       else state.engines[op.engine] = op.record;
     } else if ("observed" in op) {
+      // In place: a journal of observations is kept across clean exits (up to an eighth of the base), and a
+      // copy of every record per line made a replay O(lines x engines) in record copies.
       for (const name of op.engines) {
         const record = state.engines[name];
-        if (record) state.engines[name] = { ...record, observed_at: op.observed };
+        if (record) record.observed_at = op.observed;
       }
     } else if ("proof" in op) {
       const proofs = { ...(state.proofs ?? {}) };
@@ -80,7 +85,12 @@ export interface StateRead {
   journalBytes: number;
   /** The journal ended in a line a crash cut short. */
   torn: boolean;
+  /** An entry after the base changes more than when engines were observed (a record, a proof, the suspended set). */
+  records: boolean;
 }
+
+/** Whether `ops` change more than when engines were observed. */
+export const changesRecords = (ops: readonly JournalOp[]): boolean => ops.some((op) => !("observed" in op));
 
 function journalError(file: string, line: number, what: string): StateFileError {
   return new StateFileError("corrupt", `state journal ${file} line ${line} ${what}`, {
@@ -92,11 +102,12 @@ function journalError(file: string, line: number, what: string): StateFileError 
 /** Replay the journal at `file` onto `state` (entries after `seq`). Throws StateFileError when it is not a journal. */
 async function replay(file: string, state: StateFile, seq: number): Promise<Omit<StateRead, "state">> {
   const read = await readRegularFile(file);
-  if (read.kind === "missing") return { seq, journalBytes: 0, torn: false };
+  if (read.kind === "missing") return { seq, journalBytes: 0, torn: false, records: false };
   if (read.kind === "not-regular") throw journalError(file, 0, `is ${read.what}, not a regular file`);
   const lines = read.text.split("\n");
   const tail = lines.pop() ?? ""; // after the last newline: empty, or a write cut short
   let last = seq;
+  let records = false;
   for (const [i, line] of lines.entries()) {
     let entry: { seq: number; ops: JournalOp[] };
     try {
@@ -113,9 +124,10 @@ async function replay(file: string, state: StateFile, seq: number): Promise<Omit
     if (entry.seq <= seq) continue; // the base holds it already (a compaction cut short)
     if (entry.seq !== last + 1) throw journalError(file, i + 1, `has seq ${entry.seq} after ${last}: entries are missing`);
     applyOps(state, entry.ops);
+    records ||= changesRecords(entry.ops);
     last = entry.seq;
   }
-  return { seq: last, journalBytes: Buffer.byteLength(read.text) - Buffer.byteLength(tail), torn: tail.length > 0 };
+  return { seq: last, journalBytes: Buffer.byteLength(read.text) - Buffer.byteLength(tail), torn: tail.length > 0, records };
 }
 
 async function identity(file: string): Promise<string> {

@@ -3,15 +3,15 @@
 // directories) wins over it on restart. A write appends only what changed to narwhal.journal and
 // fdatasyncs it (state-journal.ts), so its cost does not grow with the fleet; changes made together
 // (the same tick, or while a write is under way) go out as one write, and a change that changes
-// nothing is no write at all. The journal is folded into narwhal.json on open, on close and when it
-// outgrows the base (state-journal-file.ts).
+// nothing is no write at all. The journal is folded into narwhal.json when it outgrows the base, and on
+// open and close unless it holds only when engines were observed (state-journal-file.ts).
 import fs from "node:fs/promises";
 import { Low } from "lowdb";
 import { StateFileError, type ErrorRecord } from "../errors.js";
 import type { EngineHandle, Inspection, CacheLayout, CheckResult } from "../phases/types.js";
 import { sweepAtomicTemps } from "./atomic-file.js";
 import { STATE_VERSION } from "./state-file.js";
-import { journalPath, readStateDir, stateFilePath, type JournalOp } from "./state-journal.js";
+import { changesRecords, journalPath, readStateDir, stateFilePath, type JournalOp } from "./state-journal.js";
 import { baseSize, JournalFile } from "./state-journal-file.js";
 import { noFailpoints, type Failpoint } from "../failpoints.js";
 import { RunFiles, UnrestorableEvidence } from "./evidence-refs.js";
@@ -124,7 +124,8 @@ export class StateStore {
    * (does not parse, a record of the wrong shape, a FIFO, a directory, a symlink to a device) is moved
    * aside, never silently reset and never waited on; the controller then rebuilds from what it observes.
    * Temps of a killed writer are swept first: under the lock no live writer is ours. A journal left by
-   * a killed controller is folded into narwhal.json here, which also drops a line its death cut short.
+   * a killed controller is folded into narwhal.json here, which also drops a line its death cut short; one
+   * of observations alone that a clean exit kept is appended to.
    * A narwhal.json from before the journal is read as it is (journal_seq 0): nothing to migrate.
    */
   static async open(
@@ -150,7 +151,7 @@ export class StateStore {
     }
     const initial = read?.state ?? { version: STATE_VERSION, engines: {} };
     const persisting = { runFiles: new RunFiles(), inputs: new InputsFiles(stateDir) };
-    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, await baseSize(stateDir), {
+    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, read?.records ?? false, await baseSize(stateDir), {
       persisted: (engines) => persistedEngines(persisting, engines),
       // After the base that names them is on disk: inputs files no record names any more are removed.
       folded: (engines) => persisting.inputs.retain(namedInputs(persisting.inputs, engines)),
@@ -162,7 +163,7 @@ export class StateStore {
     // A base of an older version is rewritten in this one before anything is appended to it: a narwhal
     // of that version then refuses the directory instead of misreading entries it does not know.
     const older = !!read && read.state.version !== STATE_VERSION;
-    if (read && (read.journalBytes > 0 || read.torn || older)) await store.db.write();
+    if (read && (journal.unsettled || read.torn || older)) await store.db.write();
     store.db.data.version = STATE_VERSION;
     return store;
   }
@@ -323,7 +324,7 @@ export class StateStore {
       throw err;
     }
     this.writes.made++;
-    if (ops.some((op) => !("observed" in op))) this.writes.changed++;
+    if (changesRecords(ops)) this.writes.changed++;
     this.onWrite?.((performance.now() - began) / 1000, true);
     this.failpoint("state:write:after");
     // Amortized O(1): the journal is folded only once it outgrew the base it would rewrite.
@@ -359,7 +360,10 @@ export class StateStore {
     else this.dirty.suspended = true;
   }
 
-  /** Persist what is pending, fold the journal into narwhal.json (one file again, as before the journal) and close it. */
+  /**
+   * Persist what is pending, fold the journal into narwhal.json unless it holds only observations (small ones:
+   * JournalFile.unsettled) and close it.
+   */
   async close(): Promise<void> {
     try {
       await this.flush();
@@ -372,7 +376,7 @@ export class StateStore {
 
   /** Fold after every write under way (never beside an append). */
   private chainedFold(): Promise<void> {
-    const fold = this.chain.catch(() => undefined).then(() => (this.journal.pending ? this.db.write() : undefined));
+    const fold = this.chain.catch(() => undefined).then(() => (this.journal.unsettled ? this.db.write() : undefined));
     this.chain = fold;
     return fold;
   }

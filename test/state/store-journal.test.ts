@@ -193,6 +193,69 @@ describe("writes that change nothing, and writes made together", () => {
     expect((await readState(state)).engines["engine-7"]!.observed_at).toBe(at);
   });
 
+  it("a journal of observations alone outlives a clean exit until it is an eighth of the base; a record change is folded at close", async () => {
+    const first = await stores.open(state);
+    await Promise.all(names(20).map((e) => first.update(e, () => record(e))));
+    await first.close();
+    const base = await readFile(stateFilePath(state));
+    // As `reconcile --once` no-ops do: open, observe every engine (nothing else changes), close.
+    const observeAll = async (at: string) => {
+      const store = await stores.open(state);
+      for (const e of names(20)) {
+        store.engine(e)!.observed_at = at;
+        store.markObservedAt(e);
+      }
+      await store.close();
+    };
+    let kept = 0;
+    let run = 0;
+    for (; run < 40; run++) {
+      const before = await size(journalPath(state));
+      await observeAll(`2026-03-03T00:00:${String(run).padStart(2, "0")}.000Z`);
+      const after = await size(journalPath(state));
+      if (after === 0) break; // folded
+      expect(after).toBeGreaterThan(before); // appended to: the open did not fold what the last close kept
+      expect((await readFile(stateFilePath(state))).equals(base)).toBe(true); // narwhal.json not rewritten
+      expect(after).toBeLessThanOrEqual(base.length / 8);
+      expect(Object.values((await readState(state)).engines).every((r) => r.observed_at === `2026-03-03T00:00:${String(run).padStart(2, "0")}.000Z`)).toBe(true);
+      kept = after;
+    }
+    expect(run).toBeGreaterThan(1); // kept more than once, then folded, not at the first close
+    expect(run).toBeLessThan(40);
+    const folded = JSON.parse(await readFile(stateFilePath(state), "utf8")) as { engines: Record<string, EngineRecord> };
+    expect(Object.values(folded.engines).every((r) => r.observed_at === `2026-03-03T00:00:${String(run).padStart(2, "0")}.000Z`)).toBe(true);
+    expect(kept).toBeGreaterThan(0);
+    // A kept observation journal, then a record changed: narwhal.json holds every record after the close.
+    await observeAll("2026-03-04T00:00:00.000Z");
+    expect(await size(journalPath(state))).toBeGreaterThan(0);
+    const changer = await stores.open(state);
+    await changer.update("engine-5", (prev) => ({ ...prev!, phase: "probed" }));
+    await changer.close();
+    await expect(stat(journalPath(state))).rejects.toMatchObject({ code: "ENOENT" });
+    const after = JSON.parse(await readFile(stateFilePath(state), "utf8")) as { engines: Record<string, EngineRecord> };
+    expect(after.engines["engine-5"]!.phase).toBe("probed");
+    expect(after.engines["engine-6"]!.observed_at).toBe("2026-03-04T00:00:00.000Z");
+  });
+
+  it("a killed controller's journal of records is folded at the next open, one of observations alone is not", async () => {
+    const store = await stores.open(state);
+    await Promise.all(names(4).map((e) => store.update(e, () => record(e))));
+    await store.close();
+    const base = await readFile(stateFilePath(state));
+    const killed = await stores.open(state); // never closed: as SIGKILL leaves it
+    killed.engine("engine-1")!.observed_at = "2026-04-04T00:00:00.000Z";
+    killed.markObservedAt("engine-1");
+    await killed.flush();
+    const observing = await stores.open(state);
+    expect((await readFile(stateFilePath(state))).equals(base)).toBe(true);
+    expect(observing.engine("engine-1")!.observed_at).toBe("2026-04-04T00:00:00.000Z");
+    await observing.update("engine-2", (prev) => ({ ...prev!, attempts: 2 })); // killed after a record change
+    const reopened = await stores.open(state);
+    await expect(stat(journalPath(state))).rejects.toMatchObject({ code: "ENOENT" });
+    expect(reopened.engine("engine-2")!.attempts).toBe(2);
+    expect(JSON.parse(await readFile(stateFilePath(state), "utf8")).engines["engine-1"].observed_at).toBe("2026-04-04T00:00:00.000Z");
+  });
+
   it("one transition appends the same bytes at 10 and at 1000 engines (O(1) in fleet size)", async () => {
     const appended = async (n: number) => {
       const dir = path.join(root, `fleet-${n}`);
