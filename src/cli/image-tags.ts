@@ -3,6 +3,7 @@
 // Docker endpoint, over ssh where the node has one), best-effort under a short
 // deadline. The issue then names the id per node and the exact line to paste;
 // a node that cannot be asked is said so, and the command fails as invalid all the same.
+import { recordedValidation } from "../state/desired-summary.js";
 import type { Config } from "../config.js";
 import { DesiredStateError, type ValidationIssue } from "../errors.js";
 import { validateDesired, type ValidationResult } from "../desired/load.js";
@@ -69,7 +70,8 @@ async function resolveTag(container: ContainerBackend, t: ImageTag): Promise<str
 
 /** loadDesired for the commands that act (reconcile, apply): an invalid state throws with the image ids explained. */
 export async function loadDesiredExplained(config: Config): Promise<DesiredState> {
-  const result = await validateDesired(config.desiredDir);
+  // What the controller recorded of its last valid desired state: the same texts are not judged by the rules again.
+  const result = await validateDesired(config.desiredDir, { recorded: await recordedValidation(config.stateDir) });
   if (!result.state) throw new DesiredStateError(await explainImageTags(result, config));
   return result.state;
 }

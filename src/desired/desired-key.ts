@@ -7,18 +7,27 @@
 // the controller recorded of the last valid desired state
 // (state/desired-summary.ts) instead of validating 1000 engines again.
 import { join, resolve } from "node:path";
-import { sha256Hex } from "./hash.js";
+import { INPUT_HASH_VERSION, sha256Hex } from "./hash.js";
 import { readTextFile } from "./json-safe.js";
 import { ENV_FILE, FLEET_FILE, LAUNCH_FILE } from "./rules.js";
 import { perEngineCap } from "./size-caps.js";
 
-/** Bumped when what the key covers, or what a summary holds, changes meaning. */
-const KEY_VERSION = 1;
+/** Bumped when what the key covers, or what a summary holds, changes meaning (2: the input hash version). */
+const KEY_VERSION = 2;
 
 /** The key of one reading of desired/: the texts of deployment.env, fleet.json and engine-launch.json, in that order. */
 export function desiredKey(absDir: string, texts: readonly [string, string, string], launcherDigest: string): string {
   // Lengths first: no two different triples of texts hash the same material.
-  const material = [KEY_VERSION, absDir, launcherDigest, ...texts.map((t) => t.length), ...texts].join("\n");
+  // The input hash version too: a reconcile takes a summary's input hashes (load.ts RecordedValidation), which
+  // must be of the hashing that would compute them now, even in a build whose version string did not change.
+  const material = [
+    KEY_VERSION,
+    INPUT_HASH_VERSION,
+    absDir,
+    launcherDigest,
+    ...texts.map((t) => t.length),
+    ...texts,
+  ].join("\n");
   return sha256Hex(material);
 }
 

@@ -15,7 +15,7 @@ import { indexOfEngineName, indexOfIid } from "./engine-pairs.js";
 import { parseEnvFile } from "./env-file.js";
 import { parseJsonSafely, readTextFile } from "./json-safe.js";
 import { engineCount, oversized, perEngineCap, type SizeCap } from "./size-caps.js";
-import { inspectNodeFiles } from "./node-files.js";
+import { inspectNodeFiles, sameNodeFiles, type NodeFileFacts } from "./node-files.js";
 import { recordsForRules } from "./records-for-rules.js";
 import { ENV_FILE, FLEET_FILE, LAUNCH_FILE, runRules, SECRET_VARIABLES } from "./rules.js";
 import { zodIssues } from "./schema-issues.js";
@@ -60,6 +60,22 @@ export interface DesiredOverrides {
   editLaunch?: (document: unknown) => unknown;
   /** The launcher the specs are prepared by (default: this narwhal, src/app.ts runningLauncher). */
   launcher?: LauncherIdentity;
+  /** The last valid validation the controller recorded (state/desired-summary.json): see RecordedValidation. */
+  recorded?: RecordedValidation | null;
+}
+
+/**
+ * A valid validation as recorded: the key of what it read (desired-key.ts: the texts, their directory, the
+ * launcher, whose digest names narwhal's version), the ssh files its nodes named as it found them, and each
+ * engine's input hash. The rules and the input hashes are functions of exactly those, so a validation that
+ * reads the same (the same key, every node file found alike) does not run the rules again and takes the
+ * hashes (39 and 47 us an engine of a no-op's validation); it still parses, substitutes and builds every spec.
+ * `narwhal status` trusts the same record to skip validating at all (state/desired-summary.ts).
+ */
+export interface RecordedValidation {
+  key: string;
+  node_files: ReadonlyArray<readonly [string, NodeFileFacts]>;
+  input_hashes: ReadonlyMap<string, string>;
 }
 
 export async function loadDesired(dir: string, overrides: DesiredOverrides = {}): Promise<DesiredState> {
@@ -140,17 +156,26 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
 
   const records = recordsForRules(fleetChecked?.doc, fleet, launchChecked?.doc, launch);
   const nodeFiles = await inspectNodeFiles(absDir, records.fleet?.nodes ?? []);
-  issues.push(
-    ...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices, nodeFiles }).filter(
-      (i) => !underFailed(i, failed),
-    ),
-  );
+  const launcher = overrides.launcher ?? runningLauncher();
+  // Overridden variables or launch records are not in the texts: no key stands for such a validation.
+  const key =
+    overrides.variables || overrides.editLaunch
+      ? null
+      : desiredKey(absDir, [envText.text ?? "", fleetText.text ?? "", launchText.text ?? ""], launcher.digest);
+  const recorded = overrides.recorded;
+  const again =
+    key !== null && recorded?.key === key && sameNodeFiles(recorded.node_files, nodeFiles) ? recorded : null;
+  if (!again)
+    issues.push(
+      ...runRules({ vars: allVars, ...records, ...(referenced ? { referenced } : {}), indices, nodeFiles }).filter(
+        (i) => !underFailed(i, failed),
+      ),
+    );
   if (issues.some((i) => i.rule === IMAGE_RULE))
     return { issues, imageTags: imageTagsToResolve(absDir, records.launch, records.fleet, launchRaw?.value) };
   if (issues.length > 0 || !fleet || !launch) return { issues };
 
-  const launcher = overrides.launcher ?? runningLauncher();
-  const specs = buildSpecs(absDir, fleet, launch, allVars, launcher);
+  const specs = buildSpecs(absDir, fleet, launch, allVars, launcher, again?.input_hashes);
   const secrets = [...SECRET_VARIABLES].flatMap((n) =>
     Object.hasOwn(allVars, n) && allVars[n] !== "" ? [allVars[n] as string] : [],
   );
@@ -169,19 +194,7 @@ export async function validateDesired(dir: string, overrides: DesiredOverrides =
       hardware: { ...fleet.hardware },
       variables: publicVars,
       secrets,
-      // Overridden variables or launch records are not in the texts: no key stands for such a validation.
-      ...(overrides.variables || overrides.editLaunch
-        ? {}
-        : {
-            source: {
-              key: desiredKey(
-                absDir,
-                [envText.text ?? "", fleetText.text ?? "", launchText.text ?? ""],
-                launcher.digest,
-              ),
-              node_files: [...nodeFiles],
-            },
-          }),
+      ...(key === null ? {} : { source: { key, node_files: [...nodeFiles] } }),
     },
   };
 }

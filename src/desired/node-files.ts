@@ -23,6 +23,19 @@ export interface NodeFileFacts {
 /** Facts per path value as written in fleet.json (after substitution). */
 export type NodeFiles = ReadonlyMap<string, NodeFileFacts>;
 
+const sameFacts = (a: NodeFileFacts | undefined, b: NodeFileFacts): boolean =>
+  !!a &&
+  a.path === b.path &&
+  a.kind === b.kind &&
+  a.mode === b.mode &&
+  a.ownedByController === b.ownedByController &&
+  a.code === b.code;
+
+/** Whether each value a validation recorded (with what it found there) is found alike `now`. */
+export function sameNodeFiles(recorded: ReadonlyArray<readonly [string, NodeFileFacts]>, now: NodeFiles): boolean {
+  return recorded.every(([v, facts]) => sameFacts(now.get(v), facts));
+}
+
 /** Look at every identity_file and known_hosts_file the nodes name. */
 export async function inspectNodeFiles(dir: string, nodes: FleetForRules["nodes"]): Promise<NodeFiles> {
   return inspectNodeFileValues(

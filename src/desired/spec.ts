@@ -112,13 +112,17 @@ function launchRecord(p: EnginePair, extras: EngineExtras): LaunchRecord {
   };
 }
 
-/** One EngineSpec per engine (index order), input_hash included. */
+/**
+ * One EngineSpec per engine (index order), input_hash included: computed, or taken from `hashes` (by engine
+ * name), which a recorded validation of the same texts, launcher and node files made (load.ts RecordedValidation).
+ */
 export function buildSpecs(
   dir: string,
   fleet: FleetFile,
   launch: EngineLaunchFile,
   vars: Readonly<Record<string, string>>,
   launcher: LauncherIdentity,
+  hashes?: ReadonlyMap<string, string>,
 ): EngineSpec[] {
   const get = (name: string): string | undefined => (Object.hasOwn(vars, name) ? vars[name] : undefined);
   const apiKey = get("NARWHAL_ENGINE_API_KEY");
@@ -183,6 +187,6 @@ export function buildSpecs(
       launcher,
       ...(launcherPin === undefined ? {} : { launcher_pin: launcherPin }),
     };
-    return { ...spec, input_hash: inputHash(spec, known) };
+    return { ...spec, input_hash: hashes?.get(spec.name) ?? inputHash(spec, known) };
   });
 }

@@ -9,8 +9,8 @@
 import path from "node:path";
 import * as z from "zod";
 import type { DesiredState } from "../desired/types.js";
-import type { NodeFileFacts } from "../desired/node-files.js";
-import { inspectNodeFileValues } from "../desired/node-files.js";
+import type { RecordedValidation } from "../desired/load.js";
+import { inspectNodeFileValues, sameNodeFiles } from "../desired/node-files.js";
 import { readDesiredKey } from "../desired/desired-key.js";
 import { readRegularFile, writeFileAtomic } from "./atomic-file.js";
 
@@ -69,14 +69,6 @@ export async function writeDesiredSummary(stateDir: string, desired: DesiredStat
   return true;
 }
 
-const sameFacts = (a: NodeFileFacts | undefined, b: NodeFileFacts): boolean =>
-  !!a &&
-  a.path === b.path &&
-  a.kind === b.kind &&
-  a.mode === b.mode &&
-  a.ownedByController === b.ownedByController &&
-  a.code === b.code;
-
 /**
  * The recorded engines when the summary stands for desired/ as it is now: the same key (texts, directory,
  * launcher) and every ssh file its nodes name found as validation found it. null: validate instead.
@@ -86,18 +78,33 @@ export async function summaryIfCurrent(
   dir: string,
   launcherDigest: string,
 ): Promise<DesiredSummary["engines"] | null> {
-  const read = await readRegularFile(fileOf(stateDir)).catch(() => null);
-  if (read?.kind !== "text") return null;
-  let summary: DesiredSummary;
-  try {
-    summary = SummarySchema.parse(JSON.parse(read.text));
-  } catch {
-    return null;
-  }
-  if ((await readDesiredKey(dir, launcherDigest)) !== summary.key) return null;
+  const summary = await readSummary(stateDir);
+  if (!summary || (await readDesiredKey(dir, launcherDigest)) !== summary.key) return null;
   const now = await inspectNodeFileValues(
     path.resolve(dir),
     summary.node_files.map(([v]) => v),
   );
-  return summary.node_files.every(([v, facts]) => sameFacts(now.get(v), facts)) ? summary.engines : null;
+  return sameNodeFiles(summary.node_files, now) ? summary.engines : null;
+}
+
+/** The summary recorded in `stateDir`; null when it is missing, unreadable or malformed. */
+async function readSummary(stateDir: string): Promise<DesiredSummary | null> {
+  const read = await readRegularFile(fileOf(stateDir)).catch(() => null);
+  if (read?.kind !== "text") return null;
+  try {
+    return SummarySchema.parse(JSON.parse(read.text));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The recorded validation, as validateDesired recognises one of the desired/ it reads (DesiredOverrides.recorded);
+ * null when there is none. Whether it is of desired/ as it is now is for validateDesired to decide.
+ */
+export async function recordedValidation(stateDir: string): Promise<RecordedValidation | null> {
+  const summary = await readSummary(stateDir);
+  if (!summary) return null;
+  const hashes = Object.entries(summary.engines).map(([name, e]) => [name, e.input_hash] as const);
+  return { key: summary.key, node_files: summary.node_files, input_hashes: new Map(hashes) };
 }

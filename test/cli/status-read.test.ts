@@ -11,6 +11,7 @@ import { readBootId } from "../../src/backends/proc.js";
 import { loadDesired } from "../../src/desired/load.js";
 import { validTree, writeTree } from "../desired/fixtures.js";
 import { DESIRED_SUMMARY_FILE, writeDesiredSummary } from "../../src/state/desired-summary.js";
+import { recordedTree, RECORD_BREAKING_CHANGES } from "../state/recorded-summary.js";
 
 describe("status: desired/ now", () => {
   it("gives each desired engine the input hash the controller would apply", async () => {
@@ -47,25 +48,6 @@ describe("status: desired/ now", () => {
 });
 
 describe("status: desired/ as the controller recorded it (state/desired-summary.json)", () => {
-  /** A valid tree whose node names an ssh key and known_hosts (0600, in the tree), and a state directory. */
-  async function recorded() {
-    const tree = validTree();
-    (tree.fleet as { nodes: Array<Record<string, unknown>> }).nodes[0]!.ssh = {
-      destination: "root@gpu-a",
-      identity_file: "id_test",
-      known_hosts_file: "known_hosts",
-    };
-    const dir = await writeTree(tree);
-    for (const f of ["id_test", "known_hosts"]) await fs.writeFile(path.join(dir, f), "k\n", { mode: 0o600 });
-    const stateDir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-status-summary-"));
-    expect(await writeDesiredSummary(stateDir, await loadDesired(dir))).toBe(true);
-    // A marker no validation gives: seen only when status takes the recorded summary.
-    const file = path.join(stateDir, DESIRED_SUMMARY_FILE);
-    const summary = JSON.parse(await fs.readFile(file, "utf8")) as { engines: Record<string, { input_hash: string }> };
-    summary.engines["engine-1"]!.input_hash = "recorded";
-    await fs.writeFile(file, JSON.stringify(summary));
-    return { dir, stateDir };
-  }
   it("is written again only when it would say something else (a no-op's controller rewrites nothing)", async () => {
     const dir = await writeTree(validTree());
     const stateDir = await fs.mkdtemp(path.join(os.tmpdir(), "narwhal-status-summary-"));
@@ -84,17 +66,12 @@ describe("status: desired/ as the controller recorded it (state/desired-summary.
   const hashOf = async (dir: string, stateDir: string) => (await desiredNow(dir, stateDir)).engines?.["engine-1"];
 
   it("takes the recorded engines while desired/ reads as it was validated", async () => {
-    const { dir, stateDir } = await recorded();
+    const { dir, stateDir } = await recordedTree();
     expect(await hashOf(dir, stateDir)).toEqual({ input_hash: "recorded", backend: "container", role: "prefill" });
   });
 
-  it.each([
-    ["a byte of fleet.json changed", (dir: string) => fs.appendFile(path.join(dir, "fleet.json"), "\n")],
-    ["a variable changed", (dir: string) => fs.appendFile(path.join(dir, "deployment.env"), "\nNARWHAL_X=1\n")],
-    ["the ssh key's mode changed", (dir: string) => fs.chmod(path.join(dir, "id_test"), 0o644)],
-    ["known_hosts went away", (dir: string) => fs.rm(path.join(dir, "known_hosts"))],
-  ])("validates desired/ again when %s", async (_what, change) => {
-    const { dir, stateDir } = await recorded();
+  it.each(RECORD_BREAKING_CHANGES)("validates desired/ again when %s", async (_what, change) => {
+    const { dir, stateDir } = await recordedTree();
     await change(dir);
     const now = await desiredNow(dir, stateDir);
     expect(now.engines?.["engine-1"]?.input_hash ?? "invalid").not.toBe("recorded");
@@ -102,7 +79,7 @@ describe("status: desired/ as the controller recorded it (state/desired-summary.
   });
 
   it("validates desired/ again when the summary is not one (malformed, or not a regular file)", async () => {
-    const { dir, stateDir } = await recorded();
+    const { dir, stateDir } = await recordedTree();
     const file = path.join(stateDir, DESIRED_SUMMARY_FILE);
     await fs.writeFile(file, '{"key": 1}');
     expect((await hashOf(dir, stateDir))?.input_hash).not.toBe("recorded");
