@@ -18,7 +18,17 @@ export interface SshHostOptions {
   connectTimeoutS?: number;
   /** Environment of the local ssh client (PATH, HOME, SSH_AUTH_SOCK): config.hostEnv. */
   clientEnv: Record<string, string>;
+  /** How long a file read, stat or listing on the node may take (default FILE_OP_TIMEOUT_MS; tests shorten it). */
+  fileTimeoutMs?: number;
 }
+
+/**
+ * A file read, stat or directory listing on a node: small files (configs, plans, /proc), answered in
+ * milliseconds. One that does not finish is a filesystem that stopped answering (an NFS mount whose server
+ * went away, where model directories often live): without a deadline the step that asked waited forever,
+ * its engine shown in its last phase with no error.
+ */
+export const FILE_OP_TIMEOUT_MS = 30_000;
 
 /** sun_path is 108 bytes; ssh binds "<ControlPath>.<16 random chars>" first, and %C is 40 hex. */
 const MAX_CONTROL_DIR = 108 - 1 - 40 - 17 - 1;

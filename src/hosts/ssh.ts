@@ -15,7 +15,13 @@ import { FreshRead } from "./fresh-read.js";
 import { ENSURE_FILES, ensureFilesInput, parseEnsureFiles, type NodeFile, type Placed } from "./ensure-files.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
-import { controlDirFor, helperPythonFile, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
+import {
+  controlDirFor,
+  FILE_OP_TIMEOUT_MS,
+  helperPythonFile,
+  sshClientArgs,
+  type SshHostOptions,
+} from "./ssh-options.js";
 import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
 import * as scripts from "./ssh-scripts.js";
 import { HelperPython, memoInFile, withHelperPython } from "./stdlib-python.js";
@@ -128,6 +134,22 @@ export class SshHost implements HostAccess {
     });
   }
 
+  /** A file operation's script (operands: the file, then `more`), under the node's file deadline. */
+  private async fileScript(script: string, syscall: string, file: string, ...more: string[]): Promise<ScriptResult> {
+    const timeoutMs = this.opts.fileTimeoutMs ?? FILE_OP_TIMEOUT_MS;
+    const r = await this.script(script, [file, ...more], { timeoutMs });
+    if (r.timedOut)
+      throw new NarwhalError(
+        `node ${this.node}: ${syscall} '${file}' did not finish within ${timeoutMs / 1000} s: the filesystem holding it does not answer`,
+        {
+          failure: "outwait", // it answers again, or its mount is fixed: no desired edit is needed
+          input: `node ${this.node}`,
+          fix: `Check the filesystem holding ${file} on node ${this.node} (a hung mount, an NFS server that stopped answering); narwhal asks again.`,
+        },
+      );
+    return r;
+  }
+
   /** Run a sh script on the node with operands "$1"...; the one place commands cross the wire. */
   private async script(
     script: string,
@@ -205,7 +227,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
 
   async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
-    const r = await this.script(scripts.READ_FILE, [file, String(max + 1)]);
+    const r = await this.fileScript(scripts.READ_FILE, "read", file, String(max + 1));
     if (r.code !== 0) throw scripts.remoteIoError(this.node, "open", file, r.stderr);
     if (r.bytes.length > max)
       throw scripts.remoteIoError(this.node, "read", file, `file larger than ${max} bytes`, "EFBIG");
@@ -213,7 +235,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   }
 
   async stat(file: string): Promise<FileStat | null> {
-    const r = await this.script(scripts.STAT, [file]);
+    const r = await this.fileScript(scripts.STAT, "stat", file);
     if (r.code === 3) return null;
     if (r.code !== 0) throw scripts.remoteIoError(this.node, "stat", file, r.stderr);
     const [modeHex, size, mtime, ino] = r.stdout.trim().split(" ");
@@ -226,7 +248,7 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
   }
 
   async readDir(dir: string): Promise<string[] | null> {
-    const r = await this.script(scripts.READ_DIR, [dir]);
+    const r = await this.fileScript(scripts.READ_DIR, "scandir", dir);
     if (r.code === 3) return null;
     if (r.code !== 0) throw scripts.remoteIoError(this.node, "scandir", dir, r.stderr);
     return r.stdout.split("\0").filter(Boolean).sort();

@@ -4,7 +4,8 @@
 // master connection per node, and the faults a fleet meets: a stopped sshd is
 // NodeUnreachable and the node is used again when it is back; a changed host
 // key is refused, terminally, and nothing runs there.
-import type { ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
+import { promisify } from "node:util";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -32,6 +33,7 @@ async function tempDir(prefix: string): Promise<string> {
 }
 
 const sshHostFor = rigSshHost;
+const execFileP = promisify(execFile);
 
 /** A TCP listener inside the rig host's namespace only; resolves once it printed its port. */
 function listenOnNode(h: RigHost): ContractFixture["listen"] {
@@ -119,6 +121,29 @@ describe("SshHost on a rig host", () => {
       expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: 24 }, (_, i) => `${i}\n`));
       expect(await loginsOn(a)).toBe(before + 1);
       expect(await fs.readdir(path.join(state, "ssh"))).toHaveLength(1);
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it("a read the node's filesystem never answers fails at the file deadline, naming node and file (outwait), and ends there", async () => {
+    // A FIFO with no writer: the remote read's open never returns, as on an NFS mount whose server went away.
+    const fifo = path.join(await tempDir("nw-hs-hung-"), "config.json");
+    await execFileP("mkfifo", [fifo]);
+    const fresh = sshHostFor(a, await tempDir("nw-hs-hung-state-"), { fileTimeoutMs: 1500 });
+    try {
+      const began = Date.now();
+      const err: unknown = await fresh.readFile(fifo).catch((e: unknown) => e);
+      expect(Date.now() - began).toBeLessThan(15_000);
+      expect(err).toMatchObject({ failure: "outwait", retryable: true, input: `node ${a.name}` });
+      expect((err as Error).message).toBe(
+        `node ${a.name}: read '${fifo}' did not finish within 1.5 s: the filesystem holding it does not answer`,
+      );
+      // The blocked read on the node was ended with its session (its process group), not left waiting there.
+      const readers = async () => (await execFileP("pgrep", ["-f", fifo]).catch(() => ({ stdout: "" }))).stdout.trim();
+      for (let i = 0; (await readers()) !== "" && i < 100; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await readers()).toBe("");
+      expect((await fresh.run(["true"])).code).toBe(0); // the node is used again
     } finally {
       await fresh.close();
     }
