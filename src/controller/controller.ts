@@ -13,7 +13,7 @@ import { openState } from "./open-state.js";
 import { describeFailure, ioFailure, type NodeFault } from "../errors.js";
 import { World, type Owned } from "./world.js";
 import { EngineActors, type EngineActor } from "./engine-actors.js";
-import { desiredHashes, observe } from "./observe.js";
+import { desiredHashes, handleTokens, observe } from "./observe.js";
 import { knownEngines, markObserved } from "./known-engines.js";
 import { plan as planFleet } from "./planner.js";
 import { desiredForPlan } from "./desired-for-plan.js";
@@ -249,12 +249,21 @@ export class Controller {
   }
 
   private async observeNow(full: boolean, desired: DesiredState): Promise<Observed> {
+    // A listing answers for the handles that existed when it was asked for. Judged by a handle a start recorded
+    // while it was taken, a container that start had created but not yet started (listed not running) was a
+    // healthy engine found "exited", stopped and restarted (watch mode, containers: a resync that met a start).
+    // The engines themselves are taken after it: a process it lists was started by an engine known by then
+    // (claimed, not an orphan to stop).
+    const listedFor = full
+      ? handleTokens(knownEngines(this.actors, this.applied, this.execution, this.store))
+      : undefined;
     const owned = full ? await this.world.listOwned(this.startup) : null;
     if (owned) this.lastOwned = owned;
     const known = knownEngines(this.actors, this.applied, this.execution, this.store);
     return observe(this.world, known, this.lastObserved?.owned ?? [], {
       probe: full,
       key: full,
+      ...(listedFor ? { listedFor } : {}),
       // Health counts strikes across resyncs: one unhealthy answer at startup is not yet a verdict.
       health: full && !this.startup,
       owned,

@@ -38,6 +38,12 @@ export interface ObserveOptions {
   health: boolean;
   /** What runs; null: do not list (a light observation keeps the last list). */
   owned: Owned | null;
+  /**
+   * Launch tokens of the handles known when `owned` was asked for: the listing speaks for those only. A handle
+   * recorded while it was taken (a start that completed meanwhile) is asked of its backend: the listing may
+   * show its container as the start had just created it, not running. Absent: every handle.
+   */
+  listedFor?: ReadonlySet<string>;
   /** Liveness by launch token from the last probing observation; updated in place when probing. */
   cache?: Map<string, Liveness>;
   /** The node faults behind `cache`'s "unknown" entries, by launch token; updated in place when probing. */
@@ -141,7 +147,8 @@ async function livenessOf(
   const cached = opts.cache?.get(handle.launch_token);
   if (!opts.probe && cached !== undefined)
     return { liveness: cached, fault: opts.faults?.get(handle.launch_token) ?? null };
-  const seen = listedLiveness(handle, listed) ?? (await world.observeLiveness(handle));
+  const fromList = !opts.listedFor || opts.listedFor.has(handle.launch_token) ? listedLiveness(handle, listed) : null;
+  const seen = fromList ?? (await world.observeLiveness(handle));
   opts.cache?.set(handle.launch_token, seen.liveness);
   if (seen.fault) {
     opts.faults?.set(handle.launch_token, seen.fault);
@@ -238,6 +245,14 @@ async function ownedObserved(owned: Owned, planOf: PlanOf): Promise<OwnedObserve
       };
     }),
   );
+}
+
+/** Launch tokens of the engines' handles (the running one and a retiring one): whom a listing taken now speaks for. */
+export function handleTokens(known: readonly KnownEngine[]): Set<string> {
+  const tokens = new Set<string>();
+  for (const { context } of known)
+    for (const h of [context.handle, context.retiring?.handle]) if (h) tokens.add(h.launch_token);
+  return tokens;
 }
 
 /** One observation of every known engine and of what runs. */

@@ -69,4 +69,25 @@ describe("liveness from the observation's own scan", () => {
     });
     expect(asked).toEqual([h2, h3]);
   });
+
+  it("takes from the listing only the handles known when it was taken: one recorded meanwhile is asked of the backend", async () => {
+    const { backend, asked } = askedBackend();
+    const world = new World({ native: backend, container: backend }, memoryLogger().log, 1000);
+    const [h1, h2] = ["engine-1", "engine-2"].map((e) => handleOf(e));
+    // The listing shows engine-2 not running (as a start's just-created container is); its handle came after.
+    const scanned = [listing("engine-1", h1!), { ...listing("engine-2", h2!), running: false }];
+    const o = await observe(world, [known("engine-1", h1!), known("engine-2", h2!)], [], {
+      probe: true,
+      key: false,
+      health: false,
+      owned: scanned.map((owned) => ({ backend, owned })),
+      listedFor: new Set([h1!.launch_token]),
+      cache: new Map<string, Liveness>(),
+      faults: new Map(),
+      secrets: [],
+      serving: null,
+    });
+    expect(asked).toEqual([h2]); // not "gone" from the listing: the backend's answer now
+    expect(o.engines["engine-1"]!.liveness).toBe("alive");
+  });
 });

@@ -14,6 +14,8 @@ export interface ProxyRule {
   action: "stall" | "error500" | "drop";
   /** For stall: how long to hold the response (default: until the proxy closes). */
   ms?: number;
+  /** For stall: hold the response until this settles (a test's release), instead of for `ms`. */
+  until?: Promise<unknown>;
   /** How many matching calls to affect (default: all). */
   times?: number;
   /**
@@ -78,7 +80,8 @@ export async function startDockerProxy(upstream: string): Promise<DockerProxy> {
           ur.pipe(res);
         };
         if (rule?.action === "stall") {
-          if (rule.ms !== undefined) {
+          if (rule.until) void rule.until.then(send, send);
+          else if (rule.ms !== undefined) {
             const t = setTimeout(send, rule.ms);
             held.add(t);
           }
