@@ -11,7 +11,7 @@ import { HelperPython } from "./stdlib-python.js";
 import { scanLeadersVia } from "./leader-scan.js";
 import { FreshRead } from "./fresh-read.js";
 import { ensureFilesVia, type NodeFile, type Placed } from "./ensure-files.js";
-import { PROC_STAT_FILE, readProcStatSync, readWhole } from "./read-whole.js";
+import { PROC_STAT_FILE, readProcEnviron, readProcStatSync, readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
   type FileStat,
@@ -193,7 +193,7 @@ export class LocalHost implements HostAccess {
       const lane = async () => {
         while (next < pending.length) {
           const pid = pending[next++]!;
-          const raw = await readProcText(`/proc/${pid}/environ`).catch(() => null); // gone, or another user's
+          const raw = await readEnvironText(`/proc/${pid}/environ`).catch(() => null); // gone, or another user's
           if (raw === null) continue;
           if (raw === "" && round < ENVIRON_EMPTY_READS) empty.push(pid);
           else found.set(pid, pickNames(parseEnviron(raw), names));
@@ -248,9 +248,9 @@ function pickNames(env: Record<string, string>, names: string[]): Record<string,
 /** A /proc/<pid>/stat, at once (readProcStatSync): readFile's and listProcesses' read of it. */
 const procStat = (file: string, max: number): Buffer => readProcStatSync(file, max, () => tooLarge(file, max));
 
-/** A /proc file of a process as text (the environment lookups). */
-const readProcText = async (file: string): Promise<string> =>
-  (await readWhole(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES))).toString("utf8");
+/** A process's /proc/<pid>/environ as text (the environment lookups). */
+const readEnvironText = async (file: string): Promise<string> =>
+  (await readProcEnviron(file, DEFAULT_READ_MAX_BYTES, () => tooLarge(file, DEFAULT_READ_MAX_BYTES))).toString("utf8");
 
 function tooLarge(file: string, max: number): NodeJS.ErrnoException {
   return Object.assign(new Error(`EFBIG: file larger than ${max} bytes, read '${file}'`), {

@@ -256,8 +256,14 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
         const scan = await host.scanLeaders(["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"]);
         expect(scan.bootId).toBe(await host.bootId());
         const listed = await host.listProcesses();
+        // The identity the two reads agree on; the run state (R while it still execs, S once sleep waits) may
+        // move between them.
+        const identity = (p: { pid: number; pgid: number; startTicks: number } | undefined) =>
+          p && { pid: p.pid, pgid: p.pgid, startTicks: p.startTicks };
         for (const pid of [tagged, plain])
-          expect(scan.leaders.find((p) => p.pid === pid)).toEqual(listed.find((p) => p.pid === pid));
+          expect(identity(scan.leaders.find((p) => p.pid === pid))).toEqual(
+            identity(listed.find((p) => p.pid === pid)),
+          );
         // Leaders only, no zombie: what the process table holds beside them is not listed.
         expect(scan.leaders.every((p) => p.pgid === p.pid && p.state !== "Z")).toBe(true);
         expect(scan.envs.get(tagged)).toEqual({ NARWHAL_LAUNCH_TOKEN: token });

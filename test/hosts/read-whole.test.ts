@@ -4,7 +4,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { readProcStatSync, readWhole } from "../../src/hosts/read-whole.js";
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { readProcEnviron, readProcStatSync, readWhole } from "../../src/hosts/read-whole.js";
 import { parseProcStat } from "../../src/backends/proc.js";
 
 let dir: string;
@@ -35,5 +37,23 @@ describe("readProcStatSync", () => {
 
   it("throws the open's error for a process that is gone", () => {
     expect(() => readProcStatSync("/proc/999999999/stat", 4096, tooLarge)).toThrow(/ENOENT/);
+  });
+});
+
+describe("readProcEnviron", () => {
+  it("reads a live process's environment whole, at the first buffer's edge and far past it, as a read to the end does", async () => {
+    // One variable X of n bytes: the environment is "X=" + n bytes + NUL, so 4093 fills the first 4 KiB exactly.
+    for (const n of [10, 4092, 4093, 4094, 9000, 100_000]) {
+      const child = spawn("sleep", ["30"], { env: { X: "y".repeat(n) }, stdio: "ignore" });
+      try {
+        const file = `/proc/${child.pid}/environ`;
+        const read = await readProcEnviron(file, 1 << 20, tooLarge);
+        expect(read.length, String(n)).toBe(n + 3);
+        expect(read.equals(readFileSync(file)), String(n)).toBe(true);
+        await expect(readProcEnviron(file, n, tooLarge)).rejects.toThrow("too large");
+      } finally {
+        child.kill("SIGKILL");
+      }
+    }
   });
 });
