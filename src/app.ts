@@ -45,6 +45,11 @@ function packageVersion(root: string): string {
   return (JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { version: string }).version;
 }
 
+/** This narwhal's version alone (`--version`): not its git revision or its launcher's scripts, which appIdentity hashes. */
+export function narwhalVersion(): string {
+  return packageVersion(packageRoot());
+}
+
 /** The launcher this narwhal is: its version and the scripts it ships, read from its own package. */
 export function runningLauncher(): LauncherIdentity {
   const root = packageRoot();

@@ -9,7 +9,7 @@ import { configFrom, type GlobalOptions } from "./config-from.js";
 import { liveView } from "./progress-tty.js";
 import { renderStatusText } from "./status-render.js";
 import { engineCommand } from "./engine/command.js";
-import { appIdentity } from "../app.js";
+import { narwhalVersion } from "../app.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import { DesiredStateError, NarwhalError, type ValidationIssue } from "../errors.js";
@@ -76,7 +76,7 @@ export async function run(argv: string[], tree?: (program: Command) => void): Pr
   const program = withUsageErrors(
     new Command("narwhal").description("A declarative reconciler for vLLM inference fleets"),
     isMachineFormat(format),
-  ).version(appIdentity().version, "--version");
+  ).version(narwhalVersion(), "--version");
   program.addHelpText(
     "after",
     exitCodesHelp([

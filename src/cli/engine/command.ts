@@ -3,7 +3,7 @@
 // boundary; every action prints an engine result (result.ts).
 import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { appIdentity } from "../../app.js";
+import { narwhalVersion } from "../../app.js";
 import { MAX_SHARED, MIN_SHARED } from "../../phases/shared-budget.js";
 import { refusal } from "../../phases/action-error.js";
 import { registrationSource } from "../../phases/registration-source.js";
@@ -131,7 +131,7 @@ export function engineCommand(act: Act, out: (s: string) => void, err: (s: strin
     .description(
       "Prepare and run vLLM engines from the narwhal.engine-launch record (seed 001 narwhal-engine): the native backend runs the checked Python environment, container the Docker launch path; both use the same model, GPU allocation, ports, NIXL connector and runtime argument checks. Each run directory is immutable; a fresh start needs a fresh directory. Actions the seed lists for container only take native plans too.",
     )
-    .version(appIdentity().version, "--version", "Print the installed distribution version.")
+    .version(narwhalVersion(), "--version", "Print the installed distribution version.")
     .addHelpText(
       "after",
       `\nPreparation requires a fresh --out; subsequent actions use --run. Each inspection output is retained in its launch directory, so select a fresh prepared and checked directory when recapturing it.${ACTION_EXIT_CODES}`,
