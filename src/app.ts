@@ -45,7 +45,7 @@ function packageVersion(root: string): string {
   return (JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { version: string }).version;
 }
 
-/** This narwhal's version alone (`--version`): not its git revision or its launcher's scripts, which appIdentity hashes. */
+/** This narwhal's version alone (`--version`): not its git revision or its launcher's scripts (appIdentity's). */
 export function narwhalVersion(): string {
   return packageVersion(packageRoot());
 }

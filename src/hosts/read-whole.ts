@@ -64,8 +64,8 @@ export async function readWhole(
  * base.c environ_read copies a page at a time until the count or the environment's end), so a short read is
  * its end: open, one read, close for nearly every process (environments are a few KiB), where reading until
  * a read returns 0 took a fourth trip through libuv's threads. A scan reads every group leader's: LocalHost's
- * scan of 430 leaders, 62 -> 55 ms of CPU (medians of 9, interleaved, this machine). Off the event loop, as every environ read: it can
- * wait on a hung process's memory lock.
+ * scan of 430 leaders, 62 -> 55 ms of CPU (medians of 9, interleaved, this machine). Off the event loop, as
+ * every environ read: it can wait on a hung process's memory lock.
  */
 export const readProcEnviron = (file: string, maxBytes: number, tooLarge: () => Error): Promise<Buffer> =>
   readWhole(file, maxBytes, tooLarge, true);

@@ -6,14 +6,15 @@ import type { EngineRecord, StateFile } from "./store.js";
 import { STATE_VERSION } from "./state-file.js";
 import { sealJson } from "./state-seal.js";
 import { fsyncDir, writeFileAtomic } from "./atomic-file.js";
-import { changesRecords, journalPath, stateFilePath, type JournalOp } from "./state-journal.js";
+import { changesRecords, journalPath, stateFilePath, type JournalOp, type StateRead } from "./state-journal.js";
 
 /** The journal is folded into the base once it is larger than this and than the base itself. */
 const COMPACT_MIN_BYTES = 1 << 20;
 /**
  * A journal of observations alone is kept across clean exits until it is this fraction of the base: a no-op
  * `reconcile --once` observes every engine and changes nothing else, and folding its line rewrote the whole
- * base at every run (1.7 MB at 192 engines: a no-op 0.584 -> 0.568 s of CPU without it, side by side). An eighth bounds what a reader replays.
+ * base at every run (1.7 MB at 192 engines: a no-op 0.584 -> 0.568 s of CPU without it, side by side). An
+ * eighth bounds what a reader replays.
  */
 const OBSERVED_SHARE = 1 / 8;
 
@@ -22,15 +23,18 @@ export class JournalFile implements Adapter<StateFile> {
   /** A failed append could not be cut back: the file may end in a partial line, so fold before appending again. */
   private broken = false;
 
+  /** The seq of the last entry written (the base's when the journal is empty). */
+  private seq: number;
+  /** Bytes of whole lines in the journal. */
+  private bytes: number;
+  /** Whether those lines change more than when engines were observed. */
+  private records: boolean;
+
   constructor(
     private readonly stateDir: string,
     private readonly initial: StateFile,
-    /** The seq of the last entry written (the base's when the journal is empty). */
-    private seq: number,
-    /** Bytes of whole lines in the journal. */
-    private bytes: number,
-    /** Whether those lines change more than when engines were observed (StateRead.records). */
-    private records: boolean,
+    /** What reading the state directory found of the journal (null: nothing was read, a new state). */
+    journal: Pick<StateRead, "seq" | "journalBytes" | "records"> | null,
     private baseBytes: number,
     private readonly hooks: {
       /** The records as they are written (their evidence and inputs by reference to their files). */
@@ -38,7 +42,11 @@ export class JournalFile implements Adapter<StateFile> {
       /** Told the records a fold wrote, once they are the base on disk. */
       folded: (engines: Record<string, EngineRecord>) => Promise<void>;
     },
-  ) {}
+  ) {
+    this.seq = journal?.seq ?? 0;
+    this.bytes = journal?.journalBytes ?? 0;
+    this.records = journal?.records ?? false;
+  }
 
   read(): Promise<StateFile> {
     return Promise.resolve(this.initial);

@@ -151,7 +151,7 @@ export class StateStore {
     }
     const initial = read?.state ?? { version: STATE_VERSION, engines: {} };
     const persisting = { runFiles: new RunFiles(), inputs: new InputsFiles(stateDir) };
-    const journal = new JournalFile(stateDir, initial, read?.seq ?? 0, read?.journalBytes ?? 0, read?.records ?? false, await baseSize(stateDir), {
+    const journal = new JournalFile(stateDir, initial, read ?? null, await baseSize(stateDir), {
       persisted: (engines) => persistedEngines(persisting, engines),
       // After the base that names them is on disk: inputs files no record names any more are removed.
       folded: (engines) => persisting.inputs.retain(namedInputs(persisting.inputs, engines)),
