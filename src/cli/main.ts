@@ -1,5 +1,6 @@
 // `narwhal`: the command line. This file is the single error boundary: every
 // command returns an exit code or throws, and only here do errors become codes.
+import "./zod-jitless.js"; // first: before any module builds a schema (the file says why)
 import { existsSync, realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
