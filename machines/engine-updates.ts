@@ -3,7 +3,7 @@
 // state and restoring it when the desired state reverts. Named pure functions
 // so engine.ts reads as the procedure; time and randomness come in as
 // arguments. Pure: no IO.
-import { nodeFaultOf, type ErrorRecord } from "../src/errors.js";
+import { EngineLost, nodeFaultOf, toErrorRecord, type ErrorRecord } from "../src/errors.js";
 import {
   backoffMs,
   notWaiting,
@@ -28,14 +28,7 @@ export function lossUpdate(
   return {
     handle: null,
     runningHash: null,
-    error: {
-      name: "EngineLost",
-      message: `the engine is no longer running: ${reason}`,
-      retryable: true,
-      engine: context.engine,
-      step: "observe",
-      fix: "Read engine.log in the run directory for the cause; narwhal restarts the engine from a fresh run with backoff.",
-    },
+    error: toErrorRecord(new EngineLost(context.engine, "observe", reason)),
     attempts,
     terminal,
     ...notWaiting,
@@ -128,6 +121,8 @@ export function resumeAfter(
   params: { from: RetryFrom; dropsEngine?: boolean },
   error: ErrorRecord,
 ): Pick<EngineContext, "retryFrom"> & Partial<Pick<EngineContext, "handle" | "runningHash">> {
+  // A step on the running engine found it gone (phase-actors.ts): a loss, retried as ENGINE_LOST is.
+  if (error.name === EngineLost.name) return { retryFrom: "pending", handle: null, runningHash: null };
   if (!params.dropsEngine) return { retryFrom: params.from };
   if (nodeFaultOf(error) !== null) return { retryFrom: "checked" };
   return { retryFrom: params.from, handle: null, runningHash: null };

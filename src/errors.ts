@@ -152,6 +152,20 @@ export class PhaseError extends NarwhalError {
 }
 
 /**
+ * The engine's process is gone: found by an observation (step "observe") or by a step on the running engine
+ * (probe, capture) that failed against it. The engine machine retries it from a fresh run (its run and handle
+ * are spent), never the step again: a probe retried against a dead process fails until the budget is gone.
+ */
+export class EngineLost extends PhaseError {
+  constructor(engine: string, step: Step, reason: string) {
+    super(engine, step, `the engine is no longer running: ${reason}`, {
+      retryable: true,
+      fix: "Read engine.log in the run directory for the cause; narwhal restarts the engine from a fresh run with backoff.",
+    });
+  }
+}
+
+/**
  * An error raised inside a step, named for that step: a backend error (a Docker call, a file)
  * knows neither the engine nor the step, and a record without them reads "undefined: ...".
  * Everything else about the error (its failure class, input, fix, its class name) is kept.

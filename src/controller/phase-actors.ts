@@ -8,6 +8,7 @@ import type { EngineSpec } from "../desired/types.js";
 import type { EngineBackend } from "../backends/types.js";
 import type { AppIdentity } from "../phases/plan.js";
 import type { EngineHandle } from "../phases/types.js";
+import { unlessGone, type RunningEngine } from "./engine-gone.js";
 import { PhaseError, inStep, toErrorRecord, type Step } from "../errors.js";
 import { secondsSince, type ControllerObserver } from "./observer.js";
 import { inspect } from "../phases/inspect.js";
@@ -111,6 +112,12 @@ export function phaseActors(deps: PhaseDeps) {
       return out;
     });
   const backendOf = (handle: EngineHandle) => deps.backend(handle.kind);
+  // A step on the running engine: its failure is the engine's loss when the engine is gone (engine-gone.ts).
+  const running = (input: StepInput, step: Step, signal: AbortSignal): RunningEngine => {
+    const handle = need(input.handle, input.engine, step, "engine");
+    const run = need(input.run, input.engine, step, "prepared run");
+    return { engine: input.engine, step, backend: backendOf(handle), run, handle, secrets: deps.secrets(), signal };
+  };
   /**
    * A step's awaited condition: a plain log line (what a pipe shows), and the live view's line. A report
    * of how far the same wait has come is logged at debug only: a pipe reads each wait once.
@@ -182,31 +189,24 @@ export function phaseActors(deps: PhaseDeps) {
       });
     }),
     probe: step("probe", async (input, signal) => {
-      const handle = need(input.handle, input.engine, "probe", "engine");
-      return probe(need(input.run, input.engine, "probe", "prepared run"), {
-        backend: backendOf(handle),
-        handle,
-        signal,
-      });
+      const on = running(input, "probe", signal);
+      return unlessGone(on, () => probe(on.run, { backend: on.backend, handle: on.handle, signal }));
     }),
     capture: step("capture", async (input, signal) => {
-      const handle = need(input.handle, input.engine, "capture", "engine");
+      const on = running(input, "capture", signal);
+      const { run, backend, handle } = on;
       const inspection = need(input.inspection, input.engine, "capture", "inspection");
-      const run = need(input.run, input.engine, "capture", "prepared run");
-      const layout = await capture(run, {
-        backend: backendOf(handle),
-        handle,
-        groupSignature: inspection.group_signature,
-        signal,
+      return unlessGone(on, async () => {
+        const layout = await capture(run, { backend, handle, groupSignature: inspection.group_signature, signal });
+        // The attestation needs the capture: then its sidecar, probed before the engine counts as captured.
+        const attestation = await attestAndServe(
+          { hosts: deps.hosts, stateDir: deps.stateDir, failpoint: deps.failpoint },
+          run,
+          { backend, handle },
+          signal,
+        );
+        return attestation ? { ...layout, attestation } : layout;
       });
-      // The attestation needs the capture: then its sidecar, probed before the engine counts as captured.
-      const attestation = await attestAndServe(
-        { hosts: deps.hosts, stateDir: deps.stateDir, failpoint: deps.failpoint },
-        run,
-        { backend: backendOf(handle), handle },
-        signal,
-      );
-      return attestation ? { ...layout, attestation } : layout;
     }),
     stop: step("stop", async (input) => {
       // A router must stop sending to an engine before it is stopped.

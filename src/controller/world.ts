@@ -11,19 +11,13 @@ import { readPlan } from "../phases/prepare.js";
 import { httpGets, type HttpResponse } from "../phases/http.js";
 import { keyChecks, keyFindings, planHasKey } from "../phases/key-enforcement.js";
 import { nodeFaultOf, PhaseError, type NodeFault } from "../errors.js";
-import { redactText, type Logger } from "../log.js";
+import type { Logger } from "../log.js";
+import { lostReason } from "./engine-gone.js";
 import type { Liveness } from "./plan-types.js";
 import type { NodeFaults } from "./node-faults.js";
 import { stopEngineAndSidecar, type SidecarDeps } from "../phases/attestation-sidecar.js";
 
 export type Owned = Array<{ backend: EngineBackend; owned: OwnedEngine }>;
-
-/**
- * How much of a lost engine's log its last lines are read from. Every observation of a lost engine
- * (each plan and pass) reads them: read at the log cap (16 MiB), a plan of 1000 lost engines with
- * 20 MB logs took 230 s of CPU and 17.7 GB of memory.
- */
-const LOST_REASON_TAIL_BYTES = 16 * 1024;
 
 /** A run's launch plan. */
 export type PlanOf = (runDir: string) => Promise<LaunchPlan>;
@@ -90,10 +84,7 @@ export class World {
   /** What the engine's own log says last, so a lost engine's failure names its cause. */
   async lostReason(ctx: EngineContext, secrets: string[]): Promise<string> {
     if (!ctx.handle || !ctx.run) return "exited";
-    const backend = this.backends[ctx.handle.kind];
-    const log = (await backend.startupLog(ctx.run, ctx.handle, { tailBytes: LOST_REASON_TAIL_BYTES })).text;
-    const last = log.trimEnd().split("\n").filter(Boolean).slice(-3).join(" | ");
-    return last ? `exited; last log lines: ${redactText(last, secrets)}` : "exited";
+    return lostReason(this.backends[ctx.handle.kind], ctx.run, ctx.handle, secrets);
   }
 
   /**

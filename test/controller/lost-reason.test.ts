@@ -13,6 +13,8 @@ import type { EngineBackend } from "../../src/backends/types.js";
 import type { EngineContext } from "../../machines/engine-context.js";
 import type { EngineHandle, PreparedRun } from "../../src/phases/types.js";
 import { memoryLogger } from "../log/memory-logger.js";
+import { unlessGone } from "../../src/controller/engine-gone.js";
+import { EngineLost, PhaseError, toErrorRecord } from "../../src/errors.js";
 
 const CAP = 16 * 1024 * 1024;
 const line = (i: number) => `INFO step ${i} ${"x".repeat(60)}\n`;
@@ -61,5 +63,31 @@ describe("a lost native engine's last log lines", () => {
     expect(await world.lostReason(ctx, [])).toBe(
       `exited; last log lines: ${line(39_999).trim()} | ERROR CUDA out of memory | engine exited`,
     );
+  });
+
+  // A probe or capture failing against an engine that is gone (engine-gone.ts): pid 1 is not this handle's
+  // process (its start tick differs), so the backend finds the engine not running, as after a death.
+  it("turns a step's retryable failure against a gone engine into its loss, quoting the step and the log", async () => {
+    const gone = { engine: "engine-1", step: "probe" as const, backend, run, handle, secrets: [] };
+    const refused = new PhaseError("engine-1", "probe", "GET /health failed: connect ECONNREFUSED", {
+      retryable: true,
+    });
+    const lost = await unlessGone({ ...gone, signal: new AbortController().signal }, () =>
+      Promise.reject(refused),
+    ).catch((err: unknown) => err);
+    expect(lost).toBeInstanceOf(EngineLost);
+    expect(toErrorRecord(lost)).toMatchObject({ name: "EngineLost", step: "probe", retryable: true });
+    expect((lost as Error).message).toBe(
+      `the engine is no longer running: exited during its probe (GET /health failed: connect ECONNREFUSED); last log lines: ${line(39_999).trim()} | ERROR CUDA out of memory | engine exited`,
+    );
+    // What the engine answered stands, and so does a step that was cancelled.
+    const wrong = new PhaseError("engine-1", "probe", "/version returned 0.10.2", { retryable: false });
+    await expect(
+      unlessGone({ ...gone, signal: new AbortController().signal }, () => Promise.reject(wrong)),
+    ).rejects.toBe(wrong);
+    const aborted = new AbortController();
+    aborted.abort();
+    await expect(unlessGone({ ...gone, signal: aborted.signal }, () => Promise.reject(refused))).rejects.toBe(refused);
+    expect(await unlessGone({ ...gone, signal: new AbortController().signal }, () => Promise.resolve(7))).toBe(7);
   });
 });

@@ -104,6 +104,49 @@ describe("engine faults under reconcile --once", () => {
     }
   });
 
+  it("restarts from a fresh run an engine that died while its probe was failing, not probing the dead one until terminal", async () => {
+    // The probe fails retryably while the engine lives (an empty completion), the engine dies during the backoff,
+    // and no resync comes between (600 s): only the next probe can find it gone. The build before took that
+    // probe's failure (GET /health refused) as the probe's own, retried it against the dead process until the
+    // attempts were spent, and exited 2 with the engine failed for good.
+    const fleet = await simFleet();
+    const faultsFile = path.join(path.dirname(fleet.stateDir), "sim-faults");
+    await fs.writeFile(faultsFile, "empty_completion\n");
+    await fleet.write({ engines: [{ environment: { NARWHAL_SIM_FAULTS_FILE: faultsFile } }] });
+    try {
+      const child = startCli(["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir], {
+        NARWHAL_RETRY_BASE_MS: "4000",
+        NARWHAL_RETRY_CAP_MS: "4000",
+        NARWHAL_RETRY_MAX_ATTEMPTS: "4",
+        NARWHAL_RESYNC_MS: "600000",
+      });
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+      const failing = await waitFor(
+        "the probe failing on the empty completion",
+        async () =>
+          (await status(fleet.stateDir)).engines.find(
+            (e) => e.phase === "failed" && e.last_error?.step === "probe" && /no text/.test(e.last_error.message),
+          ),
+        60_000,
+      );
+      const [engine] = await engineProcesses(fleet.stateDir);
+      expect(engine!.pid).toBe(failing.pid);
+      await fs.rm(faultsFile);
+      process.kill(-engine!.pid, "SIGKILL");
+      expect(await exited).toBe(0);
+      const [e] = (await status(fleet.stateDir)).engines;
+      expect(e!.phase).toBe("captured");
+      expect(e!.pid).not.toBe(failing.pid);
+      const lost = e!.history.find((h) =>
+        /^probe: the engine is no longer running: exited during its probe \(GET \/health failed: /.test(h.note ?? ""),
+      );
+      expect(lost, JSON.stringify(e!.history)).toBeDefined();
+      expect(e!.history.filter((h) => h.to === "captured")).toHaveLength(1);
+    } finally {
+      await teardown(fleet.stateDir);
+    }
+  });
+
   it("fails the check naming NIXL when the runtime cannot import it", async () => {
     const fleet = await simFleet({ engines: [{ faults: "no_nixl" }] });
     try {

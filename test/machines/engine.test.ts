@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
 import { engineMachine, isSettled, type StepInput } from "../../machines/engine.js";
-import { inStep, type Step } from "../../src/errors.js";
+import { EngineLost, inStep, type Step } from "../../src/errors.js";
 import { classifySshFailure } from "../../src/hosts/ssh-errors.js";
 import type { CheckResult, EngineHandle } from "../../src/phases/types.js";
 import { actors, retry, settled, spawnEngine, steps, world } from "./engine-world.js";
@@ -120,6 +120,35 @@ describe("engine machine", () => {
     const s = await settled(a);
     expect(s.value).toBe("captured");
     expect(steps(w).filter((x) => x === "stop")).toEqual([]);
+    expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("restarts from a fresh run an engine its probe found gone, spending one attempt, never probing the dead one again", async () => {
+    const w = world({ probe: [new EngineLost("engine-1", "probe", "exited (its probe failed: GET /health failed)")] });
+    const a = spawnEngine(w);
+    await waitFor(a, (s) => s.value === "failed", { timeout: 5000 });
+    expect(a.getSnapshot().context).toMatchObject({
+      attempts: 1,
+      retryFrom: "pending",
+      handle: null,
+      runningHash: null,
+      error: { name: "EngineLost", step: "probe", retryable: true },
+    });
+    const s = await settled(a);
+    expect(s.value).toBe("captured");
+    expect(steps(w)).toEqual([
+      ...["inspect", "prepare", "check", "start", "probe"],
+      ...["inspect", "prepare", "check", "start", "probe", "capture"],
+    ]);
+    expect(w.calls[6]!.input.run).toBeNull(); // prepare did not get the spent run
+    expect(s.context.run!.dir).toBe("/runs/2");
+  });
+
+  it("a capture that found its engine gone is retried from a fresh run too", async () => {
+    const w = world({ capture: [new EngineLost("engine-1", "capture", "exited")] });
+    const s = await settled(spawnEngine(w));
+    expect(s.value).toBe("captured");
+    expect(steps(w).slice(6)).toEqual(["inspect", "prepare", "check", "start", "probe", "capture"]);
     expect(s.context.run!.dir).toBe("/runs/2");
   });
 
