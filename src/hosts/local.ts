@@ -7,6 +7,7 @@ import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
 import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
+import { FileHelper } from "./file-helper.js";
 import { HelperPython } from "./stdlib-python.js";
 import { scanLeadersVia } from "./leader-scan.js";
 import { FreshRead } from "./fresh-read.js";
@@ -14,6 +15,7 @@ import { ensureFilesVia, type NodeFile, type Placed } from "./ensure-files.js";
 import { PROC_STAT_FILE, readProcEnviron, readProcStatSync, readWhole } from "./read-whole.js";
 import {
   DEFAULT_READ_MAX_BYTES,
+  FILE_OP_TIMEOUT_MS,
   type FileStat,
   type HostAccess,
   type LeaderScan,
@@ -42,21 +44,45 @@ export function outputTooLarge(node: string, argv: string[]): NarwhalError {
   });
 }
 
+/**
+ * What is read in process (file-helper.ts says why the rest is not): the kernel's own filesystems, which
+ * answer from memory (liveness polls and process scans read /proc many times a second), and the directories
+ * the caller names as the controller's own (its state directory: run files and engine logs, which it
+ * writes in process anyway).
+ */
+const IN_PROCESS_DIRS = ["/proc", "/sys", "/dev"];
+
+export interface LocalHostOptions {
+  /** The lookup of another LocalHost of the same baseEnv (the same machine, the same python3). */
+  helperPython?: HelperPython;
+  /** Directories read in process besides /proc, /sys and /dev: the controller's own (its state directory). */
+  ownDirs?: string[];
+  /** How long a read, stat or listing of any other file may take (default FILE_OP_TIMEOUT_MS; tests shorten it). */
+  fileTimeoutMs?: number;
+  /** Another LocalHost's helper (the same machine): shared, and ended by the host that made it. */
+  fileHelper?: FileHelper;
+}
+
 export class LocalHost implements HostAccess {
   readonly kind = "local" as const;
 
   readonly helperPython: HelperPython;
+  /** Files outside the kernel's and the controller's own directories: read by a helper process, under a deadline. */
+  readonly fileHelper: FileHelper;
+  /** Whether this host made its file helper (and ends it at close), or shares another's. */
+  private readonly ownsFileHelper: boolean;
+  private readonly inProcessDirs: string[];
 
-  /**
-   * baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env.
-   * helperPython: the lookup of another LocalHost of the same baseEnv (the same machine, the same python3).
-   */
+  /** baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env. */
   constructor(
     readonly node: string,
     private readonly baseEnv: Record<string, string>,
-    helperPython?: HelperPython,
+    opts: LocalHostOptions = {},
   ) {
-    this.helperPython = helperPython ?? new HelperPython((argv, opts) => this.run(argv, opts));
+    this.helperPython = opts.helperPython ?? new HelperPython((argv, o) => this.run(argv, o));
+    this.inProcessDirs = [...IN_PROCESS_DIRS, ...(opts.ownDirs ?? []).map((d) => path.resolve(d))];
+    this.ownsFileHelper = !opts.fileHelper;
+    this.fileHelper = opts.fileHelper ?? new FileHelper(opts.fileTimeoutMs ?? FILE_OP_TIMEOUT_MS);
   }
 
   async run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
@@ -88,10 +114,21 @@ export class LocalHost implements HostAccess {
     return { code: r.code, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut };
   }
 
+  /** Whether `file` is read in process (IN_PROCESS_DIRS and the ownDirs given), not by the file helper. */
+  private inProcess(file: string): boolean {
+    const abs = path.resolve(file);
+    return this.inProcessDirs.some((d) => abs === d || abs.startsWith(d === "/" ? d : `${d}/`));
+  }
+
   async readFile(file: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const max = opts.maxBytes ?? DEFAULT_READ_MAX_BYTES;
     try {
       if (PROC_STAT_FILE.test(file)) return procStat(file, max);
+      if (!this.inProcess(file)) {
+        const bytes = await this.fileHelper.readFile(this.node, file, max);
+        if (bytes.length > max) throw tooLarge(file, max);
+        return bytes;
+      }
       return await readWhole(file, max, () => tooLarge(file, max));
     } catch (err) {
       throw ioFailure(err, { fix: `Check ${file} on node ${this.node}.` });
@@ -100,7 +137,7 @@ export class LocalHost implements HostAccess {
 
   async stat(file: string): Promise<FileStat | null> {
     try {
-      return fileStatOf(await fs.stat(file));
+      return fileStatOf(this.inProcess(file) ? await fs.stat(file) : await this.fileHelper.stat(this.node, file));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "ENOENT" || code === "ENOTDIR") return null;
@@ -110,7 +147,7 @@ export class LocalHost implements HostAccess {
 
   async readDir(dir: string): Promise<string[] | null> {
     try {
-      return (await fs.readdir(dir)).sort();
+      return (this.inProcess(dir) ? await fs.readdir(dir) : await this.fileHelper.readDir(this.node, dir)).sort();
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw ioFailure(err);
@@ -228,7 +265,9 @@ export class LocalHost implements HostAccess {
     return ensureFilesVia(this, files);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    if (this.ownsFileHelper) this.fileHelper.close();
+  }
 }
 
 /**

@@ -9,6 +9,7 @@ import type { EngineSpec, NodeSpec } from "../desired/types.js";
 import { NarwhalError } from "../errors.js";
 import { MANIFEST_CACHE_DIR } from "../phases/host/model-manifest.js";
 import { LocalHost } from "./local.js";
+import type { FileHelper } from "./file-helper.js";
 import { SshHost } from "./ssh.js";
 import type { HostAccess } from "./types.js";
 import type { HelperPython } from "./stdlib-python.js";
@@ -55,6 +56,8 @@ export class NodeHosts {
   private localAccess: HostAccess | undefined;
   /** The helper python lookup of this machine (LocalHost), once for all local node records. */
   private localPython: HelperPython | undefined;
+  /** The machine's file helper (file-helper.ts), shared by every LocalHost as localPython is. */
+  private localFiles: FileHelper | undefined;
   /** roleShell: the nodes named by plans and handles, each this machine. */
   private readonly roleShellNodes = new Map<string, HostAccess>();
 
@@ -74,10 +77,15 @@ export class NodeHosts {
     }
   }
 
-  /** This machine under a node's name. Every such access shares one helper python lookup: one machine, one python3. */
+  /** This machine under a node's name. Every such access shares one helper python lookup and one file helper: one machine. */
   private localNamed(name: string): LocalHost {
-    const access = new LocalHost(name, this.opts.clientEnv, this.localPython);
+    const access = new LocalHost(name, this.opts.clientEnv, {
+      ...(this.localPython ? { helperPython: this.localPython } : {}),
+      ...(this.localFiles ? { fileHelper: this.localFiles } : {}),
+      ownDirs: [this.opts.stateDir],
+    });
     this.localPython ??= access.helperPython;
+    this.localFiles ??= access.fileHelper;
     return access;
   }
 

@@ -22,14 +22,6 @@ export interface SshHostOptions {
   fileTimeoutMs?: number;
 }
 
-/**
- * A file read, stat or directory listing on a node: small files (configs, plans, /proc), answered in
- * milliseconds. One that does not finish is a filesystem that stopped answering (an NFS mount whose server
- * went away, where model directories often live): without a deadline the step that asked waited forever,
- * its engine shown in its last phase with no error.
- */
-export const FILE_OP_TIMEOUT_MS = 30_000;
-
 /** sun_path is 108 bytes; ssh binds "<ControlPath>.<16 random chars>" first, and %C is 40 hex. */
 const MAX_CONTROL_DIR = 108 - 1 - 40 - 17 - 1;
 

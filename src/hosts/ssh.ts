@@ -15,19 +15,14 @@ import { FreshRead } from "./fresh-read.js";
 import { ENSURE_FILES, ensureFilesInput, parseEnsureFiles, type NodeFile, type Placed } from "./ensure-files.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
-import {
-  controlDirFor,
-  FILE_OP_TIMEOUT_MS,
-  helperPythonFile,
-  sshClientArgs,
-  type SshHostOptions,
-} from "./ssh-options.js";
+import { controlDirFor, helperPythonFile, sshClientArgs, type SshHostOptions } from "./ssh-options.js";
 import { isShellName, shCommand, shQuote } from "./ssh-quote.js";
 import * as scripts from "./ssh-scripts.js";
 import { HelperPython, memoInFile, withHelperPython } from "./stdlib-python.js";
 import { childStream, type StreamFailure } from "./ssh-stream.js";
 import {
   DEFAULT_READ_MAX_BYTES,
+  FILE_OP_TIMEOUT_MS,
   type FileStat,
   type HostAccess,
   type LeaderScan,

@@ -129,3 +129,11 @@ export interface HostAccess {
 
 /** Most bytes readFile returns unless told otherwise: launch plans, configs and env files are small. */
 export const DEFAULT_READ_MAX_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A file read, stat or directory listing on a node: small files (configs, plans, /proc), answered in
+ * milliseconds. One that does not finish is a filesystem that stopped answering (an NFS mount whose server
+ * went away, where model directories often live): without a deadline the step that asked waited forever,
+ * its engine shown in its last phase with no error.
+ */
+export const FILE_OP_TIMEOUT_MS = 30_000;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { NodeHosts } from "../../src/hosts/node-hosts.js";
 import { SshHost } from "../../src/hosts/ssh.js";
+import type { LocalHost } from "../../src/hosts/local.js";
 import { sshDockerHost } from "../../src/desired/node-host.js";
 import { nodeRecord } from "./node-fixture.js";
 
@@ -33,6 +34,14 @@ describe("NodeHosts", () => {
     expect(h.access("a2").helperPython).toBe(h.access("a").helperPython);
     expect(h.local().helperPython).toBe(h.access("a").helperPython);
     expect(h.access("b").helperPython).not.toBe(h.access("a").helperPython);
+  });
+
+  it("reads the operator's files of every node record that is this machine through one file helper", () => {
+    const h = hosts();
+    h.learn([node("a"), node("a2")]);
+    const [a, a2] = [h.access("a"), h.access("a2")] as LocalHost[];
+    expect(a!.fileHelper).toBe(a2!.fileHelper);
+    expect((h.local() as LocalHost).fileHelper).toBe(a!.fileHelper);
   });
 
   it("names an unknown node and the fix", () => {

@@ -34,7 +34,7 @@ import { LocalHost } from "../../hosts/local.js";
  * so the node their listener and GPU checks read is this machine.
  */
 export function thisHost(ctx: ActionContext, node = "local"): LocalHost {
-  return new LocalHost(node, ctx.config.hostEnv);
+  return new LocalHost(node, ctx.config.hostEnv, { ownDirs: [ctx.config.stateDir] });
 }
 
 const inspectOpts = (ctx: ActionContext, backend: EngineSpec["backend"]): RuntimeInspectOptions => ({
