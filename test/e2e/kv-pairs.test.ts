@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { simFleet } from "./sim-fleet.js";
-import { CLI, TEST_ENV, kvOf, runCli, sidecarProcesses, status, teardown, type CliResult } from "./cli.js";
+import { CLI, cliEnv, kvOf, runCli, sidecarProcesses, status, teardown, type CliResult } from "./cli.js";
 import { readState } from "../../src/state/store.js";
 import { readServingFleet } from "../../src/controller/serving-file.js";
 import { REPO } from "./sim-fleet.js";
@@ -18,7 +18,7 @@ function runInOwnNetwork(args: string[]): Promise<CliResult> {
   const child = spawn(
     "unshare",
     ["-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", process.execPath, CLI, ...args],
-    { env: { ...process.env, ...TEST_ENV }, stdio: ["ignore", "pipe", "pipe"] },
+    { env: cliEnv(), stdio: ["ignore", "pipe", "pipe"] },
   );
   let stdout = "";
   let stderr = "";

@@ -14,7 +14,7 @@ import { validRecord, validTree, writeTree, type Obj } from "../desired/fixtures
 import { record, stateFile } from "../controller/records.js";
 import {
   CLI,
-  TEST_ENV,
+  cliEnv,
   collect,
   engineProcesses,
   runCli,
@@ -37,7 +37,7 @@ function runReadOnly(dir: string, args: string[]): Promise<CliResult> {
     "unshare",
     ["-m", "sh", "-c", 'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", dir, process.execPath, CLI, ...args],
     {
-      env: { ...process.env, ...TEST_ENV },
+      env: cliEnv(),
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
@@ -51,7 +51,7 @@ function pipeline(
 ): Promise<{ code: number | null; read: string; stderr: string }> {
   const quoted = [process.execPath, CLI, ...narwhalArgs].map((a) => `'${a}'`).join(" ");
   const child = spawn("bash", ["-c", `${quoted} ${reader}; exit "\${PIPESTATUS[0]}"`], {
-    env: { ...process.env, ...TEST_ENV },
+    env: cliEnv(),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let read = "";

@@ -8,7 +8,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { CLI, runCli, startCli, status, teardown, TEST_ENV, waitFor } from "./cli.js";
+import { CLI, runCli, startCli, status, teardown, cliEnv, waitFor } from "./cli.js";
 import { record, stateFile } from "../controller/records.js";
 import type { StatusEngine, StatusView } from "../../src/cli/status-view.js";
 import type { EngineRecord } from "../../src/state/store.js";
@@ -161,7 +161,7 @@ describe("status tells the truth", () => {
           "json",
         ];
         const child = spawn(process.execPath, args, {
-          env: { ...process.env, ...TEST_ENV },
+          env: cliEnv(),
           stdio: ["ignore", "pipe", "pipe"],
         });
         let stdout = "";

@@ -8,7 +8,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { simFleet, type SimFleet } from "./sim-fleet.js";
-import { CLI, runCli, startCli, teardown, TEST_ENV, waitFor } from "./cli.js";
+import { CLI, runCli, startCli, teardown, cliEnv, waitFor } from "./cli.js";
 
 const ESC = "\x1b[";
 
@@ -17,7 +17,7 @@ function inPty(args: string[], env: Record<string, string> = {}): Promise<{ code
   const command = [process.execPath, CLI, ...args].map((a) => `'${a}'`).join(" ");
   // A terminal of 200 columns: the live lines are cut to the terminal's width.
   const child = spawn("script", ["-qfec", `stty cols 200; ${command}`, "/dev/null"], {
-    env: { ...process.env, ...TEST_ENV, ...env },
+    env: cliEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let screen = "";
@@ -81,7 +81,7 @@ describe("terminal views", () => {
     let screen = "";
     const command = [process.execPath, CLI, ...watch].map((a) => `'${a}'`).join(" ");
     const pty = spawn("script", ["-qfec", `stty cols 200; ${command}`, "/dev/null"], {
-      env: { ...process.env, ...TEST_ENV },
+      env: cliEnv(),
     });
     pty.stdout.on("data", (d) => (screen += d));
     const ptyClosed = new Promise<number | null>((resolve) => pty.on("close", (code) => resolve(code)));
