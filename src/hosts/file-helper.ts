@@ -8,7 +8,8 @@
 // even exit (measured: process.exit waits on it). A helper stuck in such a read is killed at the deadline
 // (an NFS wait is killable), the read fails "outwait" naming node and file, and the next read starts a new
 // helper. One helper for the machine (every LocalHost of a NodeHosts shares it), started at the first such
-// read (a no-op makes none), answers them in order over its IPC channel: ~0.1 ms a read, where a process
+// read (a no-op makes none) and ended after 30 s without one (its ~40 MB of memory are not kept by a watch
+// between inspections), answers them in order over its IPC channel: ~0.1 ms a read, where a process
 // per read (sh and head or stat) cost ~5 ms of CPU, which made a cold converge of 16 engines 12% dearer,
 // and a helper per node (16 local nodes) 8% (measured side by side).
 import { spawn, type ChildProcess } from "node:child_process";
@@ -35,7 +36,11 @@ function read(file, max) {
     fs.closeSync(fd);
   }
 }
+// Idle this long, it ends (its ~40 MB are not kept by a watch between inspections); the next read starts another.
+const idleMs = Number(process.argv[1]);
+let idle = setTimeout(() => process.exit(0), idleMs);
 process.on("message", (m) => {
+  clearTimeout(idle);
   let answer;
   try {
     if (m.op === "read") answer = { bytes: read(m.file, m.max) };
@@ -47,9 +52,13 @@ process.on("message", (m) => {
     answer = { error: { code: String(e.code ?? "EIO"), message: String(e.message), syscall: e.syscall, path: m.file } };
   }
   process.send({ id: m.id, ...answer });
+  idle = setTimeout(() => process.exit(0), idleMs);
 });
 process.on("disconnect", () => process.exit(0));
 `;
+
+/** A helper with nothing to do this long ends (a request that crosses its end is sent to the next one). */
+const HELPER_IDLE_MS = 30_000;
 
 /** How many helpers may end under one request before it fails (a helper that cannot run at all). */
 const MAX_LOST_HELPERS = 2;
@@ -90,7 +99,11 @@ export class FileHelper {
   private deadline: NodeJS.Timeout | null = null;
   private nextId = 1;
 
-  constructor(private readonly timeoutMs: number) {}
+  constructor(
+    private readonly timeoutMs: number,
+    /** How long the helper waits for a request before it ends (tests shorten it). */
+    private readonly idleMs: number = HELPER_IDLE_MS,
+  ) {}
 
   async readFile(node: string, file: string, max: number): Promise<Buffer> {
     const a = await this.ask(node, { op: "read", file, max });
@@ -152,7 +165,7 @@ export class FileHelper {
 
   private start(): ChildProcess {
     // Only what node needs: no NODE_OPTIONS or certificates of the controller's environment to load.
-    const child = spawn(process.execPath, ["-e", HELPER_SOURCE], {
+    const child = spawn(process.execPath, ["-e", HELPER_SOURCE, String(this.idleMs)], {
       env: {},
       stdio: ["ignore", "ignore", "ignore", "ipc"],
       serialization: "advanced", // bytes cross as bytes, not as JSON arrays of numbers
@@ -176,7 +189,7 @@ export class FileHelper {
     p!.resolve(a);
   }
 
-  /** The helper ended by itself (or could not be reached): what it held is asked of a new one. */
+  /** The helper ended by itself (idle, or killed from outside) or could not be reached: what it held is asked of a new one. */
   private lost(child: ChildProcess): void {
     if (child === this.child) this.resend(this.retire());
   }

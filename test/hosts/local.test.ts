@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalHost } from "../../src/hosts/local.js";
+import { FileHelper } from "../../src/hosts/file-helper.js";
 import { hostAccessContract, until, type ContractFixture } from "./contract.js";
 
 const execFileP = promisify(execFile);
@@ -142,6 +143,21 @@ describe("LocalHost reading a file whose filesystem does not answer", () => {
     expect(await h.readDir(dir)).toContain("theirs");
     expect(await nodeChildren(others)).toHaveLength(1);
     await h.close();
+    await until("the helper to end", async () => (await nodeChildren(others)).length === 0);
+  });
+});
+
+describe("the file helper", () => {
+  it("ends after its idle time, and the next read starts another", async () => {
+    const others = await nodeChildren();
+    const helper = new FileHelper(5_000, 300);
+    await fs.writeFile(path.join(dir, "idle-read"), "once");
+    expect((await helper.readFile("node-1", path.join(dir, "idle-read"), 100)).toString()).toBe("once");
+    expect(await nodeChildren(others)).toHaveLength(1);
+    await until("the idle helper to end", async () => (await nodeChildren(others)).length === 0);
+    expect((await helper.readFile("node-1", path.join(dir, "idle-read"), 100)).toString()).toBe("once");
+    expect(await helper.stat("node-1", path.join(dir, "idle-read"))).toMatchObject({ size: 4 });
+    helper.close();
     await until("the helper to end", async () => (await nodeChildren(others)).length === 0);
   });
 });
