@@ -220,7 +220,14 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
       expect(started.code).toBe(0);
       const pid = Number((await host.readFile(pidFile)).toString());
       try {
-        await until("the process to be listed", async () => running(host, pid));
+        // Until it leads its own group: between the shell's fork and setsid's exec of sleep it runs in the shell's
+        // group with the shell's environment (listed so, this test failed once with a clean clone beside it).
+        await until(
+          "the process to lead its group, with its environment",
+          async () =>
+            (await host.listProcesses()).some((q) => q.pid === pid && q.pgid === pid && q.state !== "Z") &&
+            (await host.processEnvToken(pid, "NARWHAL_LAUNCH_TOKEN")) === token,
+        );
         const p = (await host.listProcesses()).find((q) => q.pid === pid)!;
         expect(p).toMatchObject({ pid, pgid: pid });
         expect(p.startTicks).toBeGreaterThan(0);
