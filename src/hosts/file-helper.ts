@@ -14,6 +14,7 @@
 // and a helper per node (16 local nodes) 8% (measured side by side).
 import { spawn, type ChildProcess } from "node:child_process";
 import { NarwhalError } from "../errors.js";
+import { fileOpOutwaited } from "./types.js";
 
 /** What the helper runs: synchronous node fs calls, one request at a time, errno kept. */
 const HELPER_SOURCE = `
@@ -63,6 +64,7 @@ const HELPER_IDLE_MS = 30_000;
 /** How many helpers may end under one request before it fails (a helper that cannot run at all). */
 const MAX_LOST_HELPERS = 2;
 
+/** The fields of a stat FileStat is made of (local.ts fileStatOf): node's fs.Stats has them, as the helper's answer. */
 export interface RawStat {
   mode: number;
   size: number;
@@ -210,16 +212,7 @@ export class FileHelper {
   private timedOut(head: Pending): void {
     const rest = this.retire().filter((p) => p !== head);
     const syscall = head.request.op === "readdir" ? "scandir" : head.request.op;
-    head.reject(
-      new NarwhalError(
-        `node ${head.node}: ${syscall} '${head.request.file}' did not finish within ${this.timeoutMs / 1000} s: the filesystem holding it does not answer`,
-        {
-          failure: "outwait", // it answers again, or its mount is fixed: no desired edit is needed
-          input: `node ${head.node}`,
-          fix: `Check the filesystem holding ${head.request.file} on node ${head.node} (a hung mount, an NFS server that stopped answering); narwhal asks again.`,
-        },
-      ),
-    );
+    head.reject(fileOpOutwaited(head.node, syscall, head.request.file, this.timeoutMs));
     // Not begun: the helper answers in order, so they wait on no filesystem yet (a new helper's deadline each).
     for (const p of rest) this.send(p);
   }

@@ -7,7 +7,7 @@ import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
 import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
-import { FileHelper } from "./file-helper.js";
+import { FileHelper, type RawStat } from "./file-helper.js";
 import { HelperPython } from "./stdlib-python.js";
 import { scanLeadersVia } from "./leader-scan.js";
 import { FreshRead } from "./fresh-read.js";
@@ -30,7 +30,7 @@ import {
 export const MAX_RUN_STDOUT_BYTES = 64 * 1024 * 1024;
 
 /** A file-system result for a path that is a regular file's, a directory's or something else's. */
-export function fileStatOf(st: { mode: number; size: number; mtimeMs: number; ino: number }): FileStat {
+export function fileStatOf(st: RawStat): FileStat {
   const type = st.mode & 0o170000;
   const kind = type === 0o100000 ? "file" : type === 0o040000 ? "dir" : "other";
   return { kind, size: st.size, mode: st.mode & 0o7777, mtimeMs: st.mtimeMs, ino: st.ino };

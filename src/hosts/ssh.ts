@@ -23,6 +23,7 @@ import { childStream, type StreamFailure } from "./ssh-stream.js";
 import {
   DEFAULT_READ_MAX_BYTES,
   FILE_OP_TIMEOUT_MS,
+  fileOpOutwaited,
   type FileStat,
   type HostAccess,
   type LeaderScan,
@@ -133,15 +134,7 @@ export class SshHost implements HostAccess {
   private async fileScript(script: string, syscall: string, file: string, ...more: string[]): Promise<ScriptResult> {
     const timeoutMs = this.opts.fileTimeoutMs ?? FILE_OP_TIMEOUT_MS;
     const r = await this.script(script, [file, ...more], { timeoutMs });
-    if (r.timedOut)
-      throw new NarwhalError(
-        `node ${this.node}: ${syscall} '${file}' did not finish within ${timeoutMs / 1000} s: the filesystem holding it does not answer`,
-        {
-          failure: "outwait", // it answers again, or its mount is fixed: no desired edit is needed
-          input: `node ${this.node}`,
-          fix: `Check the filesystem holding ${file} on node ${this.node} (a hung mount, an NFS server that stopped answering); narwhal asks again.`,
-        },
-      );
+    if (r.timedOut) throw fileOpOutwaited(this.node, syscall, file, timeoutMs);
     return r;
   }
 

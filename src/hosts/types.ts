@@ -2,6 +2,7 @@
 // tool, read or write a file, list processes and listeners) goes through this
 // one interface, so a step reads the engine's own node whether that is the
 // controller's machine (LocalHost) or a machine reached over SSH (SshHost).
+import { NarwhalError } from "../errors.js";
 import type { HelperPython } from "./stdlib-python.js";
 import type { NodeFile, Placed } from "./ensure-files.js";
 
@@ -137,3 +138,15 @@ export const DEFAULT_READ_MAX_BYTES = 8 * 1024 * 1024;
  * its engine shown in its last phase with no error.
  */
 export const FILE_OP_TIMEOUT_MS = 30_000;
+
+/** A file operation past its deadline (SshHost's scripts, LocalHost's file helper): outwaited, node and file named. */
+export function fileOpOutwaited(node: string, syscall: string, file: string, timeoutMs: number): NarwhalError {
+  return new NarwhalError(
+    `node ${node}: ${syscall} '${file}' did not finish within ${timeoutMs / 1000} s: the filesystem holding it does not answer`,
+    {
+      failure: "outwait", // it answers again, or its mount is fixed: no desired edit is needed
+      input: `node ${node}`,
+      fix: `Check the filesystem holding ${file} on node ${node} (a hung mount, an NFS server that stopped answering); narwhal asks again.`,
+    },
+  );
+}
