@@ -6,8 +6,9 @@
 //
 // One cache file per top-level command (command-names.ts): V8 stores the functions compiled when the cache
 // was made, and `--help` compiles few of those `reconcile` runs. A cache is made once, at the exit of a run
-// that had none or whose cache V8 rejected, when the run did its command's work (representative()), and is
-// never trusted blindly: its name holds a digest of the bundle's text, because V8's own check compares only
+// that had none or whose cache V8 rejected, when the run did its command's work (representative()); a run that
+// ran engine steps (ran-steps.ts) makes one of its own kind, used only until a run that ran none comes
+// (weighed()). A cache is never trusted blindly: its name holds a digest of the bundle's text, because V8's own check compares only
 // the source's length, and a rebuilt bundle of the same length must not run the old one's bytecode. Node 20
 // maps no stack trace of a vm.Script through its source map (--enable-source-maps included): an internal
 // error's stack names lines of cli.cjs, which cli.cjs.map maps by hand. Caches live in code-cache/ beside
@@ -22,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import { cachedDataVersionTag } from "node:v8";
 import vm from "node:vm";
 import { TOP_LEVEL_COMMANDS } from "./command-names.js";
+import { RAN_STEPS_EVENT } from "./ran-steps.js";
 
 const dir = path.dirname(fileURLToPath(import.meta.url));
 const bundle = path.join(dir, "cli.cjs");
@@ -32,11 +34,26 @@ const cacheDir = path.join(dir, "code-cache");
  * takes a cache (--max-old-space-size, --jitless...): runs with and without such a flag keep a cache each
  * instead of rejecting and rewriting each other's. Files of other bundles' digests are stale: pruned on write.
  */
-function cacheName(bytes: Buffer, argv: string[]): { digest: string; file: string; command: string } {
+function cacheName(bytes: Buffer, argv: string[]): { digest: string; files: Files; command: string } {
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 20);
   const command = argv.find((a) => (TOP_LEVEL_COMMANDS as readonly string[]).includes(a)) ?? "narwhal";
-  const tag = `${process.version}-${process.arch}-${cachedDataVersionTag()}`;
-  return { digest, command, file: path.join(cacheDir, `${digest}-${tag}-${command}.bin`) };
+  const base = path.join(cacheDir, `${digest}-${process.version}-${process.arch}-${cachedDataVersionTag()}-${command}`);
+  return { digest, command, files: { light: `${base}.bin`, steps: `${base}.steps.bin` } };
+}
+
+/** A command's two caches: made by a run that ran no engine steps, and by one that did. */
+type Files = Record<"light" | "steps", string>;
+
+/**
+ * What the exit of a representative run does with the caches: `loaded` is the one V8 took (none: none was
+ * there, or V8 rejected it). A run without one makes its own kind. A light run that took the steps cache makes
+ * none (its functions would carry every step's deserialised ones) but removes it, so that the next run compiles
+ * and, if light, makes the light cache, which every later run takes first. A light cache makes the steps one
+ * dead: removed.
+ */
+function weighed(loaded: keyof Files | undefined, ran: keyof Files): { write?: keyof Files; remove?: keyof Files } {
+  if (loaded === undefined) return ran === "light" ? { write: "light", remove: "steps" } : { write: "steps" };
+  return loaded === "steps" && ran === "light" ? { remove: "steps" } : {};
 }
 
 /**
@@ -83,6 +100,14 @@ function writeCache(file: string, digest: string, script: vm.Script): void {
   }
 }
 
+function removeCache(file: string): void {
+  try {
+    fs.rmSync(file, { force: true });
+  } catch {
+    // Not writable here: the cache stays what it was, as fast as it was.
+  }
+}
+
 /** Caches of other bundles, and temp files a killed writer left (older than a minute: no writer is that slow). */
 function prune(digest: string): void {
   const now = Date.now();
@@ -99,13 +124,24 @@ function prune(digest: string): void {
 const bytes = fs.readFileSync(bundle);
 const source = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8");
 const argv = process.argv.slice(2);
-const { digest, file, command } = cacheName(bytes, argv);
-const cachedData = readCache(file);
+const { digest, files, command } = cacheName(bytes, argv);
+const lightData = readCache(files.light);
+const cachedData = lightData ?? readCache(files.steps);
 const script = new vm.Script(Module.wrap(source), { filename: bundle, cachedData });
-if (cachedData === undefined || script.cachedDataRejected === true)
-  process.once("exit", (code) => {
-    if (representative(code, argv, command)) writeCache(file, digest, script);
+const loaded =
+  cachedData === undefined || script.cachedDataRejected === true ? undefined : lightData ? "light" : "steps";
+if (loaded !== "light") {
+  let ran: keyof Files = "light";
+  process.once(RAN_STEPS_EVENT, () => {
+    ran = "steps";
   });
+  process.once("exit", (code) => {
+    if (!representative(code, argv, command)) return;
+    const { write, remove } = weighed(loaded, ran);
+    if (write) writeCache(files[write], digest, script);
+    if (remove) removeCache(files[remove]);
+  });
+}
 const cli = new Module(bundle);
 cli.filename = bundle;
 (script.runInThisContext() as (...args: unknown[]) => void).call(

@@ -7,7 +7,8 @@ import { Controller } from "../controller/controller.js";
 import { appIdentity, checkScriptPath } from "../app.js";
 import { failpoints } from "../failpoints.js";
 import type { ControllerHooks } from "../controller/controller-options.js";
-import type { ControllerObserver } from "../controller/observer.js";
+import { fanOut, type ControllerObserver } from "../controller/observer.js";
+import { ranStepsTeller } from "./ran-steps.js";
 
 export { backendsFor, nodeHostsFor };
 export { configFrom, type GlobalOptions } from "./config-from.js";
@@ -31,6 +32,6 @@ export function controllerFor(
     failpoint,
     mode,
     ...(hooks ? { hooks } : {}),
-    ...(observer ? { observer } : {}),
+    observer: fanOut(observer, ranStepsTeller())!,
   });
 }

@@ -1,6 +1,7 @@
 // The executable's V8 code cache (src/cli/bin.ts) changes how fast the CLI starts, never what it does: a
 // copy of the built package (package.json, dist/bundle) runs as a real process. Its cache of a command is
-// made once, by a run that did the command's work, one per set of V8 flags, and then used (not rewritten); a cache that is garbage, or was made for a bundle of the same
+// made once, by a run that did the command's work, one per set of V8 flags, and then used (not rewritten);
+// reconcile's no-op makes its own in place of a converge's; a cache that is garbage, or was made for a bundle of the same
 // length but other text (V8's own check compares lengths only), is not run; where no cache can be written
 // (a read-only install) the CLI runs the same and prints nothing about it.
 import { spawn } from "node:child_process";
@@ -24,6 +25,11 @@ beforeAll(async () => {
     recursive: true,
     filter: (src) => !src.includes(`${path.sep}code-cache`),
   });
+  // The host scripts the package ships (package.json "files"): reconcile's inspect runs them from there.
+  await fs.cp(path.join(REPO, "src"), path.join(pkg, "src"), {
+    recursive: true,
+    filter: (src) => !src.endsWith(".ts"),
+  });
 });
 
 afterAll(async () => {
@@ -45,10 +51,16 @@ function narwhal(args: string[], { readOnly = false, nodeFlags = [] as string[] 
   return collect(spawn(file!, rest, { env, stdio: ["ignore", "pipe", "pipe"] }));
 }
 
-/** The cache files of COMMAND with their modification times and sizes. */
-async function caches(command: string): Promise<Array<{ name: string; mtimeMs: number; size: number }>> {
+/**
+ * The cache files of COMMAND with their modification times and sizes: those made by runs that ran no engine
+ * steps, or (`steps`) those made by runs that did.
+ */
+async function caches(
+  command: string,
+  kind: "light" | "steps" = "light",
+): Promise<Array<{ name: string; mtimeMs: number; size: number }>> {
   const names = await fs.readdir(cacheDir).catch(() => [] as string[]);
-  const mine = names.filter((n) => n.endsWith(`-${command}.bin`));
+  const mine = names.filter((n) => n.endsWith(`-${command}${kind === "steps" ? ".steps" : ""}.bin`));
   return Promise.all(
     mine.map(async (name) => {
       const st = await fs.stat(path.join(cacheDir, name));
@@ -102,6 +114,42 @@ describe("the executable's code cache", () => {
     const replaced = await fs.readFile(file);
     expect(replaced.length).toBeGreaterThan(10_000);
     expect(replaced.every((b) => b === 0x5a)).toBe(false);
+  });
+
+  it("of reconcile: one made by a run that ran steps serves until a no-op, whose own serves every run after", async () => {
+    const fleet = await simFleet();
+    const args = ["reconcile", "--once", "--desired", fleet.dir, "--state", fleet.stateDir];
+    const run = async () => {
+      const r = await narwhal(args);
+      expect(r.code, r.stderr).toBe(0);
+    };
+    try {
+      await run(); // a cold converge: every step of both engines
+      const steps = await caches("reconcile", "steps");
+      expect(steps.length, "a steps cache").toBe(1);
+      expect(await caches("reconcile")).toEqual([]);
+
+      // A no-op takes it and removes it (a cache it made would carry every step's functions); the next no-op
+      // compiles and makes its own, smaller: V8 takes it first from then on.
+      await run();
+      expect(await caches("reconcile", "steps")).toEqual([]);
+      expect(await caches("reconcile")).toEqual([]);
+      await run();
+      const light = await caches("reconcile");
+      expect(light.length, "a no-op's cache").toBe(1);
+      expect(light[0]!.size).toBeGreaterThan(10_000);
+      expect(light[0]!.size).toBeLessThan(steps[0]!.size);
+      await run();
+      expect(await caches("reconcile")).toEqual(light);
+
+      // A run that ran steps again (a changed engine restarts) takes the no-op's cache and makes none.
+      await fleet.write({ engines: [{ extraArgs: ["--max-num-seqs", "16"] }, {}] });
+      await run();
+      expect(await caches("reconcile")).toEqual(light);
+      expect(await caches("reconcile", "steps")).toEqual([]);
+    } finally {
+      await narwhal(["down", "--desired", fleet.dir, "--state", fleet.stateDir]);
+    }
   });
 
   it("of a bundle whose text changed but not its length is not run: the new text is", async () => {
