@@ -43,6 +43,10 @@ export async function bundle({ outdir = BUNDLE_DIR } = {}) {
       NARWHAL_BUNDLE_ENTRY: "true",
       // Where the sources ask where they are (the package root, a require beside them): the bundle's file.
       "import.meta.url": "__narwhalUrl",
+      // The one reader is @dabh/diagnostics (winston's debug channel, DEBUG=winston:*), whose development build
+      // loads a colour stack (colorspace, kuler, ...) at winston's first require: ~3 ms of every command that
+      // logs (a no-op of 16 engines, this 2-core machine). Its production build, chosen here, is its no-op.
+      "process.env.NODE_ENV": JSON.stringify("production"),
     },
     // Strict, as the ES modules it is made of were: esbuild's own "use strict" comes after a banner, too late.
     banner: { js: "\"use strict\"; var __narwhalUrl = require('node:url').pathToFileURL(__filename).href;" },
