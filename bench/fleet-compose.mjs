@@ -22,7 +22,15 @@ import { performance } from "node:perf_hooks";
 import YAML from "yaml";
 import { dockerClient, ensureSimImage } from "../test/docker/sim-image.mjs";
 import { generateDesired } from "./fleet-gen.mjs";
-import { freePortBlock, measureCommand, measureNode, median, procStatFields, Samples } from "./measure.mjs";
+import {
+  freePortBlock,
+  measureCommand,
+  measureNode,
+  median,
+  procStatFields,
+  Samples,
+  settleCodeCache,
+} from "./measure.mjs";
 
 const SECRET_PATH = "/run/secrets/narwhal-api-key"; // src/backends/container-key.ts
 const DEFAULT_SOCKET = "/var/run/docker.sock";
@@ -233,6 +241,7 @@ export async function composeBench({ main, env: baseEnv, work, runs, engines: n,
 
     const before = { narwhal: await ids(docker, narwhalLabel), compose: await ids(docker, composeLabel) };
     if (before.compose.length !== n) throw new Error(`compose: ${before.compose.length} of ${n} containers run`);
+    settleCodeCache(() => measureNode(cli("reconcile", "--once"), { env }));
     const floor = new Samples();
     const nNoop = new Samples();
     const cNoop = new Samples();

@@ -10,7 +10,7 @@
 // and in pools of 16 (64 pairs each): a projection, not a measurement.
 import path from "node:path";
 import { generateDesired } from "./fleet-gen.mjs";
-import { freePortBlock, measureNode, Samples } from "./measure.mjs";
+import { freePortBlock, measureNode, Samples, settleCodeCache } from "./measure.mjs";
 import { settledWatchCpu } from "./fleet-watch.mjs";
 
 /** Least squares of cpu ≈ x·row over `rows` (Gaussian elimination of the normal equations, k×k). */
@@ -90,7 +90,9 @@ export async function convergedFleet({ main, env, work, n, tag, pool }) {
   // The first reconcile converges it cold; every later one is the no-op the parts measure. A cold converge
   // that fails brings down what it started: the caller never holds this fleet to bring down.
   try {
-    return { n, desired, state, cold: noop(), noop, down };
+    const cold = noop();
+    settleCodeCache(noop);
+    return { n, desired, state, cold, noop, down };
   } catch (err) {
     down();
     throw err;
