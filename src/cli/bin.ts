@@ -6,14 +6,15 @@
 //
 // One cache file per top-level command (command-names.ts): V8 stores the functions compiled when the cache
 // was made, and `--help` compiles few of those `reconcile` runs. A cache is made once, at the exit of a run
-// that had none or whose cache V8 rejected, when the run did its command's work (representative()); a run that
-// ran engine steps (ran-steps.ts) makes one of its own kind, used only until a run that ran none comes
-// (weighed()). A cache is never trusted blindly: its name holds a digest of the bundle's text, because V8's own check compares only
-// the source's length, and a rebuilt bundle of the same length must not run the old one's bytecode. Node 20
-// maps no stack trace of a vm.Script through its source map (--enable-source-maps included): an internal
-// error's stack names lines of cli.cjs, which cli.cjs.map maps by hand. Caches live in code-cache/ beside
-// the bundle, as trusted as the code itself; where that is not writable (a global install run by another
-// user) each run compiles as it would without one, and says nothing: the cache changes speed, not behaviour.
+// that had none or whose cache V8 rejected, when the run did its command's work (representative()); a run
+// that ran engine steps (ran-steps.ts) makes one of its own kind, used only until a run that ran none comes
+// (weighed()). A cache is never trusted blindly: its name holds a digest of the bundle's text, because V8's
+// own check compares only the source's length, and a rebuilt bundle of the same length must not run the old
+// one's bytecode. Node 20 maps no stack trace of a vm.Script through its source map (--enable-source-maps
+// included): an internal error's stack names lines of cli.cjs, which cli.cjs.map maps by hand. Caches live in
+// code-cache/ beside the bundle, as trusted as the code itself; where that is not writable (a global install
+// run by another user) each run compiles as it would without one, and says nothing: the cache changes speed,
+// not behaviour.
 import { isAscii } from "node:buffer";
 import { createHash } from "node:crypto";
 import fs from "node:fs";

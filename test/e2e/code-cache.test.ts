@@ -1,9 +1,9 @@
 // The executable's V8 code cache (src/cli/bin.ts) changes how fast the CLI starts, never what it does: a
 // copy of the built package (package.json, dist/bundle) runs as a real process. Its cache of a command is
 // made once, by a run that did the command's work, one per set of V8 flags, and then used (not rewritten);
-// reconcile's no-op makes its own in place of a converge's; a cache that is garbage, or was made for a bundle of the same
-// length but other text (V8's own check compares lengths only), is not run; where no cache can be written
-// (a read-only install) the CLI runs the same and prints nothing about it.
+// reconcile's no-op makes its own in place of a converge's; a cache that is garbage, or was made for a
+// bundle of the same length but other text (V8's own check compares lengths only), is not run; where no
+// cache can be written (a read-only install) the CLI runs the same and prints nothing about it.
 import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
