@@ -8,7 +8,8 @@ import { writeFileAtomic } from "../state/atomic-file.js";
 import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
 import { FileHelper, type RawStat } from "./file-helper.js";
-import { HelperPython } from "./stdlib-python.js";
+import { HelperPython, runHelper, type HelperPythonMemo } from "./stdlib-python.js";
+import { parseLeaderScan, SCAN_LEADERS_PY } from "./ssh-scripts.js";
 import { scanLeadersVia } from "./leader-scan.js";
 import { FreshRead } from "./fresh-read.js";
 import { ensureFilesVia, type NodeFile, type Placed } from "./ensure-files.js";
@@ -61,6 +62,12 @@ export interface LocalHostOptions {
   fileTimeoutMs?: number;
   /** Another LocalHost's helper (the same machine): shared, and ended by the host that made it. */
   fileHelper?: FileHelper;
+  /** Where this machine's helper python lookup outlives the process (without helperPython; NodeHosts: the state's). */
+  helperPythonMemo?: HelperPythonMemo;
+  /** From how many /proc entries a scan of group leaders is one helper python's (default SCRIPT_SCAN_FROM). */
+  scriptScanFrom?: number;
+  /** How long that helper's scan may take (default SCRIPT_SCAN_TIMEOUT_MS; tests shorten it). */
+  scriptScanTimeoutMs?: number;
 }
 
 export class LocalHost implements HostAccess {
@@ -72,6 +79,7 @@ export class LocalHost implements HostAccess {
   /** Whether this host made its file helper (and ends it at close), or shares another's. */
   private readonly ownsFileHelper: boolean;
   private readonly inProcessDirs: string[];
+  private readonly scriptScan: { from: number; timeoutMs: number };
 
   /** baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env. */
   constructor(
@@ -79,7 +87,11 @@ export class LocalHost implements HostAccess {
     private readonly baseEnv: Record<string, string>,
     opts: LocalHostOptions = {},
   ) {
-    this.helperPython = opts.helperPython ?? new HelperPython((argv, o) => this.run(argv, o));
+    this.helperPython = opts.helperPython ?? new HelperPython((argv, o) => this.run(argv, o), opts.helperPythonMemo);
+    this.scriptScan = {
+      from: opts.scriptScanFrom ?? SCRIPT_SCAN_FROM,
+      timeoutMs: opts.scriptScanTimeoutMs ?? SCRIPT_SCAN_TIMEOUT_MS,
+    };
     this.inProcessDirs = [...IN_PROCESS_DIRS, ...(opts.ownDirs ?? []).map((d) => path.resolve(d))];
     this.ownsFileHelper = !opts.fileHelper;
     this.fileHelper = opts.fileHelper ?? new FileHelper(opts.fileTimeoutMs ?? FILE_OP_TIMEOUT_MS);
@@ -257,7 +269,20 @@ export class LocalHost implements HostAccess {
     return listenersVia(this);
   }
 
-  scanLeaders(names: string[]): Promise<LeaderScan> {
+  /**
+   * In process, each leader's environment costs two trips through libuv's threads (SCRIPT_SCAN_FROM says
+   * what that comes to); on a busy machine one helper python reads them all (ssh-scripts.ts SCAN_LEADERS_PY,
+   * the scan an SshHost runs), under a deadline a read in process does not have (a hung one holds a lane
+   * for good). A helper that cannot run or fails leaves the scan to this process, as on a quieter machine;
+   * one past its deadline is an error: in process the same read would never end.
+   */
+  async scanLeaders(names: string[]): Promise<LeaderScan> {
+    const { from, timeoutMs } = this.scriptScan;
+    if ((await fs.readdir("/proc")).length >= from) {
+      const r = await runHelper(this, ["-c", SCAN_LEADERS_PY, names.join(",")], { timeoutMs });
+      if (r.code === 0) return parseLeaderScan(r.stdout);
+      if (r.timedOut) throw scanOutwaited(this.node, timeoutMs);
+    }
     return scanLeadersVia(this, names);
   }
 
@@ -271,11 +296,32 @@ export class LocalHost implements HostAccess {
 }
 
 /**
- * Environments are read two at a time. Each read is four trips through libuv's threads (open, read, the read
- * that finds the end, close), and most of its CPU is those threads falling asleep and waking: two lanes keep
- * them busy (581 group leaders here: 130 -> 93 ms of CPU a scan, 4 lanes 70, 8 lanes 45). Not more: a read of a
- * hung process's environ waits on that process's memory lock and holds one of libuv's four threads until it
- * ends, and two lanes leave the state's writes the other two.
+ * A machine with this many /proc entries (processes, and some 60 of the kernel's own files) is scanned by a
+ * helper python. In process a scan costs some 27 us of CPU per process (its stat) and 0.16 ms per group
+ * leader (its environment: open and read through libuv's threads); the helper ~20 ms to start and ~0.05 ms
+ * per leader, nearly all at once (this 2-core machine: 450 leaders, a no-op of 16 engines 0.243 -> 0.200 s
+ * of CPU; of 192, 0.56 -> 0.50). Below it, in process is cheaper.
+ */
+export const SCRIPT_SCAN_FROM = 400;
+/** How long a helper's scan may take (SshHost's scans have the same). */
+const SCRIPT_SCAN_TIMEOUT_MS = 30_000;
+
+const scanOutwaited = (node: string, timeoutMs: number): NarwhalError =>
+  new NarwhalError(
+    `node ${node}: scanning its process group leaders took more than ${timeoutMs / 1000} s: the environment of a process could not be read (one hung with its memory locked, in a driver or on an unreachable mount)`,
+    {
+      input: `node ${node}`,
+      retryable: true,
+      fix: "Find the hung process (ps -eo pid,stat,wchan:32,args: state D) and end it or what it waits on; the next reconcile scans again.",
+    },
+  );
+
+/**
+ * Environments are read two at a time. Each read is two trips through libuv's threads (open and read:
+ * read-whole.ts), and most of its CPU is those threads falling asleep and waking: two lanes keep them busy
+ * (581 group leaders, when a read was four trips: 130 -> 93 ms of CPU a scan, 4 lanes 70, 8 lanes 45). Not
+ * more: a read of a hung process's environ waits on that process's memory lock and holds one of libuv's four
+ * threads until it ends, and two lanes leave the state's writes the other two.
  */
 const ENVIRON_READ_LANES = 2;
 

@@ -12,7 +12,10 @@ import { LocalHost } from "./local.js";
 import type { FileHelper } from "./file-helper.js";
 import { SshHost } from "./ssh.js";
 import type { HostAccess } from "./types.js";
-import type { HelperPython } from "./stdlib-python.js";
+import { memoInFile, type HelperPython } from "./stdlib-python.js";
+
+/** Under the state directory: this machine's python3 for narwhal's helpers, as last looked up (README). */
+export const LOCAL_HELPER_PYTHON_FILE = "helper-python";
 
 /**
  * Nodes listed at once when a resync looks for what runs on each (a process table scan, a container
@@ -83,6 +86,9 @@ export class NodeHosts {
       ...(this.localPython ? { helperPython: this.localPython } : {}),
       ...(this.localFiles ? { fileHelper: this.localFiles } : {}),
       ownDirs: [this.opts.stateDir],
+      // Kept for the next command, as an SshHost keeps its node's: a lookup runs python3 twice (a pyenv
+      // shim: a bash script and some 20 processes each time).
+      helperPythonMemo: memoInFile(path.join(this.opts.stateDir, LOCAL_HELPER_PYTHON_FILE)),
     });
     this.localPython ??= access.helperPython;
     this.localFiles ??= access.fileHelper;

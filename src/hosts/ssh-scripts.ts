@@ -130,13 +130,13 @@ read_environs(sys.argv[2:], set(sys.argv[1].split(",")), lambda p, env: sys.stdo
 ' "$@"`;
 
 /**
- * $1 the helper interpreter, $2 comma-separated names: HostAccess.scanLeaders in one process on the node.
- * First line: the boot id (JSON). Then ["leader", stat text] per live group leader (its /proc/PID/stat, parsed
- * by the same code as LocalHost's reads; the test here is leader-scan.ts isLiveLeader's, on the fields
- * parseProcStat reads), and ["env", pid, {name: value}, cwd or null] per readable leader (read_environs),
- * the cwd only of a leader that has one of the names.
+ * HostAccess.scanLeaders in one Python process, its argv[1] the comma-separated names. First line: the boot
+ * id (JSON). Then ["leader", stat text] per live group leader (its /proc/PID/stat, parsed by the same code as
+ * LocalHost's reads; the test here is leader-scan.ts isLiveLeader's, on the fields parseProcStat reads), and
+ * ["env", pid, {name: value}, cwd or null] per readable leader (read_environs), the cwd only of a leader that
+ * has one of the names. Over ssh as SCAN_LEADERS; LocalHost runs it itself on a busy machine (local.ts).
  */
-export const SCAN_LEADERS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '
+export const SCAN_LEADERS_PY = `
 import json, os, sys, time
 ${READ_ENVIRONS_PY}
 with open("/proc/sys/kernel/random/boot_id") as f:
@@ -161,7 +161,10 @@ def emit(p, env):
             pass
     sys.stdout.write(json.dumps(["env", p, env, cwd]) + "\\n")
 read_environs(leaders, set(sys.argv[1].split(",")), emit)
-' "$@"`;
+`;
+
+/** $1 the helper interpreter, $2 comma-separated names: SCAN_LEADERS_PY on the node (it holds no single quote). */
+export const SCAN_LEADERS = `py=$1; shift; exec "$py" ${STDLIB_FLAGS_SH} -c '${SCAN_LEADERS_PY}' "$@"`;
 
 /** SCAN_LEADERS' output as a LeaderScan. */
 export function parseLeaderScan(stdout: string): LeaderScan {

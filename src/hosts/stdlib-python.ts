@@ -11,8 +11,9 @@
 // script that runs some 20 processes, 0.15–0.4 s of CPU, before it execs the interpreter), every helper paid
 // that again, and a cold converge of 16 container engines ran 32 helpers through it (16.4 -> 11.1 s of CPU
 // once looked up). The lookup asks `python3` for sys.executable and takes that path only after it ran
-// directly and named itself, so the same interpreter runs either way. Over ssh the answer is kept under the
-// state directory (HelperPythonMemo) for the next command: the lookup is two commands on the node.
+// directly and named itself, so the same interpreter runs either way. The answer is kept under the state
+// directory (HelperPythonMemo) for the next command: over ssh the lookup is two commands on the node, and on
+// the controller's own machine a no-op that scans a busy machine's processes by a helper (local.ts) ran it.
 import fs from "node:fs/promises";
 import path, { isAbsolute } from "node:path";
 import { writeFileAtomic } from "../state/atomic-file.js";

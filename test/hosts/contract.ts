@@ -31,6 +31,25 @@ export async function until(what: string, check: () => Promise<boolean>, timeout
   }
 }
 
+/**
+ * Two session leaders running sleep in `dir`, one with NARWHAL_LAUNCH_TOKEN=token in its environment: their
+ * pids, once both have exec'd sleep. The caller ends them (kill -- -pid).
+ */
+export async function sleepingLeaders(
+  host: HostAccess,
+  dir: string,
+  token: string,
+): Promise<{ tagged: number; plain: number }> {
+  const spawn = (env: Record<string, string>, name: string) =>
+    host.spawnDetached(["sh", "-c", "exec sleep 300"], { env, cwd: dir, logFile: `${dir}/${name}.log` });
+  const { pid: tagged } = await spawn({ NARWHAL_LAUNCH_TOKEN: token }, "tagged");
+  const { pid: plain } = await spawn({}, "plain");
+  await until("both to exec sleep", async () =>
+    (await Promise.all([tagged, plain].map((p) => host.processEnvToken(p, "NARWHAL_LAUNCH_TOKEN")))).includes(token),
+  );
+  return { tagged, plain };
+}
+
 export function hostAccessContract(name: string, setup: () => ContractFixture): void {
   describe(`HostAccess contract: ${name}`, () => {
     it("runs argv exactly, with no shell between: spaces, quotes, $, globs and newlines arrive as they were", async () => {
@@ -250,16 +269,8 @@ export function hostAccessContract(name: string, setup: () => ContractFixture): 
     it("scans group leaders in one call: boot id, leaders, the names asked for, and the cwd of those that have one", async () => {
       const { host, dir } = setup();
       const token = randomUUID();
-      const spawn = (env: Record<string, string>, name: string) =>
-        host.spawnDetached(["sh", "-c", "exec sleep 300"], { env, cwd: dir, logFile: `${dir}/${name}.log` });
-      const { pid: tagged } = await spawn({ NARWHAL_LAUNCH_TOKEN: token }, "tagged");
-      const { pid: plain } = await spawn({}, "plain");
+      const { tagged, plain } = await sleepingLeaders(host, dir, token);
       try {
-        await until("both to exec sleep", async () =>
-          (await Promise.all([tagged, plain].map((p) => host.processEnvToken(p, "NARWHAL_LAUNCH_TOKEN")))).includes(
-            token,
-          ),
-        );
         const scan = await host.scanLeaders(["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"]);
         expect(scan.bootId).toBe(await host.bootId());
         const listed = await host.listProcesses();
