@@ -8,9 +8,9 @@ import { writeFileAtomic } from "../state/atomic-file.js";
 import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
 import { runChild } from "./run-child.js";
 import { FileHelper, type RawStat } from "./file-helper.js";
-import { HelperPython, runHelper, type HelperPythonMemo } from "./stdlib-python.js";
-import { parseLeaderScan, SCAN_LEADERS_PY } from "./ssh-scripts.js";
-import { scanLeadersVia } from "./leader-scan.js";
+import { HelperPython, type HelperPythonMemo } from "./stdlib-python.js";
+import { ScansAfterRequest } from "./scan-after.js";
+import { scanMachine, ScanOutwaited, SCRIPT_SCAN_FROM, SCRIPT_SCAN_TIMEOUT_MS } from "./local-scan.js";
 import { FreshRead } from "./fresh-read.js";
 import { ensureFilesVia, type NodeFile, type Placed } from "./ensure-files.js";
 import { PROC_STAT_FILE, readProcEnviron, readProcStatSync, readWhole } from "./read-whole.js";
@@ -68,6 +68,8 @@ export interface LocalHostOptions {
   scriptScanFrom?: number;
   /** How long that helper's scan may take (default SCRIPT_SCAN_TIMEOUT_MS; tests shorten it). */
   scriptScanTimeoutMs?: number;
+  /** Another LocalHost's scans of group leaders (the same machine, the same process table): shared. */
+  leaderScans?: ScansAfterRequest;
 }
 
 export class LocalHost implements HostAccess {
@@ -79,7 +81,8 @@ export class LocalHost implements HostAccess {
   /** Whether this host made its file helper (and ends it at close), or shares another's. */
   private readonly ownsFileHelper: boolean;
   private readonly inProcessDirs: string[];
-  private readonly scriptScan: { from: number; timeoutMs: number };
+  /** This machine's scans of group leaders: each request answered by one that begins after it (scan-after.ts). */
+  readonly leaderScans: ScansAfterRequest;
 
   /** baseEnv: the environment commands start from (config.hostEnv), never the controller's whole process.env. */
   constructor(
@@ -88,10 +91,11 @@ export class LocalHost implements HostAccess {
     opts: LocalHostOptions = {},
   ) {
     this.helperPython = opts.helperPython ?? new HelperPython((argv, o) => this.run(argv, o), opts.helperPythonMemo);
-    this.scriptScan = {
+    const by = {
       from: opts.scriptScanFrom ?? SCRIPT_SCAN_FROM,
       timeoutMs: opts.scriptScanTimeoutMs ?? SCRIPT_SCAN_TIMEOUT_MS,
     };
+    this.leaderScans = opts.leaderScans ?? new ScansAfterRequest((names) => scanMachine(this, names, by));
     this.inProcessDirs = [...IN_PROCESS_DIRS, ...(opts.ownDirs ?? []).map((d) => path.resolve(d))];
     this.ownsFileHelper = !opts.fileHelper;
     this.fileHelper = opts.fileHelper ?? new FileHelper(opts.fileTimeoutMs ?? FILE_OP_TIMEOUT_MS);
@@ -269,21 +273,11 @@ export class LocalHost implements HostAccess {
     return listenersVia(this);
   }
 
-  /**
-   * In process, each leader's environment costs two trips through libuv's threads (SCRIPT_SCAN_FROM says
-   * what that comes to); on a busy machine one helper python reads them all (ssh-scripts.ts SCAN_LEADERS_PY,
-   * the scan an SshHost runs), under a deadline a read in process does not have (a hung one holds a lane
-   * for good). A helper that cannot run or fails leaves the scan to this process, as on a quieter machine;
-   * one past its deadline is an error: in process the same read would never end.
-   */
   async scanLeaders(names: string[]): Promise<LeaderScan> {
-    const { from, timeoutMs } = this.scriptScan;
-    if ((await fs.readdir("/proc")).length >= from) {
-      const r = await runHelper(this, ["-c", SCAN_LEADERS_PY, names.join(",")], { timeoutMs });
-      if (r.code === 0) return parseLeaderScan(r.stdout);
-      if (r.timedOut) throw scanOutwaited(this.node, timeoutMs);
-    }
-    return scanLeadersVia(this, names);
+    // A scan this machine's other node records share may be another LocalHost's: its outwait names this node.
+    return this.leaderScans.scan(names).catch((err: unknown) => {
+      throw err instanceof ScanOutwaited ? err.of(this.node) : err;
+    });
   }
 
   ensureFiles(files: NodeFile[]): Promise<Placed[]> {
@@ -294,27 +288,6 @@ export class LocalHost implements HostAccess {
     if (this.ownsFileHelper) this.fileHelper.close();
   }
 }
-
-/**
- * A machine with this many /proc entries (processes, and some 60 of the kernel's own files) is scanned by a
- * helper python. In process a scan costs some 27 us of CPU per process (its stat) and 0.16 ms per group
- * leader (its environment: open and read through libuv's threads); the helper ~20 ms to start and ~0.05 ms
- * per leader, nearly all at once (this 2-core machine: 450 leaders, a no-op of 16 engines 0.243 -> 0.200 s
- * of CPU; of 192, 0.56 -> 0.50). Below it, in process is cheaper.
- */
-export const SCRIPT_SCAN_FROM = 400;
-/** How long a helper's scan may take (SshHost's scans have the same). */
-const SCRIPT_SCAN_TIMEOUT_MS = 30_000;
-
-const scanOutwaited = (node: string, timeoutMs: number): NarwhalError =>
-  new NarwhalError(
-    `node ${node}: scanning its process group leaders took more than ${timeoutMs / 1000} s: the environment of a process could not be read (one hung with its memory locked, in a driver or on an unreachable mount)`,
-    {
-      input: `node ${node}`,
-      retryable: true,
-      fix: "Find the hung process (ps -eo pid,stat,wchan:32,args: state D) and end it or what it waits on; the next reconcile scans again.",
-    },
-  );
 
 /**
  * Environments are read two at a time. Each read is two trips through libuv's threads (open and read:

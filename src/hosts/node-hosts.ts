@@ -10,6 +10,7 @@ import { NarwhalError } from "../errors.js";
 import { MANIFEST_CACHE_DIR } from "../phases/host/model-manifest.js";
 import { LocalHost } from "./local.js";
 import type { FileHelper } from "./file-helper.js";
+import type { ScansAfterRequest } from "./scan-after.js";
 import { SshHost } from "./ssh.js";
 import type { HostAccess } from "./types.js";
 import { memoInFile, type HelperPython } from "./stdlib-python.js";
@@ -61,6 +62,8 @@ export class NodeHosts {
   private localPython: HelperPython | undefined;
   /** The machine's file helper (file-helper.ts), shared by every LocalHost as localPython is. */
   private localFiles: FileHelper | undefined;
+  /** The machine's scans of group leaders (scan-after.ts): one process table, whichever node record asks. */
+  private localScans: ScansAfterRequest | undefined;
   /** roleShell: the nodes named by plans and handles, each this machine. */
   private readonly roleShellNodes = new Map<string, HostAccess>();
 
@@ -80,11 +83,12 @@ export class NodeHosts {
     }
   }
 
-  /** This machine under a node's name. Every such access shares one helper python lookup and one file helper: one machine. */
+  /** This machine under a node's name. Every such access shares one helper python lookup, file helper and scan: one machine. */
   private localNamed(name: string): LocalHost {
     const access = new LocalHost(name, this.opts.clientEnv, {
       ...(this.localPython ? { helperPython: this.localPython } : {}),
       ...(this.localFiles ? { fileHelper: this.localFiles } : {}),
+      ...(this.localScans ? { leaderScans: this.localScans } : {}),
       ownDirs: [this.opts.stateDir],
       // Kept for the next command, as an SshHost keeps its node's: a lookup runs python3 twice (a pyenv
       // shim: a bash script and some 20 processes each time).
@@ -92,6 +96,7 @@ export class NodeHosts {
     });
     this.localPython ??= access.helperPython;
     this.localFiles ??= access.fileHelper;
+    this.localScans ??= access.leaderScans;
     return access;
   }
 

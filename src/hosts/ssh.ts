@@ -12,6 +12,7 @@ import { CancelledError, NarwhalError } from "../errors.js";
 import { listenersVia, fileStatOf, outputTooLarge, MAX_RUN_STDOUT_BYTES } from "./local.js";
 import { Slots } from "./slots.js";
 import { FreshRead } from "./fresh-read.js";
+import { ScansAfterRequest } from "./scan-after.js";
 import { ENSURE_FILES, ensureFilesInput, parseEnsureFiles, type NodeFile, type Placed } from "./ensure-files.js";
 import { runChild, type ChildOptions, type ChildResult } from "./run-child.js";
 import { sshConnectionError, type SshTarget } from "./ssh-errors.js";
@@ -307,10 +308,15 @@ while kill -0 -${pid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); do
 
   async scanLeaders(names: string[]): Promise<LeaderScan> {
     this.refuseNonNames(names);
+    return this.leaderScans.scan(names);
+  }
+
+  /** The node's scans: each request answered by one that begins after it, one command for those made meanwhile. */
+  private readonly leaderScans = new ScansAfterRequest(async (names) => {
     const r = await this.helper(scripts.SCAN_LEADERS, [names.join(",")], { timeoutMs: 30_000 });
     if (r.code !== 0) throw scripts.pythonScriptFailure(this.node, "scanning group leaders", r);
     return scripts.parseLeaderScan(r.stdout);
-  }
+  });
 
   async ensureFiles(files: NodeFile[]): Promise<Placed[]> {
     if (files.length === 0) return [];

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalHost } from "../../src/hosts/local.js";
 import type { HelperPythonMemo } from "../../src/hosts/stdlib-python.js";
 import type { LeaderScan } from "../../src/hosts/types.js";
-import { sleepingLeaders } from "./contract.js";
+import { sleepingLeaders, until } from "./contract.js";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
 const NAMES = ["NARWHAL_LAUNCH_TOKEN", "NARWHAL_NOT_SET"];
@@ -108,5 +108,43 @@ describe("LocalHost scanning group leaders by its helper python", () => {
       fix: expect.stringContaining("state D"),
     });
     expect(await py.runs()).toBe(1);
+  });
+
+  // A scan that listed /proc before a leader started cannot say it is not there: a start asking whether its
+  // launch token runs would start a second engine. So a request made during a scan waits for the next one.
+  it("answers a request made while a scan runs by one begun after it: a leader started meanwhile is seen", async () => {
+    const listed = path.join(dir, "py-slow.listed");
+    const py = await interpreter("py-slow", `python3 "$@"; echo listed >> '${listed}'; sleep 0.5`);
+    const host = scriptHost(py.memo);
+    const first = host.scanLeaders(NAMES);
+    await until("the first scan to have listed", async () => (await fs.stat(listed).catch(() => null)) !== null);
+    await withLeaders(async (tagged, _plain, token) => {
+      const second = await host.scanLeaders(NAMES);
+      expect((await first).envs.has(tagged)).toBe(false);
+      expect(second.envs.get(tagged)).toEqual({ NARWHAL_LAUNCH_TOKEN: token });
+      expect(await py.runs()).toBe(2);
+    });
+  });
+
+  it("shares the machine's scans among its node records: those asked during one scan make one more", async () => {
+    const listed = path.join(dir, "py-shared.listed");
+    const py = await interpreter("py-shared", `python3 "$@"; echo listed >> '${listed}'; sleep 0.3`);
+    const host = scriptHost(py.memo);
+    const other = new LocalHost("scan-test-2", { PATH }, { leaderScans: host.leaderScans });
+    made.push(other);
+    await withLeaders(async (tagged, _plain, token) => {
+      const first = host.scanLeaders(NAMES);
+      await until("the first scan to have listed", async () => (await fs.stat(listed).catch(() => null)) !== null);
+      const during = [host, other, host, other].map((h) => h.scanLeaders(["NARWHAL_LAUNCH_TOKEN"]));
+      for (const scan of [await first, ...(await Promise.all(during))])
+        expect(scan.envs.get(tagged)).toEqual({ NARWHAL_LAUNCH_TOKEN: token });
+      expect(await py.runs()).toBe(2);
+    });
+    // A shared scan past its deadline is the error of the node record that asked.
+    const hung = await interpreter("py-hangs-shared", "exec sleep 30");
+    const slow = scriptHost(hung.memo, 300);
+    const sharing = new LocalHost("scan-test-3", { PATH }, { leaderScans: slow.leaderScans });
+    made.push(sharing);
+    await expect(sharing.scanLeaders(NAMES)).rejects.toMatchObject({ input: "node scan-test-3", retryable: true });
   });
 });
