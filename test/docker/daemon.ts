@@ -76,7 +76,11 @@ function installDockerIo(): void {
   log("dockerd not found: installing docker.io with apt-get");
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
   for (const args of [["update"], ["install", "-y", "--no-install-recommends", "docker.io"]]) {
-    const r = spawnSync("apt-get", args, { stdio: ["ignore", "inherit", "inherit"], env });
+    // Other suites may be installing at once (the rig's sshd): wait for dpkg's lock rather than fail.
+    const r = spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=300", ...args], {
+      stdio: ["ignore", "inherit", "inherit"],
+      env,
+    });
     if (r.status !== 0)
       throw new Error(`apt-get ${args.join(" ")} failed (exit ${r.status ?? r.signal}); install docker.io by hand`);
   }
