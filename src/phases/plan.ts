@@ -197,6 +197,11 @@ export function buildLaunchPlan({ spec, inspection, meta, app, launchToken, crea
     ...(meta.conv_ssm ? { VLLM_SSM_CONV_STATE_LAYOUT: "DS" } : {}),
     NARWHAL_ENGINE: spec.name,
     NARWHAL_LAUNCH_TOKEN: launchToken,
+    // narwhal finds a native engine again by these variables in /proc/<pid>/environ of its group leader.
+    // py-setproctitle (a vLLM dependency) writes a process title over that memory unless this is set, and
+    // vLLM's API server process called it for a week of 2025 (6da007852..3146519ad); a plugin still may.
+    // Set, the title only takes the command line's space, and the engine stays found (test/sim/README.md).
+    SPT_NOENV: "1",
   };
   const env = { ...environment, ...(spec.api_key ? { VLLM_API_KEY: spec.api_key.reveal() } : {}) };
   const plan: LaunchPlan = {
