@@ -13,7 +13,7 @@
 // once looked up). The lookup asks `python3` for sys.executable and takes that path only after it ran
 // directly and named itself, so the same interpreter runs either way. The answer is kept under the state
 // directory (HelperPythonMemo) for the next command: over ssh the lookup is two commands on the node, and on
-// the controller's own machine a no-op that scans a busy machine's processes by a helper (local.ts) ran it.
+// the controller's own machine a no-op that scans a busy machine's processes by a helper (local-scan.ts) ran it.
 import fs from "node:fs/promises";
 import path, { isAbsolute } from "node:path";
 import { writeFileAtomic } from "../state/atomic-file.js";
