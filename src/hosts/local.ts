@@ -5,7 +5,14 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { CancelledError, NarwhalError, ioFailure } from "../errors.js";
 import { writeFileAtomic } from "../state/atomic-file.js";
-import { ENVIRON_EMPTY_READS, ENVIRON_REREAD_MS, parseEnviron, parseProcStat, parseSsListeners } from "./proc-parse.js";
+import {
+  ENVIRON_EMPTY_READS,
+  ENVIRON_REREAD_MS,
+  parseEnviron,
+  parseProcStat,
+  parseSsListeners,
+  pickNames,
+} from "./proc-parse.js";
 import { runChild } from "./run-child.js";
 import { FileHelper, type RawStat } from "./file-helper.js";
 import { HelperPython, type HelperPythonMemo } from "./stdlib-python.js";
@@ -297,11 +304,6 @@ export class LocalHost implements HostAccess {
  * threads until it ends, and two lanes leave the state's writes the other two.
  */
 const ENVIRON_READ_LANES = 2;
-
-/** Only `names` of an environment, those it has. */
-function pickNames(env: Record<string, string>, names: string[]): Record<string, string> {
-  return Object.fromEntries(names.flatMap((n) => (env[n] !== undefined ? [[n, env[n]]] : [])));
-}
 
 /** A /proc/<pid>/stat, at once (readProcStatSync): readFile's and listProcesses' read of it. */
 const procStat = (file: string, max: number): Buffer => readProcStatSync(file, max, () => tooLarge(file, max));

@@ -38,6 +38,11 @@ export function parseEnviron(raw: string): Record<string, string> {
   return env;
 }
 
+/** Only `names` of an environment, those it has (a scan tells each asker only what it asked for). */
+export function pickNames(env: Record<string, string>, names: string[]): Record<string, string> {
+  return Object.fromEntries(names.flatMap((n) => (env[n] !== undefined ? [[n, env[n]]] : [])));
+}
+
 /** /proc/<pid>/cmdline: NUL-terminated arguments; an empty argument in the middle is kept. */
 export function parseCmdline(raw: string): string[] {
   if (raw === "") return [];

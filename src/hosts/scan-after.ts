@@ -6,6 +6,7 @@
 // that misses its engine starts a second one on its GPUs. So a request is answered by a scan that begins
 // after it was made: one made while a scan runs waits for the next, which begins when that one ends and
 // answers every request made meanwhile, with the names of all of them; each is told only its own names.
+import { pickNames } from "./proc-parse.js";
 import type { LeaderScan } from "./types.js";
 
 interface Next {
@@ -43,8 +44,7 @@ function only(scan: LeaderScan, names: string[]): LeaderScan {
   const envs = new Map<number, Record<string, string>>();
   const cwds = new Map<number, string>();
   for (const [pid, env] of scan.envs) {
-    const mine: Record<string, string> = {};
-    for (const n of names) if (env[n] !== undefined) mine[n] = env[n];
+    const mine = pickNames(env, names);
     envs.set(pid, mine);
     const cwd = scan.cwds.get(pid);
     if (cwd !== undefined && Object.keys(mine).length > 0) cwds.set(pid, cwd);
