@@ -33,7 +33,7 @@ export async function until(what: string, check: () => Promise<boolean>, timeout
 
 /**
  * Two session leaders running sleep in `dir`, one with NARWHAL_LAUNCH_TOKEN=token in its environment: their
- * pids, once both have exec'd sleep. The caller ends them (kill -- -pid).
+ * pids, once both have exec'd sleep. The caller ends them (kill -- -pid); a wait that fails ends them itself.
  */
 export async function sleepingLeaders(
   host: HostAccess,
@@ -44,9 +44,15 @@ export async function sleepingLeaders(
     host.spawnDetached(["sh", "-c", "exec sleep 300"], { env, cwd: dir, logFile: `${dir}/${name}.log` });
   const { pid: tagged } = await spawn({ NARWHAL_LAUNCH_TOKEN: token }, "tagged");
   const { pid: plain } = await spawn({}, "plain");
-  await until("both to exec sleep", async () =>
-    (await Promise.all([tagged, plain].map((p) => host.processEnvToken(p, "NARWHAL_LAUNCH_TOKEN")))).includes(token),
-  );
+  try {
+    await until("both to exec sleep", async () =>
+      (await Promise.all([tagged, plain].map((p) => host.processEnvToken(p, "NARWHAL_LAUNCH_TOKEN")))).includes(token),
+    );
+  } catch (err) {
+    // Not handed to the caller yet: ended here, as the caller's finally would.
+    for (const pid of [tagged, plain]) await host.run(["kill", "--", `-${pid}`]);
+    throw err;
+  }
   return { tagged, plain };
 }
 
